@@ -1,0 +1,1 @@
+/* errfile.c — in progress */

@@ -1,0 +1,1 @@
+/* group.c — in progress */

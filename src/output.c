@@ -1,0 +1,1 @@
+/* output.c — in progress */

@@ -1,0 +1,1 @@
+/* ranks.c — in progress */

@@ -1,0 +1,1 @@
+/* rdzv.c — in progress */

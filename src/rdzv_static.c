@@ -1,0 +1,1 @@
+/* rdzv_static.c — in progress */

@@ -1,0 +1,407 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ctype.h>
+#include <math.h>
+#include <netdb.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static void
+oom(size_t size)
+{
+	fprintf(stderr, "elasticd: out of memory allocating %zu bytes\n", size);
+	abort();
+}
+
+void *
+xmalloc(size_t size)
+{
+	void *p = malloc(size ? size : 1);
+
+	if (!p) {
+		oom(size);
+	}
+	return p;
+}
+
+void *
+xcalloc(size_t nmemb, size_t size)
+{
+	void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+
+	if (!p) {
+		oom(nmemb * size);
+	}
+	return p;
+}
+
+void *
+xrealloc(void *ptr, size_t size)
+{
+	void *p = realloc(ptr, size ? size : 1);
+
+	if (!p) {
+		oom(size);
+	}
+	return p;
+}
+
+char *
+xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (!p) {
+		oom(strlen(s));
+	}
+	return p;
+}
+
+char *
+xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+
+	if (!p) {
+		oom(n);
+	}
+	return p;
+}
+
+char *
+xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (r < 0) {
+		oom(strlen(fmt));
+	}
+	return s;
+}
+
+void
+freep(void *p)
+{
+	void **pp = p;
+
+	free(*pp);
+	*pp = NULL;
+}
+
+void
+closep(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+size_t
+strv_length(char *const *v)
+{
+	size_t n = 0;
+
+	while (v && v[n]) {
+		n++;
+	}
+	return n;
+}
+
+void
+strv_consume(char ***v, char *s)
+{
+	size_t n = strv_length(*v);
+
+	*v = xrealloc(*v, (n + 2) * sizeof(char *));
+	(*v)[n] = s;
+	(*v)[n + 1] = NULL;
+}
+
+void
+strv_push(char ***v, const char *s)
+{
+	strv_consume(v, xstrdup(s));
+}
+
+char **
+strv_copy(char *const *v)
+{
+	char **c;
+	size_t n = strv_length(v);
+
+	if (!v) {
+		return NULL;
+	}
+	c = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		c[i] = xstrdup(v[i]);
+	}
+	return c;
+}
+
+void
+strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++) {
+		free(v[i]);
+	}
+	free(v);
+}
+
+int
+parse_int(const char *s, long long min, long long max, long long *ret)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s || isspace((unsigned char)*s)) {
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*end != '\0') {
+		return -EINVAL;
+	}
+	if (errno == ERANGE || v < min || v > max) {
+		return -ERANGE;
+	}
+	*ret = v;
+	return 0;
+}
+
+int
+parse_double(const char *s, double *ret)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || isspace((unsigned char)*s)) {
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtod(s, &end);
+	if (*end != '\0' || errno == ERANGE || !isfinite(v)) {
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+static uint64_t
+clock_usec(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * USEC_PER_SEC + (uint64_t)ts.tv_nsec / 1000;
+}
+
+uint64_t
+now_usec(void)
+{
+	return clock_usec(CLOCK_MONOTONIC);
+}
+
+uint64_t
+wall_usec(void)
+{
+	return clock_usec(CLOCK_REALTIME);
+}
+
+int
+fd_nonblock(int fd, bool on)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0) {
+		return -errno;
+	}
+	flags = on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK;
+	if (fcntl(fd, F_SETFL, flags) < 0) {
+		return -errno;
+	}
+	return 0;
+}
+
+int
+write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
+read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	char *buf;
+	size_t len = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		return -errno;
+	}
+	if (fstat(fd, &st) < 0) {
+		return -errno;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		return -EINVAL;
+	}
+	if ((size_t)st.st_size > max) {
+		return -EFBIG;
+	}
+	buf = xmalloc(max + 1);
+	for (;;) {
+		ssize_t n = read(fd, buf + len, max + 1 - len);
+
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			free(buf);
+			return -errno;
+		}
+		if (n == 0) {
+			break;
+		}
+		len += (size_t)n;
+		if (len > max) {
+			free(buf);
+			return -EFBIG;
+		}
+	}
+	buf[len] = '\0';
+	*ret_buf = buf;
+	if (ret_len) {
+		*ret_len = len;
+	}
+	return 0;
+}
+
+int
+mkdir_p(const char *path, mode_t mode)
+{
+	_cleanup_free_ char *p = xstrdup(path);
+
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/') {
+			continue;
+		}
+		*s = '\0';
+		if (mkdir(p, mode) < 0 && errno != EEXIST) {
+			return -errno;
+		}
+		*s = '/';
+	}
+	if (mkdir(p, mode) < 0 && errno != EEXIST) {
+		return -errno;
+	}
+	return 0;
+}
+
+static const struct {
+	int signo;
+	const char *name;
+} signals[] = {
+	{SIGHUP, "SIGHUP"},	  {SIGINT, "SIGINT"},	  {SIGQUIT, "SIGQUIT"},
+	{SIGILL, "SIGILL"},	  {SIGTRAP, "SIGTRAP"},	  {SIGABRT, "SIGABRT"},
+	{SIGBUS, "SIGBUS"},	  {SIGFPE, "SIGFPE"},	  {SIGKILL, "SIGKILL"},
+	{SIGUSR1, "SIGUSR1"},	  {SIGSEGV, "SIGSEGV"},	  {SIGUSR2, "SIGUSR2"},
+	{SIGPIPE, "SIGPIPE"},	  {SIGALRM, "SIGALRM"},	  {SIGTERM, "SIGTERM"},
+	{SIGSTKFLT, "SIGSTKFLT"}, {SIGCHLD, "SIGCHLD"},	  {SIGCONT, "SIGCONT"},
+	{SIGSTOP, "SIGSTOP"},	  {SIGTSTP, "SIGTSTP"},	  {SIGTTIN, "SIGTTIN"},
+	{SIGTTOU, "SIGTTOU"},	  {SIGURG, "SIGURG"},	  {SIGXCPU, "SIGXCPU"},
+	{SIGXFSZ, "SIGXFSZ"},	  {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"},
+	{SIGWINCH, "SIGWINCH"},	  {SIGIO, "SIGIO"},	  {SIGPWR, "SIGPWR"},
+	{SIGSYS, "SIGSYS"},
+};
+
+const char *
+signal_name(int signo)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(signals); i++) {
+		if (signals[i].signo == signo) {
+			return signals[i].name;
+		}
+	}
+	return NULL;
+}
+
+int
+signal_from_name(const char *s)
+{
+	long long n;
+
+	if (parse_int(s, 1, 64, &n) == 0) {
+		return signal_name((int)n) ? (int)n : -EINVAL;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(signals); i++) {
+		if (strcmp(signals[i].name, s) == 0 || strcmp(signals[i].name + 3, s) == 0) {
+			return signals[i].signo;
+		}
+	}
+	return -EINVAL;
+}
+
+int
+cpus_allowed_count(void)
+{
+	cpu_set_t set;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) < 0) {
+		n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+		return n > 0 ? n : 1;
+	}
+	n = CPU_COUNT(&set);
+	return n > 0 ? n : 1;
+}
+
+const char *
+host_fqdn(void)
+{
+	static char name[256];
+	struct addrinfo hints = {.ai_flags = AI_CANONNAME}, *res = NULL;
+
+	if (name[0]) {
+		return name;
+	}
+	if (gethostname(name, sizeof(name) - 1) < 0) {
+		snprintf(name, sizeof(name), "localhost");
+		return name;
+	}
+	if (getaddrinfo(name, NULL, &hints, &res) == 0 && res && res->ai_canonname &&
+	    strchr(res->ai_canonname, '.')) {
+		snprintf(name, sizeof(name), "%s", res->ai_canonname);
+	}
+	if (res) {
+		freeaddrinfo(res);
+	}
+	return name;
+}

@@ -1,0 +1,1 @@
+/* wenv.c — in progress */
