@@ -1,1 +1,492 @@
-/* group.c — in progress */
+#include "group.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "config.h"
+#include "log.h"
+#include "output.h"
+#include "ranks.h"
+#include "rdzv.h"
+#include "sentinel.h"
+#include "spawn.h"
+#include "util.h"
+#include "wenv.h"
+#include "worker.h"
+
+/* After SIGKILL, how long pipes held open by an escaped process (one that left
+ * the worker's process group) may delay the end of the stop. */
+#define DRAIN_GRACE_USEC (2 * USEC_PER_SEC)
+
+enum group_phase {
+	GROUP_RUNNING,
+	GROUP_STOPPING,
+	GROUP_KILLING,
+	GROUP_DONE,
+};
+
+struct group {
+	struct event_base *base;
+	const struct config *cfg;
+	struct group_callbacks cb;
+	struct sentinel *sentinel;
+
+	size_t n;
+	struct worker **workers;
+	char ***envs;  /* per local rank */
+	char ***argvs; /* per local rank */
+	char **prefixes;
+	const char *path; /* PATH for exec lookups, borrowed from base env */
+	const sigset_t *sigmask;
+	const int *reset_signals;
+	size_t n_reset_signals;
+
+	enum group_phase phase;
+	enum worker_state state;
+	int stop_signal;
+	bool stop_requested; /* group_stop from outside, not an outcome */
+	struct event *kill_timer;
+	struct event *drain_timer;
+};
+
+const char *
+worker_state_name(enum worker_state s)
+{
+	switch (s) {
+	case WORKER_STATE_UNKNOWN:
+		return "UNKNOWN";
+	case WORKER_STATE_INIT:
+		return "INIT";
+	case WORKER_STATE_HEALTHY:
+		return "HEALTHY";
+	case WORKER_STATE_UNHEALTHY:
+		return "UNHEALTHY";
+	case WORKER_STATE_STOPPED:
+		return "STOPPED";
+	case WORKER_STATE_SUCCEEDED:
+		return "SUCCEEDED";
+	case WORKER_STATE_FAILED:
+		return "FAILED";
+	}
+	return "UNKNOWN";
+}
+
+static enum worker_stream_mode
+stream_mode(const struct config *cfg, int local_rank, enum std_mask bit)
+{
+	bool redirect = std_map_get(&cfg->redirects, local_rank) & bit;
+	bool tee = std_map_get(&cfg->tee, local_rank) & bit;
+	bool shown = config_rank_in_filter(cfg, local_rank);
+
+	if (tee && shown) {
+		return WORKER_STREAM_TEE;
+	}
+	if (redirect || tee) {
+		return WORKER_STREAM_FILE;
+	}
+	return shown ? WORKER_STREAM_INHERIT : WORKER_STREAM_DEVNULL;
+}
+
+static char *
+line_prefix(char *const *base_env, const char *role, int local_rank, int rank)
+{
+	const char *tmpl = wenv_get(base_env, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+	char lr[16], gr[16];
+	static const char *const keys[] = {"role_name", "local_rank", "rank"};
+	const char *values[] = {role, lr, gr};
+
+	snprintf(lr, sizeof(lr), "%d", local_rank);
+	snprintf(gr, sizeof(gr), "%d", rank);
+	if (!tmpl) {
+		return xasprintf("[%s%d]:", role, local_rank);
+	}
+	return wenv_template_substitute(tmpl, keys, values, ARRAY_SIZE(keys));
+}
+
+struct group *
+group_new(struct event_base *base, const struct group_spec *spec, const struct group_callbacks *cb,
+	  char **reterr)
+{
+	const struct config *cfg = spec->cfg;
+	const struct rdzv_result *rr = spec->rdzv;
+	struct group *g = xcalloc(1, sizeof(*g));
+	struct ranks_info ri;
+
+	g->base = base;
+	g->cfg = cfg;
+	g->cb = *cb;
+	g->sentinel = spec->sentinel;
+	g->sigmask = spec->sigmask;
+	g->reset_signals = spec->reset_signals;
+	g->n_reset_signals = spec->n_reset_signals;
+	g->path = wenv_get(spec->base_env, "PATH");
+	g->n = (size_t)spec->local_world_size;
+	g->workers = xcalloc(g->n, sizeof(*g->workers));
+	g->envs = xcalloc(g->n, sizeof(*g->envs));
+	g->argvs = xcalloc(g->n, sizeof(*g->argvs));
+	g->prefixes = xcalloc(g->n, sizeof(*g->prefixes));
+	g->state = WORKER_STATE_INIT;
+
+	ranks_assign(rr->nodes, (size_t)rr->group_world_size, (size_t)rr->group_rank, &ri);
+	for (size_t i = 0; i < g->n; i++) {
+		int lr = (int)i;
+		struct worker *w = worker_new(lr, ri.base_global_rank + lr, ri.base_role_rank + lr);
+		struct wenv_worker we = {
+			.local_rank = lr,
+			.rank = w->global_rank,
+			.group_rank = rr->group_rank,
+			.role_rank = w->role_rank,
+			.role_name = cfg->role,
+			.local_world_size = spec->local_world_size,
+			.world_size = ri.global_world_size,
+			.group_world_size = rr->group_world_size,
+			.role_world_size = ri.role_world_size,
+			.master_addr = rr->master_addr,
+			.master_port = rr->master_port,
+			.restart_count = spec->restart_count,
+			.max_restarts = cfg->max_restarts,
+			.run_id = cfg->rdzv_id,
+			.use_agent_store = rr->use_agent_store,
+			.set_omp_num_threads = spec->set_omp_num_threads,
+			.virtual_local_rank = cfg->virtual_local_rank,
+		};
+
+		g->workers[i] = w;
+		if (spec->attempt_dir) {
+			char *dir = xasprintf("%s/%d", spec->attempt_dir, lr);
+			int r = mkdir_p(dir, 0755);
+
+			if (r < 0) {
+				*reterr = xasprintf("cannot create log directory %s: %s", dir,
+						    strerror(-r));
+				free(dir);
+				group_free(g);
+				return NULL;
+			}
+			w->error_file = xasprintf("%s/error.json", dir);
+			for (int s = 0; s < 2; s++) {
+				w->stream_mode[s] =
+					stream_mode(cfg, lr, s == 0 ? STD_OUT : STD_ERR);
+				if (w->stream_mode[s] == WORKER_STREAM_FILE ||
+				    w->stream_mode[s] == WORKER_STREAM_TEE) {
+					w->stream_path[s] = xasprintf(
+						"%s/%s", dir, s == 0 ? "stdout.log" : "stderr.log");
+				}
+			}
+			free(dir);
+		} else {
+			/* --log-dir /dev/null: no files, no error files, nothing echoed. */
+			w->error_file = xstrdup("");
+			for (int s = 0; s < 2; s++) {
+				enum worker_stream_mode m =
+					stream_mode(cfg, lr, s == 0 ? STD_OUT : STD_ERR);
+
+				w->stream_mode[s] =
+					m == WORKER_STREAM_INHERIT ? m : WORKER_STREAM_DEVNULL;
+			}
+		}
+		we.error_file = w->error_file;
+		if (wenv_build_env(spec->base_env, &we, &g->envs[i], reterr) < 0) {
+			group_free(g);
+			return NULL;
+		}
+		g->argvs[i] = wenv_build_argv(cfg, spec->base_env, lr);
+		g->prefixes[i] = line_prefix(spec->base_env, cfg->role, lr, w->global_rank);
+	}
+	return g;
+}
+
+static bool
+group_all_gone(struct group *g)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		struct worker *w = g->workers[i];
+
+		if (w->pid == 0) {
+			continue;
+		}
+		if (!w->reaped || !worker_streams_done(w)) {
+			return false;
+		}
+		/* Once stopping, members left behind in a process group count too. */
+		if (g->phase != GROUP_RUNNING && worker_group_alive(w)) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void
+group_finish(struct group *g)
+{
+	g->phase = GROUP_DONE;
+	if (g->kill_timer) {
+		evtimer_del(g->kill_timer);
+	}
+	if (g->drain_timer) {
+		evtimer_del(g->drain_timer);
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		sentinel_forget(g->sentinel, g->workers[i]->pid);
+	}
+	if (g->cb.stopped) {
+		g->cb.stopped(g, g->cb.arg);
+	}
+}
+
+static void
+group_check(struct group *g)
+{
+	if (g->phase == GROUP_RUNNING || g->phase == GROUP_DONE) {
+		return;
+	}
+	if (group_all_gone(g)) {
+		group_finish(g);
+	}
+}
+
+static void
+drain_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct group *g = arg;
+
+	/* Pipes still open after SIGKILL: a process escaped its process group
+	 * (setsid) and holds them. Take what is there and stop waiting. */
+	for (size_t i = 0; i < g->n; i++) {
+		if (!worker_streams_done(g->workers[i])) {
+			log_warn("[%s] output of local_rank %zu still open after SIGKILL "
+				 "(a process left its process group); closing it",
+				 g->cfg->role, i);
+			worker_streams_drain(g->workers[i]);
+		}
+	}
+	group_check(g);
+}
+
+static void
+kill_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct group *g = arg;
+	struct timeval tv = {DRAIN_GRACE_USEC / USEC_PER_SEC, 0};
+
+	g->phase = GROUP_KILLING;
+	for (size_t i = 0; i < g->n; i++) {
+		struct worker *w = g->workers[i];
+
+		if (worker_group_alive(w)) {
+			log_warn("Unable to shutdown process %d via %s, forcefully exiting via "
+				 "SIGKILL",
+				 (int)w->pid, signal_name(g->stop_signal));
+			worker_signal(w, SIGKILL);
+		}
+	}
+	if (!g->drain_timer) {
+		g->drain_timer = evtimer_new(g->base, drain_timer_cb, g);
+	}
+	evtimer_add(g->drain_timer, &tv);
+}
+
+/* Send sig to every populated process group and arm the SIGKILL timer. */
+static void
+group_begin_stop(struct group *g, int sig)
+{
+	struct timeval tv = {g->cfg->shutdown_timeout, 0};
+
+	g->stop_signal = sig;
+	if (g->phase == GROUP_RUNNING) {
+		g->phase = GROUP_STOPPING;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		struct worker *w = g->workers[i];
+
+		if (!worker_group_alive(w)) {
+			continue;
+		}
+		if (!w->reaped) {
+			log_warn("Sending process %d closing signal %s", (int)w->pid,
+				 signal_name(sig));
+		} else {
+			log_warn("Sending process group %d (leader exited) closing signal %s",
+				 (int)w->pid, signal_name(sig));
+		}
+		worker_signal(w, sig);
+	}
+	if (g->phase == GROUP_STOPPING) {
+		if (!g->kill_timer) {
+			g->kill_timer = evtimer_new(g->base, kill_timer_cb, g);
+		}
+		if (!evtimer_pending(g->kill_timer, NULL)) {
+			evtimer_add(g->kill_timer, &tv);
+		}
+	}
+	group_check(g);
+}
+
+static void
+tee_eof_cb(struct tee *t, void *arg)
+{
+	group_check(arg);
+}
+
+static void
+group_decide(struct group *g, enum worker_state state)
+{
+	g->state = state;
+	if (g->cb.outcome) {
+		g->cb.outcome(g, state, g->cb.arg);
+	}
+	if (g->phase == GROUP_RUNNING) {
+		group_begin_stop(g, SIGTERM);
+	}
+}
+
+int
+group_start(struct group *g)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		struct worker *w = g->workers[i];
+		struct spawn_args a = {
+			.argv = g->argvs[i],
+			.envp = g->envs[i],
+			.path = g->path,
+			.stdin_fd = -1,
+			.sigmask = g->sigmask,
+			.reset_signals = g->reset_signals,
+			.n_reset_signals = g->n_reset_signals,
+		};
+		int r = worker_start(w, g->base, &a, g->prefixes[i], tee_eof_cb, g);
+
+		if (r < 0) {
+			log_error("[%s] cannot start local_rank %zu (%s): %s", g->cfg->role, i,
+				  g->argvs[i][0], strerror(-r));
+			/* Count it as a worker that failed to exec. */
+			w->reaped = true;
+			w->failed = true;
+			w->exitcode = SPAWN_EXIT_CANNOT_EXEC;
+			w->exec_errno = -r;
+			w->exit_wall = time(NULL);
+			g->state = WORKER_STATE_HEALTHY;
+			group_decide(g, WORKER_STATE_FAILED);
+			return r;
+		}
+		sentinel_watch(g->sentinel, w->pid);
+	}
+	g->state = WORKER_STATE_HEALTHY;
+	return 0;
+}
+
+bool
+group_handle_exit(struct group *g, pid_t pid, int wstatus)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		struct worker *w = g->workers[i];
+
+		if (w->pid != pid || w->reaped) {
+			continue;
+		}
+		worker_set_exit(w, wstatus);
+		if (w->exec_errno) {
+			log_error("[%s] local_rank %zu: cannot execute '%s': %s", g->cfg->role, i,
+				  g->argvs[i][0], strerror(w->exec_errno));
+		}
+		if (g->phase == GROUP_RUNNING && w->exitcode != 0) {
+			w->failed = true;
+		}
+		return true;
+	}
+	return false;
+}
+
+void
+group_after_reap(struct group *g)
+{
+	if (g->phase == GROUP_RUNNING) {
+		bool any_failed = false, all_ok = true;
+
+		for (size_t i = 0; i < g->n; i++) {
+			struct worker *w = g->workers[i];
+
+			any_failed |= w->failed;
+			all_ok &= w->reaped && w->exitcode == 0;
+		}
+		if (any_failed) {
+			group_decide(g, WORKER_STATE_FAILED);
+		} else if (all_ok) {
+			group_decide(g, WORKER_STATE_SUCCEEDED);
+		}
+		return;
+	}
+	group_check(g);
+}
+
+void
+group_stop(struct group *g, int sig)
+{
+	if (g->phase == GROUP_DONE) {
+		return;
+	}
+	if (g->phase == GROUP_RUNNING) {
+		g->stop_requested = true;
+		g->state = WORKER_STATE_STOPPED;
+	}
+	group_begin_stop(g, sig);
+}
+
+enum worker_state
+group_state(const struct group *g)
+{
+	return g->state;
+}
+
+bool
+group_is_done(const struct group *g)
+{
+	return g->phase == GROUP_DONE;
+}
+
+size_t
+group_size(const struct group *g)
+{
+	return g->n;
+}
+
+struct worker *
+group_worker(const struct group *g, size_t local_rank)
+{
+	return local_rank < g->n ? g->workers[local_rank] : NULL;
+}
+
+const char *
+group_entrypoint_name(const struct group *g)
+{
+	return g->cfg->entrypoint;
+}
+
+void
+group_free(struct group *g)
+{
+	if (!g) {
+		return;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		worker_free(g->workers[i]);
+		strv_free(g->envs[i]);
+		strv_free(g->argvs[i]);
+		free(g->prefixes[i]);
+	}
+	free(g->workers);
+	free(g->envs);
+	free(g->argvs);
+	free(g->prefixes);
+	if (g->kill_timer) {
+		event_free(g->kill_timer);
+	}
+	if (g->drain_timer) {
+		event_free(g->drain_timer);
+	}
+	free(g);
+}

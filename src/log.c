@@ -29,9 +29,9 @@ log_level_parse(const char *s, enum log_level *ret)
 		const char *name;
 		enum log_level level;
 	} names[] = {
-		{"debug", LOG_LEVEL_DEBUG},	{"info", LOG_LEVEL_INFO},
+		{"debug", LOG_LEVEL_DEBUG},     {"info", LOG_LEVEL_INFO},
 		{"warning", LOG_LEVEL_WARNING}, {"warn", LOG_LEVEL_WARNING},
-		{"error", LOG_LEVEL_ERROR},	{"critical", LOG_LEVEL_ERROR},
+		{"error", LOG_LEVEL_ERROR},     {"critical", LOG_LEVEL_ERROR},
 	};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

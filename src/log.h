@@ -12,20 +12,16 @@ enum log_level {
 };
 
 /* Set the minimum level written. */
-void
-log_set_level(enum log_level level);
-enum log_level
-log_get_level(void);
+void log_set_level(enum log_level level);
+enum log_level log_get_level(void);
 
 /* Parse "debug", "info", "warning"/"warn", "error" (any case), as Python's
  * LOGLEVEL names. Returns 0 and sets *ret, or -EINVAL. */
-int
-log_level_parse(const char *s, enum log_level *ret);
+int log_level_parse(const char *s, enum log_level *ret);
 
 /* Write one line "elasticd <L> <HH:MM:SS.mmm> <message>" to stderr when level is
  * enabled. A trailing newline in fmt is not needed. */
-void
-log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_debug(...) log_write(LOG_LEVEL_DEBUG, __VA_ARGS__)
 #define log_info(...) log_write(LOG_LEVEL_INFO, __VA_ARGS__)

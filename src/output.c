@@ -1,1 +1,238 @@
-/* output.c — in progress */
+#include "output.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define READ_CHUNK (64u * 1024)
+
+void
+prefixer_init(struct prefixer *p, const char *prefix)
+{
+	memset(p, 0, sizeof(*p));
+	p->prefix = xstrdup(prefix);
+	p->prefix_len = strlen(prefix);
+	p->pending = xmalloc(OUTPUT_MAX_PENDING);
+}
+
+void
+prefixer_release(struct prefixer *p)
+{
+	free(p->prefix);
+	free(p->pending);
+	memset(p, 0, sizeof(*p));
+}
+
+static void
+append(char **out, size_t *out_len, const char *s, size_t len)
+{
+	*out = xrealloc(*out, *out_len + len + 1);
+	memcpy(*out + *out_len, s, len);
+	*out_len += len;
+}
+
+/* Pass on one piece of a line; ends_line says whether it ends with \n or \r. */
+static void
+emit(struct prefixer *p, const char *s, size_t len, bool ends_line, char **out, size_t *out_len)
+{
+	if (len == 0) {
+		return;
+	}
+	if (!p->mid_line) {
+		append(out, out_len, p->prefix, p->prefix_len);
+	}
+	append(out, out_len, s, len);
+	p->mid_line = !ends_line;
+}
+
+void
+prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t *out_len)
+{
+	while (len > 0) {
+		size_t i = 0;
+
+		while (i < len && in[i] != '\n' && in[i] != '\r') {
+			i++;
+		}
+		if (i == len) {
+			/* No line end: hold it, or pass a too-long line on in pieces. */
+			if (p->pending_len + len > OUTPUT_MAX_PENDING) {
+				emit(p, p->pending, p->pending_len, false, out, out_len);
+				p->pending_len = 0;
+				if (len >= OUTPUT_MAX_PENDING) {
+					emit(p, in, len, false, out, out_len);
+					return;
+				}
+			}
+			memcpy(p->pending + p->pending_len, in, len);
+			p->pending_len += len;
+			return;
+		}
+		/* in[0..i] completes a line. */
+		if (p->pending_len > 0) {
+			if (!p->mid_line) {
+				append(out, out_len, p->prefix, p->prefix_len);
+			}
+			append(out, out_len, p->pending, p->pending_len);
+			p->pending_len = 0;
+			p->mid_line = true;
+		}
+		emit(p, in, i + 1, true, out, out_len);
+		in += i + 1;
+		len -= i + 1;
+	}
+}
+
+void
+prefixer_flush(struct prefixer *p, char **out, size_t *out_len)
+{
+	if (p->pending_len > 0) {
+		emit(p, p->pending, p->pending_len, false, out, out_len);
+		p->pending_len = 0;
+	}
+	if (p->mid_line) {
+		append(out, out_len, "\n", 1);
+		p->mid_line = false;
+	}
+}
+
+struct tee {
+	struct event *ev;
+	int pipe_fd;
+	int file_fd;
+	int console_fd;
+	struct prefixer prefixer;
+	bool done;
+	void (*eof_cb)(struct tee *t, void *arg);
+	void *arg;
+};
+
+static void
+tee_pass(struct tee *t, const char *buf, size_t len)
+{
+	char *out = NULL;
+	size_t out_len = 0;
+
+	if (t->file_fd >= 0) {
+		(void)write_all(t->file_fd, buf, len);
+	}
+	if (t->console_fd < 0) {
+		return;
+	}
+	if (len > 0) {
+		prefixer_feed(&t->prefixer, buf, len, &out, &out_len);
+	} else {
+		prefixer_flush(&t->prefixer, &out, &out_len);
+	}
+	if (out_len > 0) {
+		(void)write_all(t->console_fd, out, out_len);
+	}
+	free(out);
+}
+
+/* Read until EAGAIN (returns false) or end of file/error (returns true). */
+static bool
+tee_read(struct tee *t)
+{
+	char buf[READ_CHUNK];
+
+	for (int rounds = 0; rounds < 16; rounds++) {
+		ssize_t n = read(t->pipe_fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			tee_pass(t, buf, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR) {
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			return false;
+		}
+		return true;
+	}
+	/* Plenty read; give the rest of the loop a turn. */
+	return false;
+}
+
+static void
+tee_finish(struct tee *t)
+{
+	tee_pass(t, NULL, 0);
+	if (t->ev) {
+		event_free(t->ev);
+		t->ev = NULL;
+	}
+	if (t->pipe_fd >= 0) {
+		close(t->pipe_fd);
+		t->pipe_fd = -1;
+	}
+	t->done = true;
+}
+
+static void
+tee_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tee *t = arg;
+
+	if (!tee_read(t)) {
+		return;
+	}
+	tee_finish(t);
+	if (t->eof_cb) {
+		t->eof_cb(t, t->arg);
+	}
+}
+
+struct tee *
+tee_new(struct event_base *base, int pipe_fd, int file_fd, int console_fd, const char *prefix,
+	void (*eof_cb)(struct tee *t, void *arg), void *arg)
+{
+	struct tee *t = xcalloc(1, sizeof(*t));
+
+	t->pipe_fd = pipe_fd;
+	t->file_fd = file_fd;
+	t->console_fd = console_fd;
+	t->eof_cb = eof_cb;
+	t->arg = arg;
+	prefixer_init(&t->prefixer, prefix);
+	(void)fd_nonblock(pipe_fd, true);
+	t->ev = event_new(base, pipe_fd, EV_READ | EV_PERSIST, tee_read_cb, t);
+	event_add(t->ev, NULL);
+	return t;
+}
+
+void
+tee_drain_and_close(struct tee *t)
+{
+	if (t->done) {
+		return;
+	}
+	(void)tee_read(t);
+	tee_finish(t);
+}
+
+bool
+tee_done(const struct tee *t)
+{
+	return t->done;
+}
+
+void
+tee_free(struct tee *t)
+{
+	if (!t) {
+		return;
+	}
+	if (t->ev) {
+		event_free(t->ev);
+	}
+	if (t->pipe_fd >= 0) {
+		close(t->pipe_fd);
+	}
+	prefixer_release(&t->prefixer);
+	free(t);
+}

@@ -1,1 +1,127 @@
-/* rdzv.c — in progress */
+#include "rdzv.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "config.h"
+#include "util.h"
+
+int
+rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host, int *ret_port)
+{
+	const char *colon;
+	long long port = default_port;
+	char *host;
+
+	if (!endpoint || !*endpoint) {
+		return -EINVAL;
+	}
+	if (endpoint[0] == '[') {
+		const char *close = strchr(endpoint, ']');
+
+		if (!close || close == endpoint + 1) {
+			return -EINVAL;
+		}
+		host = xstrndup(endpoint + 1, (size_t)(close - endpoint - 1));
+		colon = close[1] == ':' ? close + 1 : NULL;
+		if (!colon && close[1] != '\0') {
+			free(host);
+			return -EINVAL;
+		}
+	} else {
+		colon = strrchr(endpoint, ':');
+		if (colon && strchr(endpoint, ':') != colon) {
+			/* A bare IPv6 address without brackets: no port. */
+			colon = NULL;
+		}
+		host = colon ? xstrndup(endpoint, (size_t)(colon - endpoint)) : xstrdup(endpoint);
+	}
+	if (colon && parse_int(colon + 1, 0, 65535, &port) < 0) {
+		free(host);
+		return -EINVAL;
+	}
+	if (!*host || port < 0) {
+		free(host);
+		return -EINVAL;
+	}
+	*ret_host = host;
+	*ret_port = (int)port;
+	return 0;
+}
+
+struct rdzv *
+rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size,
+	 const struct rdzv_callbacks *cb, char **reterr)
+{
+	struct rdzv *r;
+	const struct rdzv_backend_ops *ops = NULL;
+
+	if (cfg->standalone || strcmp(cfg->rdzv_backend, "static") == 0) {
+		ops = &rdzv_static_ops;
+	} else if (cfg->max_nodes == 1 && strcmp(cfg->rdzv_backend, "c10d") == 0) {
+		/* One node through c10d is the standalone case with a given endpoint. */
+		ops = &rdzv_static_ops;
+	} else if (strcmp(cfg->rdzv_backend, "c10d") == 0 ||
+		   strcmp(cfg->rdzv_backend, "etcd") == 0 ||
+		   strcmp(cfg->rdzv_backend, "etcd-v2") == 0) {
+		*reterr = xasprintf("--rdzv-backend: '%s' with more than one node is not supported "
+				    "yet; use --rdzv-backend static with --node-rank, "
+				    "--master-addr and --master-port",
+				    cfg->rdzv_backend);
+		return NULL;
+	} else {
+		*reterr = xasprintf("--rdzv-backend: unknown backend '%s' (expected static, c10d, "
+				    "etcd or etcd-v2)",
+				    cfg->rdzv_backend);
+		return NULL;
+	}
+	r = xcalloc(1, sizeof(*r));
+	r->ops = ops;
+	r->base = base;
+	r->cfg = cfg;
+	r->local_world_size = local_world_size;
+	r->cb = *cb;
+	if (ops->init && ops->init(r, reterr) < 0) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+int
+rdzv_next(struct rdzv *r)
+{
+	return r->ops->next(r);
+}
+
+int
+rdzv_num_nodes_waiting(struct rdzv *r)
+{
+	return r->ops->num_nodes_waiting(r);
+}
+
+void
+rdzv_shutdown(struct rdzv *r)
+{
+	r->ops->shutdown(r);
+}
+
+void
+rdzv_free(struct rdzv *r)
+{
+	if (!r) {
+		return;
+	}
+	if (r->ops->free) {
+		r->ops->free(r);
+	}
+	free(r);
+}
+
+void
+rdzv_result_release(struct rdzv_result *res)
+{
+	free(res->nodes);
+	free(res->master_addr);
+	memset(res, 0, sizeof(*res));
+}

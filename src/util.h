@@ -15,96 +15,71 @@
 
 /* malloc/calloc/realloc/strdup that abort(3) with a message on out-of-memory.
  * Never return NULL; every peer-controlled size is bounded before it gets here. */
-void *
-xmalloc(size_t size);
-void *
-xcalloc(size_t nmemb, size_t size);
-void *
-xrealloc(void *ptr, size_t size);
-char *
-xstrdup(const char *s);
-char *
-xstrndup(const char *s, size_t n);
+void *xmalloc(size_t size);
+void *xcalloc(size_t nmemb, size_t size);
+void *xrealloc(void *ptr, size_t size);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
 
 /* printf into a newly allocated string (caller frees). Aborts on OOM. */
-char *
-xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Free *p and set it to NULL. */
-void
-freep(void *p);
+void freep(void *p);
 
 #define _cleanup_free_ __attribute__((cleanup(freep)))
-void
-closep(int *fd);
+void closep(int *fd);
 #define _cleanup_close_ __attribute__((cleanup(closep)))
 
 /* A NULL-terminated vector of owned strings ("strv"). */
 
 /* Number of entries before the terminating NULL; 0 for a NULL vector. */
-size_t
-strv_length(char *const *v);
+size_t strv_length(char *const *v);
 /* Append a copy of s; *v may be NULL (then a new vector is made). */
-void
-strv_push(char ***v, const char *s);
+void strv_push(char ***v, const char *s);
 /* Append s itself, taking ownership of it. */
-void
-strv_consume(char ***v, char *s);
+void strv_consume(char ***v, char *s);
 /* Deep copy; NULL gives NULL. */
-char **
-strv_copy(char *const *v);
+char **strv_copy(char *const *v);
 /* Free every string and the vector; accepts NULL. */
-void
-strv_free(char **v);
+void strv_free(char **v);
 
 /* Parse a whole string as a base-10 integer in [min, max]. Leading and trailing
  * whitespace are refused. Returns 0, -EINVAL (not a number) or -ERANGE. *ret is
  * untouched on failure. */
-int
-parse_int(const char *s, long long min, long long max, long long *ret);
+int parse_int(const char *s, long long min, long long max, long long *ret);
 /* Parse a whole string as a finite double. Returns 0 or -EINVAL. */
-int
-parse_double(const char *s, double *ret);
+int parse_double(const char *s, double *ret);
 
 /* CLOCK_MONOTONIC in microseconds: for deadlines and durations. */
-uint64_t
-now_usec(void);
+uint64_t now_usec(void);
 /* CLOCK_REALTIME in microseconds: for timestamps that leave the process. */
-uint64_t
-wall_usec(void);
+uint64_t wall_usec(void);
 
 /* Set O_NONBLOCK on fd. Returns 0 or -errno. */
-int
-fd_nonblock(int fd, bool on);
+int fd_nonblock(int fd, bool on);
 
 /* Write all of buf to a blocking fd, retrying on EINTR and short writes.
  * Returns 0 or -errno. */
-int
-write_all(int fd, const void *buf, size_t len);
+int write_all(int fd, const void *buf, size_t len);
 
 /* Read a whole regular file of at most max bytes into a NUL-terminated buffer
  * (caller frees). Returns 0, -ENOENT, -EFBIG when larger than max, or -errno. */
-int
-read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
+int read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
 
 /* mkdir -p with mode for every created component. Returns 0 or -errno. */
-int
-mkdir_p(const char *path, mode_t mode);
+int mkdir_p(const char *path, mode_t mode);
 
 /* Signal name with its "SIG" prefix ("SIGTERM" for 15), or NULL if
  * unknown. Static storage. */
-const char *
-signal_name(int signo);
+const char *signal_name(int signo);
 /* Parse "SIGTERM", "TERM" or "15". Returns the number, or -EINVAL. */
-int
-signal_from_name(const char *s);
+int signal_from_name(const char *s);
 
 /* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
-int
-cpus_allowed_count(void);
+int cpus_allowed_count(void);
 
 /* The host's fully qualified name, as Python's socket.getfqdn(): the canonical
  * name of gethostname() when it resolves, else gethostname(). Looked up once and
  * cached (static storage); may block on DNS the first time. */
-const char *
-host_fqdn(void);
+const char *host_fqdn(void);

@@ -1,20 +1,126 @@
+/* The console half of tee: a prefix at the start of every line, partial
+ * lines held back, '\r' redraws, long lines in pieces, flush at end. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "output.h"
+#include "util.h"
+
+struct feed_case {
+	const char *name;
+	const char *chunks[4]; /* fed one after another */
+	bool flush;
+	const char *want;
+};
+
+static const struct feed_case cases[] = {
+	{"one line", {"hello\n"}, false, "[default0]:hello\n"},
+	{"two lines in one chunk", {"a\nb\n"}, false, "[default0]:a\n[default0]:b\n"},
+	{"line split across chunks",
+	 {"hel", "lo\nwor", "ld\n"},
+	 false,
+	 "[default0]:hello\n[default0]:world\n"},
+	{"partial held until flush", {"no newline"}, false, ""},
+	{"partial flushed with newline", {"no newline"}, true, "[default0]:no newline\n"},
+	{"complete line then partial flushed", {"a\nb"}, true, "[default0]:a\n[default0]:b\n"},
+	{"carriage return redraws",
+	 {"10%\r20%\r100%\n"},
+	 false,
+	 "[default0]:10%\r[default0]:20%\r[default0]:100%\n"},
+	{"empty lines", {"\n\n"}, false, "[default0]:\n[default0]:\n"},
+	{"flush with nothing pending", {"x\n"}, true, "[default0]:x\n"},
+	{"nothing at all", {NULL}, true, ""},
+};
+
 static void
-placeholder(void **state)
+test_feed_table(void **state)
 {
-	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct feed_case *c = &cases[i];
+		struct prefixer p;
+		char *out = NULL;
+		size_t len = 0;
+
+		print_message("case: %s\n", c->name);
+		prefixer_init(&p, "[default0]:");
+		for (size_t k = 0; k < ARRAY_SIZE(c->chunks) && c->chunks[k]; k++) {
+			prefixer_feed(&p, c->chunks[k], strlen(c->chunks[k]), &out, &len);
+		}
+		if (c->flush) {
+			prefixer_flush(&p, &out, &len);
+		}
+		assert_int_equal(len, strlen(c->want));
+		if (len > 0) {
+			assert_memory_equal(out, c->want, len);
+		}
+		free(out);
+		prefixer_release(&p);
+	}
+}
+
+/* A line longer than the hold-back buffer is passed on in pieces, prefixed once,
+ * and no byte is lost or duplicated. */
+static void
+test_long_line(void **state)
+{
+	size_t n = 3 * OUTPUT_MAX_PENDING + 123;
+	char *line = xmalloc(n + 1);
+	struct prefixer p;
+	char *out = NULL;
+	size_t len = 0;
+
+	memset(line, 'x', n);
+	line[n] = '\n';
+	prefixer_init(&p, "[r1]:");
+	for (size_t off = 0; off <= n; off += 1000) {
+		size_t k = off + 1000 > n + 1 ? n + 1 - off : 1000;
+
+		prefixer_feed(&p, line + off, k, &out, &len);
+	}
+	prefixer_flush(&p, &out, &len);
+	assert_int_equal(len, strlen("[r1]:") + n + 1);
+	assert_memory_equal(out, "[r1]:xxx", 8);
+	assert_int_equal(out[len - 1], '\n');
+	assert_null(memmem(out + 5, len - 5, "[r1]:", 5));
+	free(out);
+	free(line);
+	prefixer_release(&p);
+}
+
+/* One byte at a time gives the same result as one chunk. */
+static void
+test_byte_by_byte(void **state)
+{
+	const char *in = "alpha\nbe\rta\ngam";
+	const char *want = "[p]:alpha\n[p]:be\r[p]:ta\n[p]:gam\n";
+	struct prefixer p;
+	char *out = NULL;
+	size_t len = 0;
+
+	prefixer_init(&p, "[p]:");
+	for (size_t i = 0; in[i]; i++) {
+		prefixer_feed(&p, in + i, 1, &out, &len);
+	}
+	prefixer_flush(&p, &out, &len);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(out, want, len);
+	free(out);
+	prefixer_release(&p);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(placeholder),
+		cmocka_unit_test(test_feed_table),
+		cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_byte_by_byte),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,20 +1,144 @@
+/* Helpers every module relies on: strict number parsing, signal names,
+ * endpoints, strv. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzv.h"
+#include "util.h"
+
 static void
-placeholder(void **state)
+test_parse_int(void **state)
 {
-	(void)state;
+	static const struct {
+		const char *s;
+		long long min, max;
+		int ret;
+		long long value;
+	} cases[] = {
+		{"0", 0, 10, 0, 0},
+		{"10", 0, 10, 0, 10},
+		{"-1", 0, 10, -ERANGE, 0},
+		{"11", 0, 10, -ERANGE, 0},
+		{"", 0, 10, -EINVAL, 0},
+		{" 1", 0, 10, -EINVAL, 0},
+		{"1 ", 0, 10, -EINVAL, 0},
+		{"1x", 0, 10, -EINVAL, 0},
+		{"x", 0, 10, -EINVAL, 0},
+		{"-5", -10, 10, 0, -5},
+		{"99999999999999999999", 0, 10, -ERANGE, 0},
+		{"0x10", 0, 100, -EINVAL, 0},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		long long v = -42;
+		int r = parse_int(cases[i].s, cases[i].min, cases[i].max, &v);
+
+		print_message("'%s'\n", cases[i].s);
+		assert_int_equal(r, cases[i].ret);
+		assert_int_equal(v, r == 0 ? cases[i].value : -42);
+	}
+}
+
+static void
+test_parse_double(void **state)
+{
+	double d;
+
+	assert_int_equal(parse_double("0.1", &d), 0);
+	assert_true(d > 0.09 && d < 0.11);
+	assert_int_equal(parse_double("5", &d), 0);
+	assert_int_equal(parse_double("nan", &d), -EINVAL);
+	assert_int_equal(parse_double("inf", &d), -EINVAL);
+	assert_int_equal(parse_double("1e999", &d), -EINVAL);
+	assert_int_equal(parse_double("0.1s", &d), -EINVAL);
+	assert_int_equal(parse_double("", &d), -EINVAL);
+}
+
+static void
+test_signals(void **state)
+{
+	assert_string_equal(signal_name(SIGTERM), "SIGTERM");
+	assert_string_equal(signal_name(SIGKILL), "SIGKILL");
+	assert_null(signal_name(0));
+	assert_int_equal(signal_from_name("SIGUSR1"), SIGUSR1);
+	assert_int_equal(signal_from_name("HUP"), SIGHUP);
+	assert_int_equal(signal_from_name("15"), SIGTERM);
+	assert_int_equal(signal_from_name("SIGFOO"), -EINVAL);
+	assert_int_equal(signal_from_name("sigterm"), -EINVAL);
+	assert_int_equal(signal_from_name("0"), -EINVAL);
+}
+
+static void
+test_endpoint(void **state)
+{
+	static const struct {
+		const char *in;
+		int ret;
+		const char *host;
+		int port;
+	} cases[] = {
+		{"node0:29400", 0, "node0", 29400},
+		{"node0", 0, "node0", 1234},
+		{"[::1]:29400", 0, "::1", 29400},
+		{"[::1]", 0, "::1", 1234},
+		{"::1", 0, "::1", 1234},
+		{"10.0.0.1:0", 0, "10.0.0.1", 0},
+		{"node0:", -EINVAL, NULL, 0},
+		{"node0:x", -EINVAL, NULL, 0},
+		{"node0:70000", -EINVAL, NULL, 0},
+		{":29400", -EINVAL, NULL, 0},
+		{"[::1", -EINVAL, NULL, 0},
+		{"[::1]x", -EINVAL, NULL, 0},
+		{"", -EINVAL, NULL, 0},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *host = NULL;
+		int port = -1;
+		int r = rdzv_parse_endpoint(cases[i].in, 1234, &host, &port);
+
+		print_message("'%s'\n", cases[i].in);
+		assert_int_equal(r, cases[i].ret);
+		if (r == 0) {
+			assert_string_equal(host, cases[i].host);
+			assert_int_equal(port, cases[i].port);
+		}
+		free(host);
+	}
+}
+
+static void
+test_strv(void **state)
+{
+	char **v = NULL, **c;
+
+	assert_int_equal(strv_length(v), 0);
+	strv_push(&v, "a");
+	strv_consume(&v, xstrdup("b"));
+	assert_int_equal(strv_length(v), 2);
+	c = strv_copy(v);
+	assert_string_equal(c[1], "b");
+	assert_null(c[2]);
+	strv_free(v);
+	strv_free(c);
+	assert_null(strv_copy(NULL));
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(placeholder),
+		cmocka_unit_test(test_parse_int), cmocka_unit_test(test_parse_double),
+		cmocka_unit_test(test_signals),   cmocka_unit_test(test_endpoint),
+		cmocka_unit_test(test_strv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,20 +1,213 @@
+/* The worker contract: environment and argv exactly as torchrun builds them. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "util.h"
+#include "wenv.h"
+
+static const struct wenv_worker base_worker = {
+	.local_rank = 1,
+	.rank = 5,
+	.group_rank = 2,
+	.role_rank = 3,
+	.role_name = "trainer",
+	.local_world_size = 2,
+	.world_size = 6,
+	.group_world_size = 3,
+	.role_world_size = 4,
+	.master_addr = "node0",
+	.master_port = 29500,
+	.restart_count = 1,
+	.max_restarts = 3,
+	.run_id = "job1",
+	.use_agent_store = false,
+	.error_file = "/tmp/x/attempt_1/1/error.json",
+	.set_omp_num_threads = true,
+};
+
 static void
-placeholder(void **state)
+test_env_contract(void **state)
 {
-	(void)state;
+	char *base[] = {"PATH=/usr/bin",     "HOME=/root",   "RANK=99",      "NOTIFY_SOCKET=/run/x",
+			"WATCHDOG_USEC=100", "LISTEN_FDS=2", "LISTEN_PID=1", NULL};
+	static const struct {
+		const char *name;
+		const char *value; /* NULL: must be absent */
+	} want[] = {
+		{"PATH", "/usr/bin"},
+		{"HOME", "/root"},
+		{"LOCAL_RANK", "1"},
+		{"RANK", "5"},
+		{"GROUP_RANK", "2"},
+		{"ROLE_RANK", "3"},
+		{"ROLE_NAME", "trainer"},
+		{"LOCAL_WORLD_SIZE", "2"},
+		{"WORLD_SIZE", "6"},
+		{"GROUP_WORLD_SIZE", "3"},
+		{"ROLE_WORLD_SIZE", "4"},
+		{"MASTER_ADDR", "node0"},
+		{"MASTER_PORT", "29500"},
+		{"TORCHELASTIC_RESTART_COUNT", "1"},
+		{"TORCHELASTIC_MAX_RESTARTS", "3"},
+		{"TORCHELASTIC_RUN_ID", "job1"},
+		{"TORCHELASTIC_USE_AGENT_STORE", "False"},
+		{"TORCHELASTIC_ERROR_FILE", "/tmp/x/attempt_1/1/error.json"},
+		{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+		{"NCCL_ASYNC_ERROR_HANDLING", "1"},
+		{"OMP_NUM_THREADS", "1"},
+		{"NOTIFY_SOCKET", NULL},
+		{"WATCHDOG_USEC", NULL},
+		{"LISTEN_FDS", NULL},
+		{"LISTEN_PID", NULL},
+	};
+	char **env = NULL, *err = NULL;
+
+	assert_int_equal(wenv_build_env(base, &base_worker, &env, &err), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+		const char *got = wenv_get(env, want[i].name);
+
+		print_message("%s\n", want[i].name);
+		if (want[i].value) {
+			assert_non_null(got);
+			assert_string_equal(got, want[i].value);
+		} else {
+			assert_null(got);
+		}
+	}
+	/* Exactly one RANK entry: the agent's is replaced, not duplicated. */
+	size_t ranks = 0;
+	for (size_t i = 0; env[i]; i++) {
+		ranks += strncmp(env[i], "RANK=", 5) == 0;
+	}
+	assert_int_equal(ranks, 1);
+	assert_int_equal(strv_length(env), 2 + 19 + 0);
+	strv_free(env);
+}
+
+static void
+test_env_keeps_callers_values(void **state)
+{
+	char *base[] = {"OMP_NUM_THREADS=4", "NCCL_ASYNC_ERROR_HANDLING=0",
+			"TORCH_NCCL_ASYNC_ERROR_HANDLING=3", NULL};
+	struct wenv_worker w = base_worker;
+	char **env = NULL, *err = NULL;
+
+	w.use_agent_store = true;
+	assert_int_equal(wenv_build_env(base, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "OMP_NUM_THREADS"), "4");
+	assert_string_equal(wenv_get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
+	assert_string_equal(wenv_get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+	assert_string_equal(wenv_get(env, "TORCHELASTIC_USE_AGENT_STORE"), "True");
+	strv_free(env);
+
+	/* nproc == 1: no OMP_NUM_THREADS at all. */
+	w.set_omp_num_threads = false;
+	assert_int_equal(wenv_build_env(NULL, &w, &env, &err), 0);
+	assert_null(wenv_get(env, "OMP_NUM_THREADS"));
+	strv_free(env);
+}
+
+static void
+test_env_virtual_local_rank(void **state)
+{
+	char *base[] = {"CUDA_VISIBLE_DEVICES=4, 5", NULL};
+	struct wenv_worker w = base_worker;
+	char **env = NULL, *err = NULL;
+
+	w.virtual_local_rank = true;
+	assert_int_equal(wenv_build_env(base, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "LOCAL_RANK"), "0");
+	assert_string_equal(wenv_get(env, "CUDA_VISIBLE_DEVICES"), "5");
+	strv_free(env);
+
+	assert_int_equal(wenv_build_env(NULL, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "CUDA_VISIBLE_DEVICES"), "1");
+	strv_free(env);
+
+	char *short_base[] = {"CUDA_VISIBLE_DEVICES=7", NULL};
+	assert_int_equal(wenv_build_env(short_base, &w, &env, &err), -EINVAL);
+	assert_non_null(strstr(err, "local_rank 1 exceeds available GPUs"));
+	free(err);
+}
+
+static void
+test_template(void **state)
+{
+	static const char *const keys[] = {"local_rank", "rank"};
+	static const char *const values[] = {"3", "11"};
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{"--local-rank=${local_rank}", "--local-rank=3"},
+		{"$local_rank", "3"},
+		{"${rank}/${local_rank}", "11/3"},
+		{"$$local_rank", "$local_rank"},
+		{"cost$$", "cost$"},
+		{"$unknown ${unknown} $", "$unknown ${unknown} $"},
+		{"${local_rank", "${local_rank"},
+		{"$local_rankX", "$local_rankX"},
+		{"a$1b", "a$1b"},
+		{"", ""},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *got = wenv_template_substitute(cases[i].in, keys, values, 2);
+
+		assert_string_equal(got, cases[i].out);
+		free(got);
+	}
+}
+
+static void
+test_argv(void **state)
+{
+	char *args[] = {"--lr", "0.1", "--out=/x/${local_rank}", NULL};
+	struct config cfg = {.entrypoint = "train.py", .args = args};
+	char *base[] = {"PYTHON_EXEC=/usr/bin/python3", NULL};
+	char **argv;
+
+	argv = wenv_build_argv(&cfg, base, 2);
+	assert_int_equal(strv_length(argv), 6);
+	assert_string_equal(argv[0], "/usr/bin/python3");
+	assert_string_equal(argv[1], "-u");
+	assert_string_equal(argv[2], "train.py");
+	assert_string_equal(argv[5], "--out=/x/2");
+	strv_free(argv);
+
+	cfg.module = true;
+	argv = wenv_build_argv(&cfg, NULL, 0);
+	assert_string_equal(argv[0], "python3");
+	assert_string_equal(argv[2], "-m");
+	assert_string_equal(argv[3], "train.py");
+	strv_free(argv);
+
+	cfg.module = false;
+	cfg.no_python = true;
+	cfg.entrypoint = "/bin/echo";
+	argv = wenv_build_argv(&cfg, base, 1);
+	assert_int_equal(strv_length(argv), 4);
+	assert_string_equal(argv[0], "/bin/echo");
+	assert_string_equal(argv[3], "--out=/x/1");
+	strv_free(argv);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(placeholder),
+		cmocka_unit_test(test_env_contract),
+		cmocka_unit_test(test_env_keeps_callers_values),
+		cmocka_unit_test(test_env_virtual_local_rank),
+		cmocka_unit_test(test_template),
+		cmocka_unit_test(test_argv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,54 @@
+/* output.h — a worker's teed stream: a pipe read in the event loop, every byte
+ * written to the rank's log file as is and to the agent's console with
+ * torchrun's "[<role><local_rank>]:" prefix at the start of every line. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct event_base;
+
+/* The pure part: inserts a prefix at the start of every line of a byte stream.
+ * '\n' and '\r' both end a line (progress bars redraw with their prefix). A
+ * partial line is held back (up to OUTPUT_MAX_PENDING bytes) so that lines of
+ * different ranks do not interleave mid-line; a longer line is passed on in
+ * pieces, prefixed once. */
+#define OUTPUT_MAX_PENDING (64u * 1024)
+
+struct prefixer {
+	char *prefix;
+	size_t prefix_len;
+	bool mid_line; /* the last byte passed on did not end a line */
+	char *pending; /* held partial line, OUTPUT_MAX_PENDING bytes */
+	size_t pending_len;
+};
+
+/* Initialise p with a copy of prefix. */
+void prefixer_init(struct prefixer *p, const char *prefix);
+void prefixer_release(struct prefixer *p);
+
+/* Feed len bytes; append what is ready for the console to *out (a malloc'd
+ * buffer of *out_len bytes, grown with xrealloc; *out may be NULL). */
+void prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t *out_len);
+
+/* At end of stream: pass on the held partial line, terminated with '\n'. */
+void prefixer_flush(struct prefixer *p, char **out, size_t *out_len);
+
+struct tee;
+
+/* Start reading pipe_fd (owned: closed by tee_free) in base. Bytes go to file_fd
+ * (borrowed; -1 for none) as they come, and through a prefixer to console_fd
+ * (borrowed; -1 for none, e.g. a rank outside --local-ranks-filter). eof_cb runs
+ * once when the pipe reaches end of file or fails. Returns the tee (tee_free). */
+struct tee *tee_new(struct event_base *base, int pipe_fd, int file_fd, int console_fd,
+		    const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg);
+
+/* Read what is buffered in the pipe now, pass it on, flush the held partial
+ * line and stop (no eof_cb). For stops that cannot wait for end of file. */
+void tee_drain_and_close(struct tee *t);
+
+/* Whether the pipe reached end of file (or was drained and closed). */
+bool tee_done(const struct tee *t);
+
+/* Stop watching and free; accepts NULL. Does not run eof_cb. */
+void tee_free(struct tee *t);

@@ -1,0 +1,80 @@
+/* rdzv.h — the agent's rendezvous step behind one interface, as torchrun's
+ * RendezvousHandler: next_rendezvous, num_nodes_waiting, shutdown. Backends
+ * fill in struct rdzv_backend_ops; this file picks one from the config.
+ * Present backends: "static" (--node-rank and --master-addr/--master-port, no
+ * shared state) and --standalone (one node, c10d on localhost). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ranks.h"
+
+struct config;
+struct event_base;
+struct rdzv;
+
+/* What one completed round gives the agent. */
+struct rdzv_result {
+	int round;                /* rendezvous round, from 0 */
+	int group_rank;           /* this agent's rank among the nodes of the round */
+	int group_world_size;     /* number of nodes in the round */
+	struct ranks_node *nodes; /* group_world_size entries, by group rank */
+	char *master_addr;        /* MASTER_ADDR for the workers */
+	int master_port;          /* MASTER_PORT for the workers */
+	bool use_agent_store;     /* TORCHELASTIC_USE_AGENT_STORE */
+};
+
+/* Completion of rdzv_next: err 0 and res valid for the duration of the call,
+ * or err -errno with a human message. Runs from the event loop, never inside
+ * rdzv_next itself. */
+struct rdzv_callbacks {
+	void (*done)(int err, const struct rdzv_result *res, const char *errmsg, void *arg);
+	void *arg;
+};
+
+struct rdzv_backend_ops {
+	const char *name;
+	/* Validate the settings and set up r->backend. Returns 0 or -EINVAL with
+	 * *reterr (malloc'd) naming the flag. */
+	int (*init)(struct rdzv *r, char **reterr);
+	/* Start the next round; the result arrives through cb. Returns 0 or -errno. */
+	int (*next)(struct rdzv *r);
+	/* Nodes waiting to join a running round (torchrun's num_nodes_waiting). */
+	int (*num_nodes_waiting)(struct rdzv *r);
+	/* Close the rendezvous for good (job finished). */
+	void (*shutdown)(struct rdzv *r);
+	void (*free)(struct rdzv *r);
+};
+
+struct rdzv {
+	const struct rdzv_backend_ops *ops;
+	struct event_base *base;
+	const struct config *cfg; /* borrowed */
+	int local_world_size;
+	struct rdzv_callbacks cb;
+	void *backend; /* the backend's own state */
+};
+
+/* Create the rendezvous the config asks for. local_world_size is this node's
+ * resolved --nproc-per-node. Returns NULL with *reterr (malloc'd) when the
+ * backend is unknown, not available yet, or its settings are invalid (the
+ * agent reports it and exits 2). */
+struct rdzv *rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size,
+		      const struct rdzv_callbacks *cb, char **reterr);
+
+/* Ask for the next round; cb.done reports it. Returns 0 or -errno. */
+int rdzv_next(struct rdzv *r);
+int rdzv_num_nodes_waiting(struct rdzv *r);
+void rdzv_shutdown(struct rdzv *r);
+void rdzv_free(struct rdzv *r);
+
+/* Release the members of a result filled by a backend. */
+void rdzv_result_release(struct rdzv_result *res);
+
+/* Split "host[:port]" or "[v6]:port" into a malloc'd host and port; *ret_port is
+ * default_port when none is given. Returns 0 or -EINVAL. */
+int rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host, int *ret_port);
+
+/* Backends (rdzv_<name>.c). */
+extern const struct rdzv_backend_ops rdzv_static_ops;

@@ -1,0 +1,77 @@
+/* worker.h — one worker process, torchrun's SubprocessHandler: its ranks, its
+ * files, its pid and process group, and how it ended. Owned by its group. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct event_base;
+struct spawn_args;
+struct tee;
+
+/* Where the two standard streams of a worker go. */
+enum worker_stream_mode {
+	WORKER_STREAM_INHERIT, /* the agent's own fd (torchrun: not redirected) */
+	WORKER_STREAM_FILE,    /* the rank's log file is the child's fd (redirect) */
+	WORKER_STREAM_TEE,     /* a pipe read by the agent: file + prefixed console */
+	WORKER_STREAM_DEVNULL, /* not redirected, but outside --local-ranks-filter */
+};
+
+struct worker {
+	int local_rank;
+	int global_rank;
+	int role_rank;
+
+	char *stream_path[2]; /* stdout.log / stderr.log, NULL when not written */
+	enum worker_stream_mode stream_mode[2];
+	char *error_file; /* TORCHELASTIC_ERROR_FILE given to the worker, "" when disabled */
+
+	pid_t pid; /* 0 until started; also the process group id (setsid) */
+	int status_fd;
+	int file_fd[2];
+	struct tee *tee[2];
+
+	uint64_t start_usec; /* CLOCK_MONOTONIC */
+	int64_t start_wall;  /* epoch seconds */
+	bool reaped;
+	int exitcode;       /* Python's returncode: >= 0 exit status, < 0 -signal */
+	int exec_errno;     /* errno of a failed exec, else 0 */
+	uint64_t exit_usec; /* CLOCK_MONOTONIC when reaped */
+	int64_t exit_wall;  /* epoch seconds when reaped */
+	bool failed;        /* counted as a failure (exited non-zero before any stop) */
+	bool group_empty;   /* its process group has no member left */
+};
+
+/* A new worker with the given ranks and no process; worker_free releases it. */
+struct worker *worker_new(int local_rank, int global_rank, int role_rank);
+
+/* Open the stream files and pipes per stream_mode/stream_path, fork and exec
+ * with a (whose stdout_fd/stderr_fd are filled in here). tees get
+ * prefix and report end of file to eof_cb. Returns 0 or -errno (nothing
+ * started, files closed). */
+int worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
+		 const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg);
+
+/* Record a waitpid(2) status for this worker's pid. */
+void worker_set_exit(struct worker *w, int wstatus);
+
+/* Send sig to the worker's whole process group (killpg), even when its leader
+ * was already reaped, unless the group is known to be empty. Returns 0,
+ * -ESRCH when the group is empty (then marks it so), or -errno. A child that
+ * has not reached setsid() yet is signalled directly; the signal stays pending
+ * until it execs. */
+int worker_signal(struct worker *w, int sig);
+
+/* Whether the worker's process group still has members (kill(-pgid, 0)); updates
+ * group_empty. A worker never started has none. */
+bool worker_group_alive(struct worker *w);
+
+/* Both standard-stream pipes reached end of file (or there were none). */
+bool worker_streams_done(const struct worker *w);
+
+/* Read what the pipes hold now, flush and close them. */
+void worker_streams_drain(struct worker *w);
+
+/* Free; closes fds, frees tees; accepts NULL. Does not signal the process. */
+void worker_free(struct worker *w);
