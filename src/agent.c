@@ -119,9 +119,9 @@ agent_report_failure(struct agent *a)
 		table);
 	fflush(stderr);
 	if (own && *own) {
-		int r = errfile_write_root_cause(own, &f[root]);
+		int r = f[root].data ? errfile_write_root_cause(own, &f[root]) : -ENOENT;
 
-		if (r == -ENOENT) {
+		if (r == -ENOENT && !f[root].data) {
 			log_info(
 				"local_rank %d FAILED with no error file. Decorate your entrypoint "
 				"fn with @record for traceback info. See: "
@@ -267,11 +267,8 @@ agent_start_group(struct agent *a)
 		agent_exit(a, AGENT_EXIT_FAILURE);
 		return;
 	}
-	log_info("[%s] Starting worker group: %d workers, attempt %d, RANK %d..%d of %d",
-		 a->cfg->role, a->local_world_size, a->restart_count,
-		 group_worker(a->group, 0)->global_rank,
-		 group_worker(a->group, group_size(a->group) - 1)->global_rank,
-		 group_size(a->group) ? a->round.group_world_size * a->local_world_size : 0);
+	log_info("[%s] Starting worker group: %d workers, attempt %d, first RANK %d", a->cfg->role,
+		 a->local_world_size, a->restart_count, group_worker(a->group, 0)->global_rank);
 	a->group_start_usec = now_usec();
 	agent_set_state(a, WORKER_STATE_HEALTHY, "workers started");
 	group_start(a->group);
@@ -572,7 +569,9 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	a->start_usec = now_usec();
 	*ret_exit = AGENT_EXIT_FAILURE;
 
-	n = config_resolve_nproc(cfg, cpus_allowed_count(), gpu_count());
+	n = config_resolve_nproc(
+		cfg, cpus_allowed_count(),
+		cfg->nproc_kind == NPROC_GPU || cfg->nproc_kind == NPROC_AUTO ? gpu_count() : 0);
 	if (n < 0) {
 		*reterr = xstrdup("--nproc-per-node: no GPU found on this node");
 		*ret_exit = AGENT_EXIT_USAGE;
@@ -634,6 +633,8 @@ agent_run(struct agent *a)
 	if (!a->exiting) {
 		event_base_dispatch(a->base);
 	}
+	log_info("elasticd exits with status %d after %.3f s", a->exit_code,
+		 (double)(now_usec() - a->start_usec) / 1e6);
 	return a->exit_code;
 }
 
@@ -650,9 +651,10 @@ agent_free(struct agent *a)
 	if (a->sigev) {
 		event_free(a->sigev);
 	}
+	/* The handled signals stay blocked: a signal pending now must not turn the
+	 * exit status we chose into a death by signal. */
 	if (a->sigfd >= 0) {
 		close(a->sigfd);
-		sigprocmask(SIG_SETMASK, &a->orig_mask, NULL);
 	}
 	strv_free(a->env);
 	free(a->run_dir);

@@ -28,5 +28,6 @@ struct agent *agent_new(struct event_base *base, const struct config *cfg, char 
 /* Run until the job ends; returns elasticd's exit status. */
 int agent_run(struct agent *a);
 
-/* Free everything; restores the signal mask. Accepts NULL. */
+/* Free everything; accepts NULL. The handled signals stay blocked (the
+ * process is about to exit with the status agent_run chose). */
 void agent_free(struct agent *a);

@@ -33,7 +33,14 @@ struct process_failure {
  * (py_callstack, else inner message, else "<N/A>"; flat: the string) in
  * *ret_message (malloc'd) and the timestamp in *ret_timestamp.
  * Returns -EINVAL with *reterr (malloc'd) when the text is not JSON or not one
- * of the two shapes. Never crashes on any input. */
+ * of the two shapes. Never crashes on any input.
+ * Leniencies where torch would raise: a missing or non-object "extraInfo", a
+ * non-string py_callstack or inner message, and a timestamp that Python's int()
+ * refuses (or that does not fit in 64 bits) give timestamp 0. JSON parsing is
+ * jansson's with JSON_REJECT_DUPLICATES (duplicate keys, NaN, \u0000 and
+ * integers beyond 64 bits are refused). reterr reads "not valid JSON: <why>
+ * (line L, column C)" or "not a torch error file: <why>". Any ret_* / reterr
+ * may be NULL; outputs are untouched on failure. */
 int
 errfile_parse(const char *buf, size_t len, json_t **ret_data, char **ret_message,
 	      int64_t *ret_timestamp, char **reterr);
@@ -43,14 +50,23 @@ errfile_parse(const char *buf, size_t len, json_t **ret_data, char **ret_message
  * error_file NULL, timestamp = now (epoch seconds), message "Signal <n> (<NAME>)
  * received by PID <pid>" for signals, else "To enable traceback see:
  * https://pytorch.org/docs/stable/elastic/errors.html". A malformed or huge file
- * sets ->problem and is treated as no file. Release with process_failure_release. */
+ * sets ->problem and is treated as no file. Release with process_failure_release.
+ * A NULL or "" path, a missing file or a missing directory is "no file" without a
+ * problem; a non-regular file (never opened: a FIFO would block), an unreadable,
+ * oversized or malformed one sets ->problem ("error file <path> is too big (N
+ * bytes, limit 4194304)", "... is not valid JSON: ...", "... cannot be read:
+ * <strerror>", "... is not a regular file"). As torch, a flat-form file whose
+ * message is "" keeps error_file and its timestamp but gets the made-up message.
+ * Unknown signal names (torch would raise) print as "<N/A>". */
 void
 process_failure_init(struct process_failure *f, int local_rank, int global_rank, pid_t pid,
 		     int exitcode, const char *error_file_path, int64_t now);
+/* Free what f owns and NULL those fields; accepts NULL and a released f. */
 void
 process_failure_release(struct process_failure *f);
 
-/* Index of the root cause: the smallest timestamp, ties to the lowest index. n > 0. */
+/* Index of the root cause: the smallest timestamp, ties to the lowest index. n > 0
+ * (0 is returned for n == 0). */
 size_t
 errfile_root_cause(const struct process_failure *f, size_t n);
 
@@ -59,7 +75,13 @@ errfile_root_cause(const struct process_failure *f, size_t n);
  * "Failures:", the other failures or "  <NO_OTHER_FAILURES>", "Root Cause
  * (first observed failure):", the root block, "=" border; width = max(title,
  * longest block line) capped at 60. Times are local time "YYYY-MM-DD_HH:MM:SS".
- * host is the agent host's FQDN. Returns a malloc'd string. */
+ * host is the agent host's FQDN. Returns a malloc'd string.
+ * title is the whole title line ("<entrypoint> FAILED"). Like str(ChildFailedError)
+ * the text has no trailing newline. The traceback's "\n"s become "\n  " unless the
+ * failure's error file had the flat form (data's "message" is a string), which torch
+ * shows as it is. Widths count characters (UTF-8 code points), as Python's len().
+ * A timestamp outside years 1..9999 (torch would raise) is shown as epoch seconds.
+ * root >= n falls back to errfile_root_cause(); NULL title is "", NULL host "<N/A>". */
 char *
 errfile_format_table(const char *title, const struct process_failure *f, size_t n, size_t root,
 		     const char *host);
@@ -68,6 +90,17 @@ errfile_format_table(const char *title, const struct process_failure *f, size_t 
  * TORCHELASTIC_ERROR_FILE) with "errorCode": exitcode added inside the
  * "message" object when it is an object and exitcode != 0, as torchrun's
  * ErrorHandler.dump_error_file. An existing file is replaced. Returns 0,
- * -ENOENT when the root cause has no error-file data, or -errno on I/O errors. */
+ * -ENOENT when the root cause has no error-file data, or -errno on I/O errors.
+ * The bytes are json.dumps' (errfile_json_dumps; no trailing newline), written
+ * to "<dest_path>.<pid>.<n>.tmp" (mode 0666 & ~umask, as Python's open) and
+ * renamed over dest_path. Note that a missing parent directory of dest_path
+ * also gives -ENOENT. */
 int
 errfile_write_root_cause(const char *dest_path, const struct process_failure *root);
+
+/* Encode v exactly as Python's json.dumps(v) with its defaults: separators ", "
+ * and ": ", ensure_ascii (lower-case \uXXXX escapes, surrogate pairs, DEL
+ * escaped), floats as Python's repr, key order kept; no trailing newline. NULL
+ * gives "null". Returns a malloc'd string. */
+char *
+errfile_json_dumps(const json_t *v);

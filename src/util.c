@@ -261,9 +261,10 @@ read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
 	_cleanup_close_ int fd = -1;
 	struct stat st;
 	char *buf;
-	size_t len = 0;
+	size_t len = 0, cap;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO at the path must not block us; it is refused below. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		return -errno;
 	}
@@ -276,10 +277,20 @@ read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
 	if ((size_t)st.st_size > max) {
 		return -EFBIG;
 	}
-	buf = xmalloc(max + 1);
+	cap = (size_t)st.st_size + 1;
+	buf = xmalloc(cap + 1);
 	for (;;) {
-		ssize_t n = read(fd, buf + len, max + 1 - len);
+		ssize_t n;
 
+		if (len == cap) {
+			if (cap > max) {
+				free(buf);
+				return -EFBIG;
+			}
+			cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+			buf = xrealloc(buf, cap + 1);
+		}
+		n = read(fd, buf + len, cap - len);
 		if (n < 0) {
 			if (errno == EINTR) {
 				continue;

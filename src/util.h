@@ -64,7 +64,9 @@ int fd_nonblock(int fd, bool on);
 int write_all(int fd, const void *buf, size_t len);
 
 /* Read a whole regular file of at most max bytes into a NUL-terminated buffer
- * (caller frees). Returns 0, -ENOENT, -EFBIG when larger than max, or -errno. */
+ * (caller frees); *ret_len (may be NULL) gets its length. Returns 0, -ENOENT,
+ * -EINVAL when it is not a regular file (a FIFO is refused, never waited on),
+ * -EFBIG when larger than max, or -errno. */
 int read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
 
 /* mkdir -p with mode for every created component. Returns 0 or -errno. */
