@@ -1,1 +1,1578 @@
-/* config.c — in progress */
+/* config.c — torchrun's command line as a table of options.
+ *
+ * Every option is one row of `options[]` (data, not code): its long name (the
+ * dash spelling; the underscore spelling, the argparse dest and the PET_<DEST>
+ * variable are derived from it), an optional alias and short letter, whether
+ * it takes a value, the handler that validates and stores the value, and its
+ * help text. A small argparse-like scanner walks argv against the table; then
+ * every option not given on the command line takes its PET_* value or its
+ * coded default, converted by the same handler (as argparse converts string
+ * defaults through `type=`). Nothing here prints or exits. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "util.h"
+
+/* std_map: -r/--redirects and -t/--tee values. */
+
+static bool
+all_digits(const char *s, size_t len)
+{
+	if (len == 0) {
+		return false;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (!isdigit((unsigned char)s[i])) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool
+is_mask(const char *s, size_t len)
+{
+	return len == 1 && s[0] >= '0' && s[0] <= '3';
+}
+
+int
+std_map_parse(const char *s, struct std_map *ret, char **reterr)
+{
+	struct std_map m = {.all = STD_NONE};
+	const char *p = s;
+
+	if (is_mask(s, strlen(s))) {
+		*ret = (struct std_map){.all = (enum std_mask)(s[0] - '0')};
+		return 0;
+	}
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		const char *colon = memchr(p, ':', len);
+		_cleanup_free_ char *rank_s = NULL;
+		long long rank;
+
+		if (!colon || !all_digits(p, (size_t)(colon - p)) ||
+		    !is_mask(colon + 1, len - (size_t)(colon - p) - 1)) {
+			goto invalid;
+		}
+		rank_s = xstrndup(p, (size_t)(colon - p));
+		if (parse_int(rank_s, 0, INT_MAX, &rank) < 0) {
+			goto invalid;
+		}
+		for (size_t i = 0; i < m.n; i++) {
+			if (m.entries[i].local_rank == (int)rank) {
+				*reterr = xasprintf(
+					"invalid value '%s': local rank %lld is given twice", s,
+					rank);
+				free(m.entries);
+				return -EINVAL;
+			}
+		}
+		m.entries = xrealloc(m.entries, (m.n + 1) * sizeof(*m.entries));
+		m.entries[m.n].local_rank = (int)rank;
+		m.entries[m.n].mask = (enum std_mask)(colon[1] - '0');
+		m.n++;
+		if (p[len] == '\0') {
+			break;
+		}
+		p += len + 1;
+	}
+	*ret = m;
+	return 0;
+
+invalid:
+	free(m.entries);
+	*reterr = xasprintf("invalid value '%s': expected a mask 0-3 (1 stdout, 2 stderr, 3 both) "
+			    "or LOCAL_RANK:MASK,... (e.g. 0:1,1:2)",
+			    s);
+	return -EINVAL;
+}
+
+enum std_mask
+std_map_get(const struct std_map *m, int local_rank)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		if (m->entries[i].local_rank == local_rank) {
+			return m->entries[i].mask;
+		}
+	}
+	return m->all;
+}
+
+void
+std_map_release(struct std_map *m)
+{
+	free(m->entries);
+	*m = (struct std_map){.all = STD_NONE};
+}
+
+/* Value handlers. Each validates one value and stores it in the config,
+ * replacing what an earlier occurrence stored (the last occurrence wins, as in
+ * argparse). `name` is what the value came from ("--nnodes", "PET_NNODES"), for
+ * messages. Flags get value NULL from the command line, or the PET_* string. */
+
+#define FIELD(cfg, o, type) ((type *)(void *)((char *)(cfg) + (o)->offset))
+
+static int __attribute__((format(printf, 4, 5)))
+invalid(char **reterr, const char *name, const char *value, const char *fmt, ...)
+{
+	va_list ap;
+	char *reason;
+
+	va_start(ap, fmt);
+	if (vasprintf(&reason, fmt, ap) < 0) {
+		abort();
+	}
+	va_end(ap);
+	*reterr = xasprintf("%s: invalid value '%s': %s", name, value, reason);
+	free(reason);
+	return -EINVAL;
+}
+
+/* "a, b or c" (last_sep " or "), each item prefixed with prefix. */
+static char *
+join_list(const char *const *items, const char *prefix, const char *last_sep)
+{
+	char *s = xstrdup("");
+
+	for (size_t i = 0; items[i]; i++) {
+		const char *sep = i == 0 ? "" : items[i + 1] ? ", " : last_sep;
+		char *t = xasprintf("%s%s%s%s", s, sep, prefix, items[i]);
+
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+/* Python's str.strip() of s[0..len), copied. */
+static char *
+strip_dup(const char *s, size_t len)
+{
+	while (len > 0 && isspace((unsigned char)*s)) {
+		s++;
+		len--;
+	}
+	while (len > 0 && isspace((unsigned char)s[len - 1])) {
+		len--;
+	}
+	return xstrndup(s, len);
+}
+
+static int
+parse_bounded(const char *name, const char *value, long long min, long long max, long long *ret,
+	      char **reterr)
+{
+	long long v;
+	int r;
+
+	r = parse_int(value, LLONG_MIN, LLONG_MAX, &v);
+	if (r == -ERANGE) {
+		v = value[0] == '-' ? LLONG_MIN : LLONG_MAX;
+	} else if (r < 0) {
+		return invalid(reterr, name, value, "expected an integer");
+	}
+	if (v < min) {
+		return invalid(reterr, name, value, "must be >= %lld", min);
+	}
+	if (v > max) {
+		return invalid(reterr, name, value, "must be <= %lld", max);
+	}
+	*ret = v;
+	return 0;
+}
+
+/* The option table's row type; the handlers below read `offset`, `choices`,
+ * `min` and `max` from it. */
+enum option_kind {
+	OPT_VALUE,   /* takes one value: --x V, --x=V, -xV, -x V */
+	OPT_FLAG,    /* no value; PET_<DEST> is an integer, non-zero turns it on */
+	OPT_HELP,    /* -h/--help: config_parse returns CONFIG_HELP */
+	OPT_VERSION, /* --version: config_parse returns CONFIG_VERSION */
+};
+
+enum option_group {
+	GROUP_WORKERS,
+	GROUP_RDZV,
+	GROUP_LOGS,
+	GROUP_SIGNALS,
+	GROUP_OTHER,
+	GROUP_COUNT,
+};
+
+struct config_option {
+	const char *name;  /* long name, dash spelling, without "--"; gives the underscore
+			    * spelling, the dest and PET_<DEST> */
+	const char *alias; /* a second long name for the same option (--run-id), or NULL */
+	char short_name;   /* 'r' for -r, or 0 */
+	enum option_kind kind;
+	bool env;                 /* default from PET_<DEST> (torchrun's `env`/`check_env`) */
+	const char *env_fallback; /* variable consulted after PET_<DEST>, or NULL */
+	const char *def;          /* coded default, converted by `set`; NULL: none */
+	/* Validate and store a value (OPT_VALUE, OPT_FLAG). 0 or -EINVAL. */
+	int (*set)(struct config *cfg, const struct config_option *o, const char *name,
+		   const char *value, char **reterr);
+	size_t offset;              /* field for the generic handlers */
+	const char *const *choices; /* set_choice: NULL-terminated list */
+	long long min, max;         /* set_int: inclusive bounds */
+	enum option_group group;    /* --help section */
+	const char *metavar;        /* --help: what the value looks like */
+	const char *help;           /* --help: one sentence, no default */
+};
+
+static int
+set_string(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	   char **reterr)
+{
+	char **field = FIELD(cfg, o, char *);
+
+	free(*field);
+	*field = xstrdup(value);
+	return 0;
+}
+
+static int
+set_choice(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	   char **reterr)
+{
+	_cleanup_free_ char *text = NULL;
+
+	for (size_t i = 0; o->choices[i]; i++) {
+		if (strcmp(o->choices[i], value) == 0) {
+			return set_string(cfg, o, name, value, reterr);
+		}
+	}
+	text = join_list(o->choices, "", " or ");
+	return invalid(reterr, name, value, "expected %s", text);
+}
+
+static int
+set_int(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	char **reterr)
+{
+	long long v = 0;
+	int r;
+
+	r = parse_bounded(name, value, o->min, o->max, &v, reterr);
+	if (r < 0) {
+		return r;
+	}
+	*FIELD(cfg, o, int) = (int)v;
+	return 0;
+}
+
+static int
+set_seconds(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	    char **reterr)
+{
+	double v;
+
+	if (parse_double(value, &v) < 0) {
+		return invalid(reterr, name, value, "expected a number of seconds");
+	}
+	if (v < 0) {
+		return invalid(reterr, name, value, "must be >= 0");
+	}
+	*FIELD(cfg, o, double) = v;
+	return 0;
+}
+
+static int
+set_flag(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	 char **reterr)
+{
+	*FIELD(cfg, o, bool) = true;
+	return 0;
+}
+
+static int
+refuse_run_path(struct config *cfg, const struct config_option *o, const char *name,
+		const char *value, char **reterr)
+{
+	static const char msg[] = "--run-path is not supported by elasticd: it runs the script "
+				  "inside a Python multiprocessing child; drop --run-path to run "
+				  "it as a process";
+
+	if (value) {
+		*reterr = xasprintf("%s=%s: %s", name, value, msg);
+	} else {
+		*reterr = xstrdup(msg);
+	}
+	return -EINVAL;
+}
+
+static int
+set_nnodes(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	   char **reterr)
+{
+	const char *colon = strchr(value, ':');
+	_cleanup_free_ char *min_s = NULL;
+	long long min, max;
+
+	if (!colon) {
+		if (parse_int(value, LLONG_MIN, LLONG_MAX, &min) < 0) {
+			goto invalid;
+		}
+		max = min;
+	} else {
+		min_s = xstrndup(value, (size_t)(colon - value));
+		if (parse_int(min_s, LLONG_MIN, LLONG_MAX, &min) < 0 ||
+		    parse_int(colon + 1, LLONG_MIN, LLONG_MAX, &max) < 0) {
+			goto invalid;
+		}
+	}
+	if (min <= 0 || min > max || max > INT_MAX) {
+		return invalid(reterr, name, value, "expected N or MIN:MAX with 0 < MIN <= MAX");
+	}
+	cfg->min_nodes = (int)min;
+	cfg->max_nodes = (int)max;
+	return 0;
+
+invalid:
+	return invalid(reterr, name, value, "expected N or MIN:MAX");
+}
+
+static int
+set_nproc(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	  char **reterr)
+{
+	static const struct {
+		const char *name;
+		enum nproc_kind kind;
+	} kinds[] = {
+		{"cpu", NPROC_CPU},
+		{"gpu", NPROC_GPU},
+		{"auto", NPROC_AUTO},
+	};
+	long long n;
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
+		if (strcmp(value, kinds[i].name) == 0) {
+			cfg->nproc_kind = kinds[i].kind;
+			cfg->nproc_per_node = 0;
+			return 0;
+		}
+	}
+	r = parse_int(value, LLONG_MIN, LLONG_MAX, &n);
+	if (r == -EINVAL) {
+		return invalid(reterr, name, value, "expected an integer, cpu, gpu or auto");
+	}
+	if (r < 0 || n <= 0 || n > INT_MAX) {
+		return invalid(reterr, name, value, "must be > 0 and <= %d", INT_MAX);
+	}
+	cfg->nproc_kind = NPROC_INT;
+	cfg->nproc_per_node = (int)n;
+	return 0;
+}
+
+static void
+rdzv_conf_free(struct rdzv_conf_entry *entries, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(entries[i].key);
+		free(entries[i].value);
+	}
+	free(entries);
+}
+
+/* Split value on ',' and hand each piece to one(), which returns 0, or -EINVAL
+ * with *reterr set. Empty pieces go to one() too. */
+static int
+split_commas(const char *value, int (*one)(const char *piece, void *userdata, char **reterr),
+	     void *userdata, char **reterr)
+{
+	const char *p = value;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		_cleanup_free_ char *piece = xstrndup(p, len);
+		int r;
+
+		r = one(piece, userdata, reterr);
+		if (r < 0) {
+			return r;
+		}
+		if (p[len] == '\0') {
+			return 0;
+		}
+		p += len + 1;
+	}
+}
+
+struct rdzv_conf_list {
+	struct rdzv_conf_entry *v;
+	size_t n;
+	const char *name;  /* for messages */
+	const char *value; /* the whole value, for messages */
+};
+
+static int
+rdzv_conf_one(const char *piece, void *userdata, char **reterr)
+{
+	struct rdzv_conf_list *l = userdata;
+	const char *eq = strchr(piece, '=');
+	_cleanup_free_ char *key = strip_dup(piece, eq ? (size_t)(eq - piece) : strlen(piece));
+	_cleanup_free_ char *val = eq ? strip_dup(eq + 1, strlen(eq + 1)) : NULL;
+	size_t i;
+
+	if (!*key) {
+		return invalid(reterr, l->name, l->value,
+			       "The rendezvous configuration string must be in format "
+			       "<key1>=<value1>,...,<keyN>=<valueN>.");
+	}
+	if (!val || !*val) {
+		return invalid(reterr, l->name, l->value,
+			       "The rendezvous configuration option '%s' must have a value "
+			       "specified.",
+			       key);
+	}
+	for (i = 0; i < l->n && strcmp(l->v[i].key, key) != 0; i++) {
+	}
+	if (i == l->n) {
+		l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
+		l->v[l->n].key = key;
+		l->v[l->n].value = NULL;
+		key = NULL;
+		l->n++;
+	}
+	free(l->v[i].value);
+	l->v[i].value = val;
+	val = NULL;
+	return 0;
+}
+
+/* torchrun's _parse_rendezvous_config: "k=v,k=v", the whole string, keys and
+ * values stripped; a repeated key keeps its last value. */
+static int
+set_rdzv_conf(struct config *cfg, const struct config_option *o, const char *name,
+	      const char *value, char **reterr)
+{
+	_cleanup_free_ char *all = strip_dup(value, strlen(value));
+	struct rdzv_conf_list l = {.name = name, .value = value};
+
+	if (*all && split_commas(all, rdzv_conf_one, &l, reterr) < 0) {
+		rdzv_conf_free(l.v, l.n);
+		return -EINVAL;
+	}
+	rdzv_conf_free(cfg->rdzv_conf, cfg->n_rdzv_conf);
+	cfg->rdzv_conf = l.v;
+	cfg->n_rdzv_conf = l.n;
+	return 0;
+}
+
+static int
+set_std_map(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	    char **reterr)
+{
+	struct std_map *field = FIELD(cfg, o, struct std_map), m;
+	_cleanup_free_ char *why = NULL;
+
+	if (std_map_parse(value, &m, &why) < 0) {
+		*reterr = xasprintf("%s: %s", name, why);
+		return -EINVAL;
+	}
+	std_map_release(field);
+	*field = m;
+	return 0;
+}
+
+struct int_list {
+	int *v;
+	size_t n;
+	const char *name;  /* for messages */
+	const char *value; /* the whole value, for messages */
+};
+
+static void
+int_list_add(struct int_list *l, int x)
+{
+	l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
+	l->v[l->n++] = x;
+}
+
+static int
+local_rank_one(const char *piece, void *userdata, char **reterr)
+{
+	struct int_list *l = userdata;
+	long long rank;
+
+	if (!all_digits(piece, strlen(piece)) || parse_int(piece, 0, INT_MAX, &rank) < 0) {
+		return invalid(reterr, l->name, l->value,
+			       "expected a comma-separated list of local ranks >= 0 (e.g. 0,1,2)");
+	}
+	int_list_add(l, (int)rank);
+	return 0;
+}
+
+static int
+set_ranks_filter(struct config *cfg, const struct config_option *o, const char *name,
+		 const char *value, char **reterr)
+{
+	struct int_list l = {.name = name, .value = value};
+
+	/* torchrun: `if args.local_ranks_filter:`, so "" means no filter. */
+	if (*value && split_commas(value, local_rank_one, &l, reterr) < 0) {
+		free(l.v);
+		return -EINVAL;
+	}
+	free(cfg->local_ranks_filter);
+	cfg->local_ranks_filter = l.v;
+	cfg->n_local_ranks_filter = l.n;
+	return 0;
+}
+
+static int
+signal_one(const char *piece, void *userdata, char **reterr)
+{
+	struct int_list *l = userdata;
+	_cleanup_free_ char *sig = strip_dup(piece, strlen(piece));
+	int signo;
+
+	signo = signal_from_name(sig);
+	if (signo < 0) {
+		return invalid(reterr, l->name, l->value,
+			       "unknown signal '%s' (expected names like SIGTERM or TERM, or "
+			       "numbers)",
+			       sig);
+	}
+	if (signo == SIGKILL || signo == SIGSTOP) {
+		return invalid(reterr, l->name, l->value, "%s cannot be caught",
+			       signal_name(signo));
+	}
+	if (signo == SIGCHLD) {
+		return invalid(reterr, l->name, l->value,
+			       "SIGCHLD is how elasticd reaps its workers; it cannot be forwarded");
+	}
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i] == signo) {
+			return 0;
+		}
+	}
+	int_list_add(l, signo);
+	return 0;
+}
+
+static int
+set_signals(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	    char **reterr)
+{
+	struct int_list l = {.name = name, .value = value};
+
+	/* "" handles no signal, as torchrun (which only warns about the name ""). */
+	if (*value && split_commas(value, signal_one, &l, reterr) < 0) {
+		free(l.v);
+		return -EINVAL;
+	}
+	free(cfg->signals);
+	cfg->signals = l.v;
+	cfg->n_signals = l.n;
+	return 0;
+}
+
+/* The option table. To add an option, add a row (and a handler above when no
+ * generic one fits: set_string, set_choice, set_int, set_seconds, set_flag).
+ * Rows are listed in --help order within each group. */
+
+static const char *const rdzv_backends[] = {"static", "c10d", "etcd", "etcd-v2", NULL};
+static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
+static const char *const numa_modes[] = {"node", "socket", "exclusive", "core-complex", NULL};
+
+static const struct config_option options[] = {
+	/* Workers. */
+	{
+		.name = "nproc-per-node",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "1",
+		.set = set_nproc,
+		.group = GROUP_WORKERS,
+		.metavar = "N|cpu|gpu|auto",
+		.help = "Workers on this node: a number, the CPUs this process may use (cpu), "
+			"the GPUs found (gpu), or GPUs if any else CPUs (auto).",
+	},
+	{
+		.name = "max-restarts",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "0",
+		.set = set_int,
+		.offset = offsetof(struct config, max_restarts),
+		.min = 0,
+		.max = INT_MAX,
+		.group = GROUP_WORKERS,
+		.metavar = "N",
+		.help = "Restarts of the worker group before the job fails.",
+	},
+	{
+		.name = "monitor-interval",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "0.1",
+		.set = set_seconds,
+		.offset = offsetof(struct config, monitor_interval),
+		.group = GROUP_WORKERS,
+		.metavar = "SECONDS",
+		.help = "Accepted for torchrun compatibility; elasticd sees worker exits at once.",
+	},
+	{
+		.name = "start-method",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "spawn",
+		.set = set_choice,
+		.offset = offsetof(struct config, start_method),
+		.choices = start_methods,
+		.group = GROUP_WORKERS,
+		.metavar = "spawn|fork|forkserver",
+		.help = "Accepted for torchrun compatibility; workers are always new processes.",
+	},
+	{
+		.name = "role",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "default",
+		.set = set_string,
+		.offset = offsetof(struct config, role),
+		.group = GROUP_WORKERS,
+		.metavar = "NAME",
+		.help = "Role of the workers (ROLE_NAME, and the tee line prefix).",
+	},
+	{
+		.name = "module",
+		.short_name = 'm',
+		.kind = OPT_FLAG,
+		.env = true,
+		.set = set_flag,
+		.offset = offsetof(struct config, module),
+		.group = GROUP_WORKERS,
+		.help = "Run training_script as a Python module (python -u -m).",
+	},
+	{
+		.name = "no-python",
+		.kind = OPT_FLAG,
+		.env = true,
+		.set = set_flag,
+		.offset = offsetof(struct config, no_python),
+		.group = GROUP_WORKERS,
+		.help = "Execute training_script directly, without a Python interpreter.",
+	},
+	{
+		.name = "run-path",
+		.kind = OPT_FLAG,
+		.env = true,
+		.set = refuse_run_path,
+		.group = GROUP_WORKERS,
+		.help = "Not supported (torchrun runs the script in a Python multiprocessing "
+			"child).",
+	},
+	{
+		.name = "virtual-local-rank",
+		.kind = OPT_FLAG,
+		.env = true,
+		.set = set_flag,
+		.offset = offsetof(struct config, virtual_local_rank),
+		.group = GROUP_WORKERS,
+		.help = "Give every worker LOCAL_RANK=0 and only its own GPU in "
+			"CUDA_VISIBLE_DEVICES.",
+	},
+	{
+		.name = "numa-binding",
+		.kind = OPT_VALUE,
+		.set = set_choice,
+		.offset = offsetof(struct config, numa_binding),
+		.choices = numa_modes,
+		.group = GROUP_WORKERS,
+		.metavar = "MODE",
+		.help = "Bind each worker to the CPUs near its GPU: node, socket, exclusive or "
+			"core-complex.",
+	},
+
+	/* Rendezvous. */
+	{
+		.name = "nnodes",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "1:1",
+		.set = set_nnodes,
+		.group = GROUP_RDZV,
+		.metavar = "N|MIN:MAX",
+		.help = "Number of nodes, or the range of nodes of an elastic job.",
+	},
+	{
+		.name = "rdzv-backend",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "static",
+		.set = set_choice,
+		.offset = offsetof(struct config, rdzv_backend),
+		.choices = rdzv_backends,
+		.group = GROUP_RDZV,
+		.metavar = "NAME",
+		.help = "Rendezvous backend: static, c10d, etcd or etcd-v2.",
+	},
+	{
+		.name = "rdzv-endpoint",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "",
+		.set = set_string,
+		.offset = offsetof(struct config, rdzv_endpoint),
+		.group = GROUP_RDZV,
+		.metavar = "HOST[:PORT]",
+		.help = "Rendezvous endpoint (static: --master-addr:--master-port when empty).",
+	},
+	{
+		.name = "rdzv-id",
+		.alias = "run-id",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "none",
+		.set = set_string,
+		.offset = offsetof(struct config, rdzv_id),
+		.group = GROUP_RDZV,
+		.metavar = "ID",
+		.help = "Run id shared by every node of the job (TORCHELASTIC_RUN_ID).",
+	},
+	{
+		.name = "rdzv-conf",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "",
+		.set = set_rdzv_conf,
+		.group = GROUP_RDZV,
+		.metavar = "K=V,...",
+		.help = "More rendezvous settings (e.g. timeout=900,join_timeout=600).",
+	},
+	{
+		.name = "standalone",
+		.kind = OPT_FLAG,
+		.env = true,
+		.set = set_flag,
+		.offset = offsetof(struct config, standalone),
+		.group = GROUP_RDZV,
+		.help = "Single-node job: c10d rendezvous on localhost:0 with a fresh run id "
+			"(unless --rdzv-id is given).",
+	},
+	{
+		.name = "node-rank",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "0",
+		.set = set_int,
+		.offset = offsetof(struct config, node_rank),
+		.min = 0,
+		.max = INT_MAX,
+		.group = GROUP_RDZV,
+		.metavar = "N",
+		.help = "Rank of this node (static backend only).",
+	},
+	{
+		.name = "master-addr",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "127.0.0.1",
+		.set = set_string,
+		.offset = offsetof(struct config, master_addr),
+		.group = GROUP_RDZV,
+		.metavar = "HOST",
+		.help = "Address of the node of rank 0 (static backend only).",
+	},
+	{
+		.name = "master-port",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "29500",
+		.set = set_int,
+		.offset = offsetof(struct config, master_port),
+		.min = 0,
+		.max = 65535,
+		.group = GROUP_RDZV,
+		.metavar = "PORT",
+		.help = "Port on the node of rank 0 (static backend only).",
+	},
+	{
+		.name = "local-addr",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_string,
+		.offset = offsetof(struct config, local_addr),
+		.group = GROUP_RDZV,
+		.metavar = "ADDR",
+		.help = "Address this node advertises (default: its fully qualified host name).",
+	},
+
+	/* Logs and output. */
+	{
+		.name = "log-dir",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_string,
+		.offset = offsetof(struct config, log_dir),
+		.group = GROUP_LOGS,
+		.metavar = "DIR",
+		.help = "Base directory of the per-run log directories (default: under $TMPDIR).",
+	},
+	{
+		.name = "redirects",
+		.short_name = 'r',
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "0",
+		.set = set_std_map,
+		.offset = offsetof(struct config, redirects),
+		.group = GROUP_LOGS,
+		.metavar = "MASK|RANK:MASK,...",
+		.help = "Send workers' streams to files in the log directory: 1 stdout, 2 stderr, "
+			"3 both, for every local rank or per rank (0:1,1:2).",
+	},
+	{
+		.name = "tee",
+		.short_name = 't',
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "0",
+		.set = set_std_map,
+		.offset = offsetof(struct config, tee),
+		.group = GROUP_LOGS,
+		.metavar = "MASK|RANK:MASK,...",
+		.help = "As --redirects, and also copy the lines to the console with a "
+			"[<role><local_rank>]: prefix.",
+	},
+	{
+		.name = "local-ranks-filter",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "",
+		.set = set_ranks_filter,
+		.group = GROUP_LOGS,
+		.metavar = "RANK,...",
+		.help = "Show only these local ranks' output on the console (log files keep all).",
+	},
+	{
+		.name = "logs-specs",
+		.kind = OPT_VALUE,
+		.set = set_string,
+		.offset = offsetof(struct config, logs_specs),
+		.group = GROUP_LOGS,
+		.metavar = "NAME",
+		.help = "Accepted for torchrun compatibility; only the default layout exists.",
+	},
+	{
+		.name = "duplicate-stdout-filters",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_string,
+		.offset = offsetof(struct config, duplicate_stdout_filters),
+		.group = GROUP_LOGS,
+		.metavar = "FILTER,...",
+		.help = "Accepted for torchrun compatibility (copy matching stdout lines to a "
+			"file).",
+	},
+	{
+		.name = "duplicate-stderr-filters",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_string,
+		.offset = offsetof(struct config, duplicate_stderr_filters),
+		.group = GROUP_LOGS,
+		.metavar = "FILTER,...",
+		.help = "Accepted for torchrun compatibility (copy matching stderr lines to a "
+			"file).",
+	},
+	{
+		.name = "event-log-handler",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "null",
+		.set = set_string,
+		.offset = offsetof(struct config, event_log_handler),
+		.group = GROUP_LOGS,
+		.metavar = "NAME",
+		.help = "Where agent and rendezvous events go (null, console, ...).",
+	},
+
+	/* Signals and shutdown. */
+	{
+		.name = "signals-to-handle",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+		.set = set_signals,
+		.group = GROUP_SIGNALS,
+		.metavar = "SIG,...",
+		.help = "Signals that stop the workers with the same signal, then elasticd.",
+	},
+	{
+		.name = "shutdown-timeout",
+		.kind = OPT_VALUE,
+		.env = true,
+		.env_fallback = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+		.def = "30",
+		.set = set_int,
+		.offset = offsetof(struct config, shutdown_timeout),
+		.min = 0,
+		.max = INT_MAX,
+		.group = GROUP_SIGNALS,
+		.metavar = "SECONDS",
+		.help = "Grace time between the stop signal and SIGKILL.",
+	},
+
+	/* Other. */
+	{
+		.name = "help",
+		.short_name = 'h',
+		.kind = OPT_HELP,
+		.group = GROUP_OTHER,
+		.help = "Show this help and exit.",
+	},
+	{
+		.name = "version",
+		.kind = OPT_VERSION,
+		.group = GROUP_OTHER,
+		.help = "Show the version and exit.",
+	},
+};
+
+static const char *const group_titles[GROUP_COUNT] = {
+	[GROUP_WORKERS] = "Workers",      [GROUP_RDZV] = "Rendezvous",
+	[GROUP_LOGS] = "Logs and output", [GROUP_SIGNALS] = "Signals and shutdown",
+	[GROUP_OTHER] = "Other",
+};
+
+/* Where an option's value came from. */
+enum option_source {
+	SRC_UNSET = 0,
+	SRC_DEFAULT,
+	SRC_ENV,
+	SRC_CLI,
+};
+
+/* Option lookup. */
+
+static size_t
+option_index(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(options); i++) {
+		if (strcmp(options[i].name, name) == 0) {
+			break;
+		}
+	}
+	return i;
+}
+
+/* Whether s[0..len) is a prefix of canon, with '-' read as '_' when underscore;
+ * *ret_exact tells whether it is all of it. */
+static bool
+spelling_prefix(const char *canon, bool underscore, const char *s, size_t len, bool *ret_exact)
+{
+	for (size_t k = 0; k < len; k++) {
+		char c = canon[k];
+
+		if (c == '\0') {
+			return false;
+		}
+		if (underscore && c == '-') {
+			c = '_';
+		}
+		if (s[k] != c) {
+			return false;
+		}
+	}
+	*ret_exact = canon[len] == '\0';
+	return true;
+}
+
+/* Find the option named by "--" + s[0..len), exactly in any of its spellings or
+ * as a prefix of the spellings of one option only (argparse's allow_abbrev).
+ * Returns the option, or NULL with *ret_n the number of distinct options the
+ * prefix matches (0 unknown, > 1 ambiguous), listed in matches when non-NULL. */
+static const struct config_option *
+find_long(const char *s, size_t len, size_t *ret_n, const struct config_option **matches)
+{
+	const struct config_option *only = NULL;
+	size_t n = 0;
+
+	if (len == 0) {
+		*ret_n = 0;
+		return NULL;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		const char *spellings[] = {options[i].name, options[i].alias};
+		bool hit = false;
+
+		for (size_t j = 0; j < ARRAY_SIZE(spellings) && spellings[j]; j++) {
+			for (int u = 0; u < 2; u++) {
+				bool exact = false;
+
+				if (spelling_prefix(spellings[j], u, s, len, &exact)) {
+					if (exact) {
+						return &options[i];
+					}
+					hit = true;
+				}
+			}
+		}
+		if (hit) {
+			if (matches) {
+				matches[n] = &options[i];
+			}
+			n++;
+			only = &options[i];
+		}
+	}
+	*ret_n = n;
+	return n == 1 ? only : NULL;
+}
+
+static const struct config_option *
+find_short(char c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		if (c != '\0' && options[i].short_name == c) {
+			return &options[i];
+		}
+	}
+	return NULL;
+}
+
+/* argparse's _negative_number_matcher: ^-\d+$|^-\d*\.\d+$ */
+static bool
+is_negative_number(const char *arg)
+{
+	const char *dot;
+
+	if (arg[0] != '-') {
+		return false;
+	}
+	arg++;
+	dot = strchr(arg, '.');
+	if (!dot) {
+		return all_digits(arg, strlen(arg));
+	}
+	return (dot == arg || all_digits(arg, (size_t)(dot - arg))) &&
+	       all_digits(dot + 1, strlen(dot + 1));
+}
+
+/* Whether arg is an option string (known, ambiguous or unknown) rather than a
+ * positional, as argparse's _parse_optional decides: "-" and "" are positional;
+ * so are negative numbers and strings with a space that name no option. */
+static bool
+is_option_string(const char *arg)
+{
+	size_t n;
+
+	if (arg[0] != '-' || arg[1] == '\0') {
+		return false;
+	}
+	if (arg[1] == '-') {
+		if (arg[2] == '\0' || find_long(arg + 2, strcspn(arg + 2, "="), &n, NULL) ||
+		    n > 0) {
+			return true;
+		}
+	} else if (find_short(arg[1])) {
+		return true;
+	}
+	return !is_negative_number(arg) && !strchr(arg, ' ');
+}
+
+/* Command-line scanning. */
+
+enum scan_result {
+	SCAN_OPTION,
+	SCAN_HELP,
+	SCAN_VERSION,
+};
+
+/* Apply option o from the command line; its value is explicit (from "--x=V" or
+ * "-xV") or the next argument, which *i then moves past. */
+static int
+take_option(struct config *cfg, const struct config_option *o, const char *explicit, int argc,
+	    char *const argv[], int *i, enum option_source *src, char **reterr)
+{
+	_cleanup_free_ char *name = xasprintf("--%s", o->name);
+	int r;
+
+	if (explicit && o->kind != OPT_VALUE) {
+		*reterr = xasprintf("%s: ignored explicit argument '%s'", name, explicit);
+		return -EINVAL;
+	}
+	switch (o->kind) {
+	case OPT_HELP:
+		return SCAN_HELP;
+	case OPT_VERSION:
+		return SCAN_VERSION;
+	case OPT_FLAG:
+		break;
+	case OPT_VALUE:
+		if (!explicit) {
+			if (*i + 1 >= argc || is_option_string(argv[*i + 1])) {
+				*reterr = xasprintf("%s: expected one argument", name);
+				return -EINVAL;
+			}
+			explicit = argv[++*i];
+		}
+		break;
+	}
+	src[o - options] = SRC_CLI;
+	r = o->set(cfg, o, name, explicit, reterr);
+	return r < 0 ? r : SCAN_OPTION;
+}
+
+static int
+parse_long(struct config *cfg, int argc, char *const argv[], int *i, enum option_source *src,
+	   char **reterr)
+{
+	const struct config_option *matches[ARRAY_SIZE(options)];
+	const char *arg = argv[*i], *s = arg + 2;
+	size_t len = strcspn(s, "="), n;
+	const struct config_option *o;
+	char *list;
+
+	o = find_long(s, len, &n, matches);
+	if (o) {
+		return take_option(cfg, o, s[len] == '=' ? s + len + 1 : NULL, argc, argv, i, src,
+				   reterr);
+	}
+	if (n == 0) {
+		*reterr = xasprintf("unrecognized argument: %s", arg);
+		return -EINVAL;
+	}
+	list = xstrdup("");
+	for (size_t k = 0; k < n; k++) {
+		char *t = xasprintf("%s%s--%s", list, k == 0 ? "" : ", ", matches[k]->name);
+
+		free(list);
+		list = t;
+	}
+	*reterr = xasprintf("ambiguous option: --%.*s could match %s", (int)len, s, list);
+	free(list);
+	return -EINVAL;
+}
+
+/* "-r3", "-r=3", "-r 3", and clusters of flags ("-mr3"). */
+static int
+parse_short(struct config *cfg, int argc, char *const argv[], int *i, enum option_source *src,
+	    char **reterr)
+{
+	const char *arg = argv[*i], *p = arg + 1;
+
+	for (;;) {
+		const struct config_option *o = find_short(*p);
+		int r;
+
+		if (!o) {
+			*reterr = xasprintf("unrecognized argument: %s", arg);
+			return -EINVAL;
+		}
+		if (o->kind == OPT_VALUE) {
+			const char *v = NULL;
+
+			if (p[1] != '\0') {
+				v = p == arg + 1 && p[1] == '=' ? p + 2 : p + 1;
+			}
+			return take_option(cfg, o, v, argc, argv, i, src, reterr);
+		}
+		r = take_option(cfg, o, NULL, argc, argv, i, src, reterr);
+		if (r != SCAN_OPTION) {
+			return r;
+		}
+		p++;
+		if (*p == '\0') {
+			return SCAN_OPTION;
+		}
+		if (!find_short(*p)) {
+			*reterr =
+				xasprintf("-%c: ignored explicit argument '%s'", o->short_name, p);
+			return -EINVAL;
+		}
+	}
+}
+
+/* Environment and coded defaults. */
+
+static const char *
+env_get(char *const envp[], const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; envp && envp[i]; i++) {
+		if (strncmp(envp[i], name, n) == 0 && envp[i][n] == '=') {
+			return envp[i] + n + 1;
+		}
+	}
+	return NULL;
+}
+
+/* "PET_" + the dest upper-cased: "nproc-per-node" -> "PET_NPROC_PER_NODE". */
+static char *
+pet_name(const struct config_option *o)
+{
+	char *s = xasprintf("PET_%s", o->name);
+
+	for (char *p = s + 4; *p; p++) {
+		*p = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+	}
+	return s;
+}
+
+static int
+apply_env(struct config *cfg, const struct config_option *o, const char *var, const char *value,
+	  char **reterr)
+{
+	long long on;
+
+	switch (o->kind) {
+	case OPT_VALUE:
+		return o->set(cfg, o, var, value, reterr);
+	case OPT_FLAG:
+		if (parse_int(value, LLONG_MIN, LLONG_MAX, &on) < 0) {
+			return invalid(reterr, var, value, "expected an integer (1 on, 0 off)");
+		}
+		return on ? o->set(cfg, o, var, value, reterr) : 0;
+	case OPT_HELP:
+	case OPT_VERSION:
+		break;
+	}
+	return 0;
+}
+
+static int
+apply_defaults(struct config *cfg, char *const envp[], enum option_source *src, char **reterr)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(options); k++) {
+		const struct config_option *o = &options[k];
+		_cleanup_free_ char *pet = NULL, *name = NULL;
+		const char *var = NULL, *value = NULL;
+		int r = 0;
+
+		if (src[k] != SRC_UNSET) {
+			continue;
+		}
+		if (o->env) {
+			pet = pet_name(o);
+			var = pet;
+			value = env_get(envp, var);
+		}
+		if (!value && o->env_fallback) {
+			var = o->env_fallback;
+			value = env_get(envp, var);
+		}
+		if (value) {
+			src[k] = SRC_ENV;
+			r = apply_env(cfg, o, var, value, reterr);
+		} else if (o->def) {
+			src[k] = SRC_DEFAULT;
+			name = xasprintf("--%s default", o->name);
+			r = o->set(cfg, o, name, o->def, reterr);
+		}
+		if (r < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* A random (version 4) UUID, lower-case 8-4-4-4-12, as Python's str(uuid4()). */
+static int
+uuid4(char **ret)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t b[16];
+	char s[37], *q = s;
+	size_t got = 0;
+
+	while (got < sizeof(b)) {
+		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+	for (size_t i = 0; i < sizeof(b); i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10) {
+			*q++ = '-';
+		}
+		*q++ = hex[b[i] >> 4];
+		*q++ = hex[b[i] & 0xf];
+	}
+	*q = '\0';
+	*ret = xstrdup(s);
+	return 0;
+}
+
+static bool
+given(const enum option_source *src, const char *name)
+{
+	size_t k = option_index(name);
+
+	return k < ARRAY_SIZE(options) && (src[k] == SRC_CLI || src[k] == SRC_ENV);
+}
+
+int
+config_parse(struct config *ret, int argc, char *const argv[], char *const envp[], char **reterr)
+{
+	enum option_source src[ARRAY_SIZE(options)] = {SRC_UNSET};
+	int i, r;
+
+	memset(ret, 0, sizeof(*ret));
+	*reterr = NULL;
+	for (i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+
+		if (strcmp(arg, "--") == 0) {
+			i++;
+			break;
+		}
+		if (!is_option_string(arg)) {
+			break;
+		}
+		if (arg[1] == '-') {
+			r = parse_long(ret, argc, argv, &i, src, reterr);
+		} else {
+			r = parse_short(ret, argc, argv, &i, src, reterr);
+		}
+		if (r < 0) {
+			goto fail;
+		}
+		if (r == SCAN_HELP || r == SCAN_VERSION) {
+			config_release(ret);
+			return r == SCAN_HELP ? CONFIG_HELP : CONFIG_VERSION;
+		}
+	}
+
+	r = apply_defaults(ret, envp, src, reterr);
+	if (r < 0) {
+		goto fail;
+	}
+	if (i >= argc) {
+		*reterr = xstrdup("the following arguments are required: training_script");
+		r = -EINVAL;
+		goto fail;
+	}
+	ret->entrypoint = xstrdup(argv[i]);
+	ret->args = xcalloc(1, sizeof(char *));
+	for (i++; i < argc; i++) {
+		strv_push(&ret->args, argv[i]);
+	}
+
+	if (ret->no_python && ret->module) {
+		*reterr =
+			xstrdup("Don't use both the '--no-python' flag and the '--module' flag at "
+				"the same time.");
+		r = -EINVAL;
+		goto fail;
+	}
+	if (ret->standalone) {
+		free(ret->rdzv_backend);
+		ret->rdzv_backend = xstrdup("c10d");
+		free(ret->rdzv_endpoint);
+		ret->rdzv_endpoint = xstrdup("localhost:0");
+		if (!given(src, "rdzv-id")) {
+			char *id = NULL;
+
+			r = uuid4(&id);
+			if (r < 0) {
+				*reterr = xasprintf("--standalone: cannot make a run id: %s",
+						    strerror(-r));
+				r = -EINVAL;
+				goto fail;
+			}
+			free(ret->rdzv_id);
+			ret->rdzv_id = id;
+		}
+	}
+	ret->master_port_set = given(src, "master-port");
+	return CONFIG_RUN;
+
+fail:
+	config_release(ret);
+	return r;
+}
+
+void
+config_release(struct config *cfg)
+{
+	free(cfg->rdzv_backend);
+	free(cfg->rdzv_endpoint);
+	free(cfg->rdzv_id);
+	rdzv_conf_free(cfg->rdzv_conf, cfg->n_rdzv_conf);
+	free(cfg->master_addr);
+	free(cfg->local_addr);
+	free(cfg->start_method);
+	free(cfg->role);
+	free(cfg->log_dir);
+	std_map_release(&cfg->redirects);
+	std_map_release(&cfg->tee);
+	free(cfg->local_ranks_filter);
+	free(cfg->signals);
+	free(cfg->event_log_handler);
+	free(cfg->logs_specs);
+	free(cfg->numa_binding);
+	free(cfg->duplicate_stdout_filters);
+	free(cfg->duplicate_stderr_filters);
+	free(cfg->entrypoint);
+	strv_free(cfg->args);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+/* --help. */
+
+#define USAGE_WIDTH 100
+#define USAGE_HELP_COLUMN 34
+
+/* A space that print_wrapped does not break at. */
+#define NBSP "\x1f"
+
+/* Print text word-wrapped from column col to USAGE_WIDTH, continuation lines
+ * indented to indent; ends the line. */
+static void
+print_wrapped(FILE *out, const char *text, size_t col, size_t indent)
+{
+	const char *p = text;
+
+	while (*p) {
+		size_t len = strcspn(p, " ");
+
+		if (col > indent && col + 1 + len > USAGE_WIDTH) {
+			fprintf(out, "\n%*s", (int)indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', out);
+			col++;
+		}
+		for (size_t k = 0; k < len; k++) {
+			fputc(p[k] == NBSP[0] ? ' ' : p[k], out);
+		}
+		col += len;
+		p += len;
+		while (*p == ' ') {
+			p++;
+		}
+	}
+	fputc('\n', out);
+}
+
+static void
+print_option(FILE *out, const struct config_option *o)
+{
+	_cleanup_free_ char *left = NULL, *text = NULL;
+	size_t col;
+
+	left = xasprintf("  %c%c%s--%s%s%s%s%s", o->short_name ? '-' : ' ',
+			 o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ", o->name,
+			 o->alias ? ", --" : "", o->alias ? o->alias : "", o->metavar ? " " : "",
+			 o->metavar ? o->metavar : "");
+	if (o->env_fallback) {
+		text = xasprintf("%s (default:" NBSP "$%s," NBSP "else" NBSP "%s)", o->help,
+				 o->env_fallback, o->def);
+	} else if (o->def && *o->def) {
+		text = xasprintf("%s (default:" NBSP "%s)", o->help, o->def);
+	} else {
+		text = xstrdup(o->help);
+	}
+	fputs(left, out);
+	col = strlen(left);
+	if (col + 2 > USAGE_HELP_COLUMN) {
+		fputc('\n', out);
+		col = 0;
+	}
+	fprintf(out, "%*s", (int)(USAGE_HELP_COLUMN - col), "");
+	print_wrapped(out, text, USAGE_HELP_COLUMN, USAGE_HELP_COLUMN);
+}
+
+void
+config_usage(FILE *out)
+{
+	const char *no_env[ARRAY_SIZE(options) + 1] = {NULL};
+	_cleanup_free_ char *list = NULL, *note = NULL;
+	size_t n = 0;
+
+	fputs("Usage: elasticd [options] [--] training_script [args...]\n\n", out);
+	fputs("Start, supervise and restart the local workers of a distributed PyTorch job "
+	      "(torchrun's agent).\n",
+	      out);
+	for (int g = 0; g < GROUP_COUNT; g++) {
+		fprintf(out, "\n%s:\n", group_titles[g]);
+		for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+			if (options[i].group == (enum option_group)g) {
+				print_option(out, &options[i]);
+			}
+		}
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		if (!options[i].env) {
+			no_env[n++] = options[i].name;
+		}
+	}
+	list = join_list(no_env, "--", " and ");
+	note = xasprintf(
+		"Every option also has an underscore spelling (--nproc_per_node for "
+		"--nproc-per-node) and a default in the environment variable PET_<NAME> "
+		"(PET_NPROC_PER_NODE; 1 or 0 for flags), except %s. The command line beats "
+		"the environment, which beats the default. Unambiguous prefixes of long "
+		"options work (--nproc). Everything after training_script (or after --) is "
+		"passed to it unchanged.",
+		list);
+	fputc('\n', out);
+	print_wrapped(out, note, 0, 0);
+}
+
+/* Queries. */
+
+const char *
+config_rdzv_conf_get(const struct config *cfg, const char *key)
+{
+	for (size_t i = 0; i < cfg->n_rdzv_conf; i++) {
+		if (strcmp(cfg->rdzv_conf[i].key, key) == 0) {
+			return cfg->rdzv_conf[i].value;
+		}
+	}
+	return NULL;
+}
+
+bool
+config_rank_in_filter(const struct config *cfg, int local_rank)
+{
+	if (!cfg->local_ranks_filter) {
+		return true;
+	}
+	for (size_t i = 0; i < cfg->n_local_ranks_filter; i++) {
+		if (cfg->local_ranks_filter[i] == local_rank) {
+			return true;
+		}
+	}
+	return false;
+}
+
+int
+config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus)
+{
+	switch (cfg->nproc_kind) {
+	case NPROC_INT:
+		return cfg->nproc_per_node > 0 ? cfg->nproc_per_node : -ENODEV;
+	case NPROC_CPU:
+		return ncpus > 0 ? ncpus : -ENODEV;
+	case NPROC_GPU:
+		return ngpus > 0 ? ngpus : -ENODEV;
+	case NPROC_AUTO:
+		return ngpus > 0 ? ngpus : ncpus > 0 ? ncpus : -ENODEV;
+	}
+	return -ENODEV;
+}

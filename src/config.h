@@ -17,27 +17,31 @@ enum std_mask {
 	STD_ALL = 3,
 };
 
+/* One local rank of a per-rank -r/-t map. */
+struct std_map_entry {
+	int local_rank;
+	enum std_mask mask;
+};
+
 /* A -r/--redirects or -t/--tee value: "3" for every local rank, or a per-rank
  * map "0:1,1:2" (ranks not listed get STD_NONE). Multi-digit ranks are allowed
  * (torchrun's regex only takes one digit; that is a bug we do not copy). */
 struct std_map {
 	enum std_mask all; /* mask of ranks not in entries */
 	size_t n;
-	struct std_map_entry {
-		int local_rank;
-		enum std_mask mask;
-	} *entries;
+	struct std_map_entry *entries;
 };
 
-/* Parse a -r/-t value into ret (released by std_map_release). Returns 0, or
- * -EINVAL with *reterr set to a malloc'd reason naming the value. */
-int
-std_map_parse(const char *s, struct std_map *ret, char **reterr);
-/* The mask for local_rank. */
-enum std_mask
-std_map_get(const struct std_map *m, int local_rank);
-void
-std_map_release(struct std_map *m);
+/* Parse a -r/-t value s: one digit 0-3 for every local rank, or "RANK:MASK,..."
+ * (ranks are decimal, >= 0, each at most once). On success *ret is overwritten
+ * (release what it held first) and later released by std_map_release. Returns
+ * 0, or -EINVAL with *reterr a malloc'd reason naming the value
+ * ("invalid value 'x': expected ...") and *ret untouched. */
+int std_map_parse(const char *s, struct std_map *ret, char **reterr);
+/* The mask for local_rank: its entry's, else m->all. */
+enum std_mask std_map_get(const struct std_map *m, int local_rank);
+/* Free m's entries and reset it to STD_NONE for all ranks; accepts a zeroed map. */
+void std_map_release(struct std_map *m);
 
 enum nproc_kind {
 	NPROC_INT,  /* --nproc-per-node N */
@@ -54,85 +58,93 @@ struct rdzv_conf_entry {
 
 struct config {
 	/* Rendezvous. */
-	int min_nodes;	     /* --nnodes N or MIN:MAX; 0 < min <= max */
+	int min_nodes; /* --nnodes N or MIN:MAX; 0 < min <= max */
 	int max_nodes;
 	enum nproc_kind nproc_kind;
 	int nproc_per_node;  /* when nproc_kind == NPROC_INT; > 0 */
 	char *rdzv_backend;  /* "static" default; "c10d", "etcd", "etcd-v2"; --standalone: "c10d" */
 	char *rdzv_endpoint; /* "" when unset; --standalone: "localhost:0" */
-	char *rdzv_id;	     /* run id; "none" default; --standalone: a fresh uuid4 */
+	char *rdzv_id;       /* run id; "none" default; --standalone: a fresh uuid4 */
 	struct rdzv_conf_entry *rdzv_conf;
 	size_t n_rdzv_conf;
 	bool standalone;
-	int node_rank;	     /* --node-rank, default 0 */
-	char *master_addr;   /* default "127.0.0.1" */
-	int master_port;     /* default 29500 */
+	int node_rank;        /* --node-rank, >= 0, default 0 */
+	char *master_addr;    /* default "127.0.0.1" */
+	int master_port;      /* default 29500 */
 	bool master_port_set; /* given on the command line or in PET_MASTER_PORT */
-	char *local_addr;    /* --local-addr or NULL */
+	char *local_addr;     /* --local-addr or NULL */
 
 	/* Workers. */
-	int max_restarts;	  /* >= 0, default 0 */
+	int max_restarts;         /* >= 0, default 0 */
 	double monitor_interval;  /* seconds; accepted, unused (detection is event-driven) */
-	char *start_method;	  /* spawn|fork|forkserver; accepted, unused for binaries */
-	char *role;		  /* ROLE_NAME, default "default" */
-	bool module;		  /* -m */
-	bool no_python;		  /* --no-python */
-	char *log_dir;		  /* --log-dir or NULL (default: under $TMPDIR) */
+	char *start_method;       /* spawn|fork|forkserver; accepted, unused for binaries */
+	char *role;               /* ROLE_NAME, default "default" */
+	bool module;              /* -m */
+	bool no_python;           /* --no-python */
+	char *log_dir;            /* --log-dir or NULL (default: under $TMPDIR) */
 	struct std_map redirects; /* -r */
-	struct std_map tee;	  /* -t */
-	int *local_ranks_filter;  /* --local-ranks-filter, NULL when not given */
+	struct std_map tee;       /* -t */
+	int *local_ranks_filter;  /* --local-ranks-filter, NULL when not given or "" */
 	size_t n_local_ranks_filter;
-	int *signals; /* --signals-to-handle as signal numbers, in the given order */
+	int *signals; /* --signals-to-handle as signal numbers, in the given order, without
+		       * duplicates; never SIGKILL, SIGSTOP or SIGCHLD; n_signals 0 for "" */
 	size_t n_signals;
-	int shutdown_timeout;	 /* seconds, >= 0; --shutdown-timeout or TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30 */
+	/* Seconds, >= 0: --shutdown-timeout, PET_SHUTDOWN_TIMEOUT,
+	 * TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30. */
+	int shutdown_timeout;
 	bool virtual_local_rank; /* --virtual-local-rank */
 	char *event_log_handler; /* --event-log-handler, default "null" */
-	char *logs_specs;	 /* --logs-specs or NULL (only the default spec exists) */
-	char *numa_binding;	 /* node|socket|exclusive|core-complex or NULL */
+	char *logs_specs;        /* --logs-specs or NULL (only the default spec exists) */
+	char *numa_binding;      /* node|socket|exclusive|core-complex or NULL */
+	/* --duplicate-stdout-filters / --duplicate-stderr-filters: the raw comma list
+	 * (",," escapes a comma) as given, or NULL when not given. Accepted, unused. */
+	char *duplicate_stdout_filters;
+	char *duplicate_stderr_filters;
 
 	/* The entrypoint: training script (or module with -m, or program with
 	 * --no-python) and its arguments, verbatim. */
 	char *entrypoint;
-	char **args; /* NULL-terminated strv, may be empty */
+	char **args; /* NULL-terminated strv, may be empty; never NULL after CONFIG_RUN */
 };
 
 /* What config_parse asks the caller to do. */
 enum config_result {
-	CONFIG_RUN = 0,	    /* run the agent with *ret */
+	CONFIG_RUN = 0,     /* run the agent with *ret */
 	CONFIG_HELP = 1,    /* print config_usage() to stdout, exit 0 */
 	CONFIG_VERSION = 2, /* print the version, exit 0 */
 };
 
-/* Parse argv (argv[0] is the program name) with envp (an environ-style array,
- * consulted for PET_* defaults and TORCH_ELASTIC_SHUTDOWN_TIMEOUT) into *ret,
- * which the caller zero-initialises and later releases with config_release.
+/* Parse argv (argc entries; argv[0] is the program name) with envp (an
+ * environ-style NULL-terminated array, or NULL; consulted for PET_* defaults and
+ * TORCH_ELASTIC_SHUTDOWN_TIMEOUT) into *ret, which is overwritten (zeroed first)
+ * and later released with config_release. Nothing is borrowed from argv or envp.
  * Both "--dash-form" and "--underscore_form", "--flag=value" and "--flag value",
- * "-r3"/"-r 3", and unambiguous prefixes are accepted. The first positional (or
- * whatever follows "--") is the entrypoint; everything after it is copied
- * verbatim into args.
- * Returns a config_result, or -EINVAL with *reterr a malloc'd message that
- * names the flag and the bad value (the caller prints it and exits 2). */
-int
-config_parse(struct config *ret, int argc, char *const argv[], char *const envp[], char **reterr);
+ * "-r3"/"-r=3"/"-r 3", flag clusters ("-mr3") and prefixes that name one option
+ * ("--nproc") are accepted; the last occurrence of an option wins. The first
+ * positional (or whatever follows "--") is the entrypoint; everything after it
+ * is copied verbatim into args. --standalone keeps a run id given with
+ * --rdzv-id/--run-id or PET_RDZV_ID, else makes a fresh uuid4.
+ * Returns CONFIG_RUN with *ret filled in; CONFIG_HELP or CONFIG_VERSION (as soon
+ * as -h/--help or --version is read) with *ret zeroed; or -EINVAL with *ret
+ * zeroed and *reterr a malloc'd message (caller frees) that names the flag or
+ * PET_* variable and the bad value (the caller prints it and exits 2). Never
+ * prints, never exits. */
+int config_parse(struct config *ret, int argc, char *const argv[], char *const envp[],
+		 char **reterr);
 
 /* Free everything config_parse allocated; accepts a zeroed or half-built struct. */
-void
-config_release(struct config *cfg);
+void config_release(struct config *cfg);
 
-/* Print the grouped --help text. */
-void
-config_usage(FILE *out);
+/* Print the grouped --help text to out (at most 100 columns). */
+void config_usage(FILE *out);
 
 /* Value of --rdzv-conf key, or NULL when not given. Borrowed. */
-const char *
-config_rdzv_conf_get(const struct config *cfg, const char *key);
+const char *config_rdzv_conf_get(const struct config *cfg, const char *key);
 
 /* Whether local_rank passes --local-ranks-filter (true when no filter given). */
-bool
-config_rank_in_filter(const struct config *cfg, int local_rank);
+bool config_rank_in_filter(const struct config *cfg, int local_rank);
 
 /* Resolve --nproc-per-node against this node: NPROC_INT gives the number,
  * NPROC_CPU ncpus, NPROC_GPU ngpus (-ENODEV when ngpus is 0: "no GPU found"),
  * NPROC_AUTO ngpus when > 0 else ncpus. Returns the count (> 0) or -ENODEV. */
-int
-config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus);
+int config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus);

@@ -11,8 +11,7 @@
 
 #include "util.h"
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 

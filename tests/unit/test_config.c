@@ -1,20 +1,1069 @@
+/* test_config.c — the torchrun command line: table-driven cases of argv + envp
+ * -> fields or error message, and the small queries on the result. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-static void
-placeholder(void **state)
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "util.h"
+
+/* argv after argv[0], and envp, as NULL-terminated lists. */
+#define ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NOARGS ((const char *const[]){NULL})
+#define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static int
+parse(const char *const *args, const char *const *envp, struct config *cfg, char **err)
 {
-	(void)state;
+	char *argv[64];
+	int argc = 0;
+
+	argv[argc++] = "elasticd";
+	for (size_t i = 0; args[i]; i++) {
+		assert_true(argc < 63);
+		argv[argc++] = (char *)args[i];
+	}
+	argv[argc] = NULL;
+	return config_parse(cfg, argc, argv, (char *const *)envp, err);
+}
+
+static char *
+join_std_map(const struct std_map *m)
+{
+	char *s;
+
+	if (m->n == 0) {
+		return xasprintf("all=%d", (int)m->all);
+	}
+	s = xstrdup("");
+	for (size_t i = 0; i < m->n; i++) {
+		char *t = xasprintf("%s%s%d:%d", s, i ? "," : "", m->entries[i].local_rank,
+				    (int)m->entries[i].mask);
+
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+static char *
+join_ints(const int *v, size_t n)
+{
+	char *s = xstrdup("");
+
+	for (size_t i = 0; i < n; i++) {
+		char *t = xasprintf("%s%s%d", s, i ? "," : "", v[i]);
+
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+static char *
+str_or_null(const char *s)
+{
+	return xstrdup(s ? s : "(null)");
+}
+
+/* One field of cfg rendered as a string, by a short key. */
+static char *
+render(const struct config *cfg, const char *key)
+{
+	static const char *const nproc_names[] = {[NPROC_INT] = "int",
+						  [NPROC_CPU] = "cpu",
+						  [NPROC_GPU] = "gpu",
+						  [NPROC_AUTO] = "auto"};
+
+	if (strcmp(key, "nnodes") == 0) {
+		return xasprintf("%d:%d", cfg->min_nodes, cfg->max_nodes);
+	} else if (strcmp(key, "nproc") == 0) {
+		if (cfg->nproc_kind == NPROC_INT) {
+			return xasprintf("%d", cfg->nproc_per_node);
+		}
+		return xstrdup(nproc_names[cfg->nproc_kind]);
+	} else if (strcmp(key, "rdzv_backend") == 0) {
+		return str_or_null(cfg->rdzv_backend);
+	} else if (strcmp(key, "rdzv_endpoint") == 0) {
+		return str_or_null(cfg->rdzv_endpoint);
+	} else if (strcmp(key, "rdzv_id") == 0) {
+		return str_or_null(cfg->rdzv_id);
+	} else if (strcmp(key, "rdzv_conf") == 0) {
+		char *s = xstrdup("");
+
+		for (size_t i = 0; i < cfg->n_rdzv_conf; i++) {
+			char *t = xasprintf("%s%s%s=%s", s, i ? "," : "", cfg->rdzv_conf[i].key,
+					    cfg->rdzv_conf[i].value);
+
+			free(s);
+			s = t;
+		}
+		return s;
+	} else if (strcmp(key, "standalone") == 0) {
+		return xasprintf("%d", cfg->standalone);
+	} else if (strcmp(key, "node_rank") == 0) {
+		return xasprintf("%d", cfg->node_rank);
+	} else if (strcmp(key, "master_addr") == 0) {
+		return str_or_null(cfg->master_addr);
+	} else if (strcmp(key, "master_port") == 0) {
+		return xasprintf("%d", cfg->master_port);
+	} else if (strcmp(key, "master_port_set") == 0) {
+		return xasprintf("%d", cfg->master_port_set);
+	} else if (strcmp(key, "local_addr") == 0) {
+		return str_or_null(cfg->local_addr);
+	} else if (strcmp(key, "max_restarts") == 0) {
+		return xasprintf("%d", cfg->max_restarts);
+	} else if (strcmp(key, "monitor_interval") == 0) {
+		return xasprintf("%g", cfg->monitor_interval);
+	} else if (strcmp(key, "start_method") == 0) {
+		return str_or_null(cfg->start_method);
+	} else if (strcmp(key, "role") == 0) {
+		return str_or_null(cfg->role);
+	} else if (strcmp(key, "module") == 0) {
+		return xasprintf("%d", cfg->module);
+	} else if (strcmp(key, "no_python") == 0) {
+		return xasprintf("%d", cfg->no_python);
+	} else if (strcmp(key, "log_dir") == 0) {
+		return str_or_null(cfg->log_dir);
+	} else if (strcmp(key, "redirects") == 0) {
+		return join_std_map(&cfg->redirects);
+	} else if (strcmp(key, "tee") == 0) {
+		return join_std_map(&cfg->tee);
+	} else if (strcmp(key, "filter") == 0) {
+		if (!cfg->local_ranks_filter) {
+			return xstrdup("(null)");
+		}
+		return join_ints(cfg->local_ranks_filter, cfg->n_local_ranks_filter);
+	} else if (strcmp(key, "signals") == 0) {
+		return join_ints(cfg->signals, cfg->n_signals);
+	} else if (strcmp(key, "shutdown_timeout") == 0) {
+		return xasprintf("%d", cfg->shutdown_timeout);
+	} else if (strcmp(key, "virtual_local_rank") == 0) {
+		return xasprintf("%d", cfg->virtual_local_rank);
+	} else if (strcmp(key, "event_log_handler") == 0) {
+		return str_or_null(cfg->event_log_handler);
+	} else if (strcmp(key, "logs_specs") == 0) {
+		return str_or_null(cfg->logs_specs);
+	} else if (strcmp(key, "numa_binding") == 0) {
+		return str_or_null(cfg->numa_binding);
+	} else if (strcmp(key, "dup_out") == 0) {
+		return str_or_null(cfg->duplicate_stdout_filters);
+	} else if (strcmp(key, "dup_err") == 0) {
+		return str_or_null(cfg->duplicate_stderr_filters);
+	} else if (strcmp(key, "entrypoint") == 0) {
+		return str_or_null(cfg->entrypoint);
+	} else if (strcmp(key, "args") == 0) {
+		char *s = xstrdup("");
+
+		for (size_t i = 0; cfg->args && cfg->args[i]; i++) {
+			char *t = xasprintf("%s%s%s", s, i ? "|" : "", cfg->args[i]);
+
+			free(s);
+			s = t;
+		}
+		return s;
+	}
+	fail_msg("unknown key %s", key);
+	return NULL;
+}
+
+struct kv {
+	const char *key;
+	const char *want;
+};
+
+struct ok_case {
+	const char *const *argv; /* after argv[0] */
+	const char *const *envp;
+	struct kv expect[10];
+};
+
+static const struct ok_case ok_cases[] = {
+	/* Defaults. */
+	{.argv = ARGV("train.py"),
+	 .expect = {{"nnodes", "1:1"},
+		    {"nproc", "1"},
+		    {"rdzv_backend", "static"},
+		    {"rdzv_endpoint", ""},
+		    {"rdzv_id", "none"},
+		    {"rdzv_conf", ""},
+		    {"standalone", "0"},
+		    {"node_rank", "0"},
+		    {"master_addr", "127.0.0.1"},
+		    {"master_port", "29500"}}},
+	{.argv = ARGV("train.py"),
+	 .expect = {{"master_port_set", "0"},
+		    {"local_addr", "(null)"},
+		    {"max_restarts", "0"},
+		    {"monitor_interval", "0.1"},
+		    {"start_method", "spawn"},
+		    {"role", "default"},
+		    {"module", "0"},
+		    {"no_python", "0"},
+		    {"log_dir", "(null)"},
+		    {"redirects", "all=0"}}},
+	{.argv = ARGV("train.py"),
+	 .expect = {{"tee", "all=0"},
+		    {"filter", "(null)"},
+		    {"shutdown_timeout", "30"},
+		    {"virtual_local_rank", "0"},
+		    {"event_log_handler", "null"},
+		    {"logs_specs", "(null)"},
+		    {"numa_binding", "(null)"},
+		    {"dup_out", "(null)"},
+		    {"dup_err", "(null)"},
+		    {"entrypoint", "train.py"}}},
+	{.argv = ARGV("train.py"), .expect = {{"args", ""}, {"signals", "15,2,1,3"}}},
+
+	/* Every flag, both spellings, "--flag value" and "--flag=value". */
+	{.argv = ARGV("--nnodes", "2", "t"), .expect = {{"nnodes", "2:2"}}},
+	{.argv = ARGV("--nnodes=1:4", "t"), .expect = {{"nnodes", "1:4"}}},
+	{.argv = ARGV("--nnodes", "3:3", "t"), .expect = {{"nnodes", "3:3"}}},
+	{.argv = ARGV("--nproc-per-node", "4", "t"), .expect = {{"nproc", "4"}}},
+	{.argv = ARGV("--nproc_per_node=8", "t"), .expect = {{"nproc", "8"}}},
+	{.argv = ARGV("--nproc-per-node=cpu", "t"), .expect = {{"nproc", "cpu"}}},
+	{.argv = ARGV("--nproc_per_node", "gpu", "t"), .expect = {{"nproc", "gpu"}}},
+	{.argv = ARGV("--nproc-per-node", "auto", "t"), .expect = {{"nproc", "auto"}}},
+	{.argv = ARGV("--rdzv-backend", "c10d", "t"), .expect = {{"rdzv_backend", "c10d"}}},
+	{.argv = ARGV("--rdzv_backend=etcd", "t"), .expect = {{"rdzv_backend", "etcd"}}},
+	{.argv = ARGV("--rdzv-backend=etcd-v2", "t"), .expect = {{"rdzv_backend", "etcd-v2"}}},
+	{.argv = ARGV("--rdzv-endpoint", "node0:29400", "t"),
+	 .expect = {{"rdzv_endpoint", "node0:29400"}}},
+	{.argv = ARGV("--rdzv_endpoint=[::1]:5", "t"), .expect = {{"rdzv_endpoint", "[::1]:5"}}},
+	{.argv = ARGV("--rdzv-id", "job1", "t"), .expect = {{"rdzv_id", "job1"}}},
+	{.argv = ARGV("--rdzv_id=job2", "t"), .expect = {{"rdzv_id", "job2"}}},
+	{.argv = ARGV("--run-id", "job3", "t"), .expect = {{"rdzv_id", "job3"}}},
+	{.argv = ARGV("--run_id=job4", "t"), .expect = {{"rdzv_id", "job4"}}},
+	{.argv = ARGV("--rdzv-id=", "t"), .expect = {{"rdzv_id", ""}}},
+	{.argv = ARGV("--rdzv-conf", " timeout = 60 , join_timeout=5 ", "t"),
+	 .expect = {{"rdzv_conf", "timeout=60,join_timeout=5"}}},
+	{.argv = ARGV("--rdzv_conf=a=1,b=2,a=3", "t"), .expect = {{"rdzv_conf", "a=3,b=2"}}},
+	{.argv = ARGV("--rdzv-conf", "k=v=w", "t"), .expect = {{"rdzv_conf", "k=v=w"}}},
+	{.argv = ARGV("--rdzv-conf", "  ", "t"), .expect = {{"rdzv_conf", ""}}},
+	{.argv = ARGV("--standalone", "t"),
+	 .expect = {{"standalone", "1"},
+		    {"rdzv_backend", "c10d"},
+		    {"rdzv_endpoint", "localhost:0"},
+		    {"entrypoint", "t"}}},
+	{.argv = ARGV("--standalone", "--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1", "t"),
+	 .expect = {{"rdzv_backend", "c10d"}, {"rdzv_endpoint", "localhost:0"}}},
+	{.argv = ARGV("--standalone", "--run-id", "mine", "t"),
+	 .expect = {{"rdzv_id", "mine"}, {"rdzv_backend", "c10d"}}},
+	{.argv = ARGV("--rdzv_id", "mine", "--standalone", "t"), .expect = {{"rdzv_id", "mine"}}},
+	{.argv = ARGV("--standalone", "t"),
+	 .envp = ENV("PET_RDZV_ID=envid"),
+	 .expect = {{"rdzv_id", "envid"}}},
+	{.argv = ARGV("--node-rank", "3", "t"), .expect = {{"node_rank", "3"}}},
+	{.argv = ARGV("--node_rank=2", "t"), .expect = {{"node_rank", "2"}}},
+	{.argv = ARGV("--master-addr", "10.0.0.1", "t"), .expect = {{"master_addr", "10.0.0.1"}}},
+	{.argv = ARGV("--master_addr=[0:0:0:0:0:0:0:1]", "t"),
+	 .expect = {{"master_addr", "[0:0:0:0:0:0:0:1]"}}},
+	{.argv = ARGV("--master-port", "1234", "t"),
+	 .expect = {{"master_port", "1234"}, {"master_port_set", "1"}}},
+	{.argv = ARGV("--master_port=0", "t"),
+	 .expect = {{"master_port", "0"}, {"master_port_set", "1"}}},
+	{.argv = ARGV("--master-port=65535", "t"), .expect = {{"master_port", "65535"}}},
+	{.argv = ARGV("--local-addr", "10.1.1.1", "t"), .expect = {{"local_addr", "10.1.1.1"}}},
+	{.argv = ARGV("--local_addr=node7", "t"), .expect = {{"local_addr", "node7"}}},
+	{.argv = ARGV("--max-restarts", "3", "t"), .expect = {{"max_restarts", "3"}}},
+	{.argv = ARGV("--max_restarts=4", "t"), .expect = {{"max_restarts", "4"}}},
+	{.argv = ARGV("--monitor-interval", "5", "t"), .expect = {{"monitor_interval", "5"}}},
+	{.argv = ARGV("--monitor_interval=0", "t"), .expect = {{"monitor_interval", "0"}}},
+	{.argv = ARGV("--monitor-interval=0.5", "t"), .expect = {{"monitor_interval", "0.5"}}},
+	{.argv = ARGV("--start-method", "fork", "t"), .expect = {{"start_method", "fork"}}},
+	{.argv = ARGV("--start_method=forkserver", "t"),
+	 .expect = {{"start_method", "forkserver"}}},
+	{.argv = ARGV("--role", "trainer", "t"), .expect = {{"role", "trainer"}}},
+	{.argv = ARGV("--role=", "t"), .expect = {{"role", ""}}},
+	{.argv = ARGV("-m", "pkg.train"), .expect = {{"module", "1"}, {"entrypoint", "pkg.train"}}},
+	{.argv = ARGV("--module", "pkg.train"), .expect = {{"module", "1"}}},
+	{.argv = ARGV("--no-python", "/bin/true", "-x"),
+	 .expect = {{"no_python", "1"}, {"entrypoint", "/bin/true"}, {"args", "-x"}}},
+	{.argv = ARGV("--no_python", "t"), .expect = {{"no_python", "1"}}},
+	{.argv = ARGV("--log-dir", "/tmp/x", "t"), .expect = {{"log_dir", "/tmp/x"}}},
+	{.argv = ARGV("--log_dir=/var/log/e", "t"), .expect = {{"log_dir", "/var/log/e"}}},
+	{.argv = ARGV("-r", "3", "t"), .expect = {{"redirects", "all=3"}}},
+	{.argv = ARGV("-r3", "t"), .expect = {{"redirects", "all=3"}}},
+	{.argv = ARGV("-r=1", "t"), .expect = {{"redirects", "all=1"}}},
+	{.argv = ARGV("--redirects", "0:1,1:2", "t"), .expect = {{"redirects", "0:1,1:2"}}},
+	{.argv = ARGV("--redirects=10:3,2:0", "t"), .expect = {{"redirects", "10:3,2:0"}}},
+	{.argv = ARGV("-t", "2", "t"), .expect = {{"tee", "all=2"}}},
+	{.argv = ARGV("-t0:3", "t"), .expect = {{"tee", "0:3"}}},
+	{.argv = ARGV("--tee=1", "t"), .expect = {{"tee", "all=1"}}},
+	{.argv = ARGV("--tee", "3", "-r", "1", "t"),
+	 .expect = {{"tee", "all=3"}, {"redirects", "all=1"}}},
+	{.argv = ARGV("--local-ranks-filter", "0,2", "t"), .expect = {{"filter", "0,2"}}},
+	{.argv = ARGV("--local_ranks_filter=1", "t"), .expect = {{"filter", "1"}}},
+	{.argv = ARGV("--local-ranks-filter=", "t"), .expect = {{"filter", "(null)"}}},
+	{.argv = ARGV("--logs-specs", "custom", "t"), .expect = {{"logs_specs", "custom"}}},
+	{.argv = ARGV("--logs_specs=other", "t"), .expect = {{"logs_specs", "other"}}},
+	{.argv = ARGV("--numa-binding", "node", "t"), .expect = {{"numa_binding", "node"}}},
+	{.argv = ARGV("--numa_binding=core-complex", "t"),
+	 .expect = {{"numa_binding", "core-complex"}}},
+	{.argv = ARGV("--numa-binding=socket", "t"), .expect = {{"numa_binding", "socket"}}},
+	{.argv = ARGV("--numa-binding", "exclusive", "t"),
+	 .expect = {{"numa_binding", "exclusive"}}},
+	{.argv = ARGV("--signals-to-handle", "SIGUSR1,TERM,2", "t"),
+	 .expect = {{"signals", "10,15,2"}}},
+	{.argv = ARGV("--signals_to_handle=SIGTERM, SIGUSR2 ,15", "t"),
+	 .expect = {{"signals", "15,12"}}},
+	{.argv = ARGV("--signals-to-handle=", "t"), .expect = {{"signals", ""}}},
+	{.argv = ARGV("--shutdown-timeout", "5", "t"), .expect = {{"shutdown_timeout", "5"}}},
+	{.argv = ARGV("--shutdown_timeout=0", "t"), .expect = {{"shutdown_timeout", "0"}}},
+	{.argv = ARGV("--virtual-local-rank", "t"), .expect = {{"virtual_local_rank", "1"}}},
+	{.argv = ARGV("--virtual_local_rank", "t"), .expect = {{"virtual_local_rank", "1"}}},
+	{.argv = ARGV("--event-log-handler", "console", "t"),
+	 .expect = {{"event_log_handler", "console"}}},
+	{.argv = ARGV("--event_log_handler=dynamic_rendezvous", "t"),
+	 .expect = {{"event_log_handler", "dynamic_rendezvous"}}},
+	{.argv = ARGV("--duplicate-stdout-filters", "a,,b", "t"), .expect = {{"dup_out", "a,,b"}}},
+	{.argv = ARGV("--duplicate_stdout_filters=x", "t"), .expect = {{"dup_out", "x"}}},
+	{.argv = ARGV("--duplicate-stderr-filters", "err", "t"), .expect = {{"dup_err", "err"}}},
+	{.argv = ARGV("--duplicate_stderr_filters=", "t"), .expect = {{"dup_err", ""}}},
+
+	/* Short clusters, the last occurrence wins. */
+	{.argv = ARGV("-mr3", "t"), .expect = {{"module", "1"}, {"redirects", "all=3"}}},
+	{.argv = ARGV("-mt", "0:1", "t"), .expect = {{"module", "1"}, {"tee", "0:1"}}},
+	{.argv = ARGV("--nnodes", "2", "--nnodes", "3", "t"), .expect = {{"nnodes", "3:3"}}},
+	{.argv = ARGV("-r", "3", "-r", "0:1", "t"), .expect = {{"redirects", "0:1"}}},
+	{.argv = ARGV("-r", "0:1", "-r", "2", "t"), .expect = {{"redirects", "all=2"}}},
+	{.argv = ARGV("--rdzv-conf", "a=1", "--rdzv-conf", "b=2", "t"),
+	 .expect = {{"rdzv_conf", "b=2"}}},
+	{.argv = ARGV("--local-ranks-filter", "1", "--local-ranks-filter", "", "t"),
+	 .expect = {{"filter", "(null)"}}},
+	{.argv = ARGV("--signals-to-handle", "INT", "--signals-to-handle", "HUP", "t"),
+	 .expect = {{"signals", "1"}}},
+	{.argv = ARGV("--log-dir", "a", "--log_dir", "b", "t"), .expect = {{"log_dir", "b"}}},
+
+	/* Unambiguous prefixes, also of one spelling only. */
+	{.argv = ARGV("--nproc", "2", "t"), .expect = {{"nproc", "2"}}},
+	{.argv = ARGV("--nproc=3", "t"), .expect = {{"nproc", "3"}}},
+	{.argv = ARGV("--nproc-per", "4", "t"), .expect = {{"nproc", "4"}}},
+	{.argv = ARGV("--nproc_p", "5", "t"), .expect = {{"nproc", "5"}}},
+	{.argv = ARGV("--nn", "2", "t"), .expect = {{"nnodes", "2:2"}}},
+	{.argv = ARGV("--stand", "t"), .expect = {{"standalone", "1"}}},
+	{.argv = ARGV("--run-i", "j", "t"), .expect = {{"rdzv_id", "j"}}},
+	{.argv = ARGV("--rdzv-i", "k", "t"), .expect = {{"rdzv_id", "k"}}},
+	{.argv = ARGV("--max", "2", "t"), .expect = {{"max_restarts", "2"}}},
+	{.argv = ARGV("--red", "3", "t"), .expect = {{"redirects", "all=3"}}},
+	{.argv = ARGV("--mod", "t"), .expect = {{"module", "1"}}},
+	{.argv = ARGV("--no-p", "t"), .expect = {{"no_python", "1"}}},
+	{.argv = ARGV("--virt", "t"), .expect = {{"virtual_local_rank", "1"}}},
+
+	/* The entrypoint and its arguments, verbatim. */
+	{.argv = ARGV("train.py", "--nnodes", "5", "-m", "--", "x"),
+	 .expect = {{"entrypoint", "train.py"},
+		    {"args", "--nnodes|5|-m|--|x"},
+		    {"nnodes", "1:1"},
+		    {"module", "0"}}},
+	{.argv = ARGV("--", "--weird", "a"), .expect = {{"entrypoint", "--weird"}, {"args", "a"}}},
+	{.argv = ARGV("--nnodes", "2", "--", "train.py", "--", "b"),
+	 .expect = {{"nnodes", "2:2"}, {"entrypoint", "train.py"}, {"args", "--|b"}}},
+	{.argv = ARGV("--no-python", "python3", "-u", "train.py", "--lr=1", "${local_rank}"),
+	 .expect = {{"entrypoint", "python3"}, {"args", "-u|train.py|--lr=1|${local_rank}"}}},
+	{.argv = ARGV("-", "x"), .expect = {{"entrypoint", "-"}, {"args", "x"}}},
+	{.argv = ARGV("-1", "-2"), .expect = {{"entrypoint", "-1"}, {"args", "-2"}}},
+	{.argv = ARGV("--a b", "c"), .expect = {{"entrypoint", "--a b"}, {"args", "c"}}},
+	{.argv = ARGV("train.py", "--help"), .expect = {{"args", "--help"}}},
+	{.argv = ARGV("train.py", "--foo", "--r"), .expect = {{"args", "--foo|--r"}}},
+	{.argv = ARGV("--rdzv-id", "-", "t"), .expect = {{"rdzv_id", "-"}, {"entrypoint", "t"}}},
+	{.argv = ARGV("--rdzv-id", "-5", "t"), .expect = {{"rdzv_id", "-5"}}},
+	{.argv = ARGV("--rdzv-id", "-x y", "t"), .expect = {{"rdzv_id", "-x y"}}},
+	{.argv = ARGV("--rdzv-id=--x", "t"), .expect = {{"rdzv_id", "--x"}}},
+	{.argv = ARGV("--", "--"), .expect = {{"entrypoint", "--"}, {"args", ""}}},
+
+	/* PET_* defaults; the command line beats them. */
+	{.argv = ARGV("t"), .envp = ENV("PET_NPROC_PER_NODE=4"), .expect = {{"nproc", "4"}}},
+	{.argv = ARGV("--nproc-per-node", "2", "t"),
+	 .envp = ENV("PET_NPROC_PER_NODE=4"),
+	 .expect = {{"nproc", "2"}}},
+	{.argv = ARGV("--nproc_per_node=gpu", "t"),
+	 .envp = ENV("PET_NPROC_PER_NODE=bad"),
+	 .expect = {{"nproc", "gpu"}}},
+	{.argv = ARGV("--nnodes", "2", "t"),
+	 .envp = ENV("PET_NNODES=x"),
+	 .expect = {{"nnodes", "2:2"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_NNODES=2:3", "PET_REDIRECTS=3", "PET_TEE=0:1", "PET_RDZV_ID=envid",
+		     "PET_MAX_RESTARTS=3", "PET_MONITOR_INTERVAL=2", "PET_START_METHOD=fork",
+		     "PET_ROLE=r", "PET_LOG_DIR=/l"),
+	 .expect = {{"nnodes", "2:3"},
+		    {"redirects", "all=3"},
+		    {"tee", "0:1"},
+		    {"rdzv_id", "envid"},
+		    {"max_restarts", "3"},
+		    {"monitor_interval", "2"},
+		    {"start_method", "fork"},
+		    {"role", "r"},
+		    {"log_dir", "/l"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_NODE_RANK=1", "PET_MASTER_ADDR=a", "PET_MASTER_PORT=1000",
+		     "PET_LOCAL_ADDR=b", "PET_RDZV_BACKEND=c10d", "PET_RDZV_ENDPOINT=e:1",
+		     "PET_RDZV_CONF=a=b", "PET_LOCAL_RANKS_FILTER=0", "PET_SHUTDOWN_TIMEOUT=7"),
+	 .expect = {{"node_rank", "1"},
+		    {"master_addr", "a"},
+		    {"master_port", "1000"},
+		    {"master_port_set", "1"},
+		    {"local_addr", "b"},
+		    {"rdzv_backend", "c10d"},
+		    {"rdzv_endpoint", "e:1"},
+		    {"rdzv_conf", "a=b"},
+		    {"filter", "0"},
+		    {"shutdown_timeout", "7"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_SIGNALS_TO_HANDLE=SIGUSR2", "PET_EVENT_LOG_HANDLER=console",
+		     "PET_DUPLICATE_STDOUT_FILTERS=x", "PET_DUPLICATE_STDERR_FILTERS=y",
+		     "PET_NUMA_BINDING=node", "PET_LOGS_SPECS=z"),
+	 .expect = {{"signals", "12"},
+		    {"event_log_handler", "console"},
+		    {"dup_out", "x"},
+		    {"dup_err", "y"},
+		    {"numa_binding", "(null)"},
+		    {"logs_specs", "(null)"}}},
+	{.argv = ARGV("--run-id", "cli", "t"),
+	 .envp = ENV("PET_RDZV_ID=envid"),
+	 .expect = {{"rdzv_id", "cli"}}},
+	{.argv = ARGV("-r", "1", "t"),
+	 .envp = ENV("PET_REDIRECTS=3"),
+	 .expect = {{"redirects", "all=1"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_NNODESX=9", "XPET_NNODES=8"),
+	 .expect = {{"nnodes", "1:1"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_RDZV_ID=first", "PET_RDZV_ID=second"),
+	 .expect = {{"rdzv_id", "first"}}},
+	{.argv = ARGV("t"), .envp = ENV("PET_RDZV_ENDPOINT="), .expect = {{"rdzv_endpoint", ""}}},
+
+	/* Boolean flags through PET_*: an integer, non-zero is on. */
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_STANDALONE=1"),
+	 .expect = {{"standalone", "1"},
+		    {"rdzv_backend", "c10d"},
+		    {"rdzv_endpoint", "localhost:0"}}},
+	{.argv = ARGV("t"), .envp = ENV("PET_STANDALONE=0"), .expect = {{"standalone", "0"}}},
+	{.argv = ARGV("--standalone", "t"),
+	 .envp = ENV("PET_STANDALONE=0"),
+	 .expect = {{"standalone", "1"}}},
+	{.argv = ARGV("t"), .envp = ENV("PET_MODULE=1"), .expect = {{"module", "1"}}},
+	{.argv = ARGV("t"), .envp = ENV("PET_NO_PYTHON=2"), .expect = {{"no_python", "1"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_VIRTUAL_LOCAL_RANK=1"),
+	 .expect = {{"virtual_local_rank", "1"}}},
+	{.argv = ARGV("t"), .envp = ENV("PET_RUN_PATH=0"), .expect = {{"entrypoint", "t"}}},
+	{.argv = ARGV("-m", "t"), .envp = ENV("PET_NO_PYTHON=0"), .expect = {{"module", "1"}}},
+
+	/* --shutdown-timeout: CLI > PET_SHUTDOWN_TIMEOUT > TORCH_ELASTIC_SHUTDOWN_TIMEOUT > 30. */
+	{.argv = ARGV("t"),
+	 .envp = ENV("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=12"),
+	 .expect = {{"shutdown_timeout", "12"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=12", "PET_SHUTDOWN_TIMEOUT=7"),
+	 .expect = {{"shutdown_timeout", "7"}}},
+	{.argv = ARGV("--shutdown-timeout", "3", "t"),
+	 .envp = ENV("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=x", "PET_SHUTDOWN_TIMEOUT=7"),
+	 .expect = {{"shutdown_timeout", "3"}}},
+};
+
+static void
+test_parse_ok(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(ok_cases); i++) {
+		const struct ok_case *c = &ok_cases[i];
+		struct config cfg;
+		char *err = NULL;
+		int r;
+
+		r = parse(c->argv, c->envp, &cfg, &err);
+		if (r != CONFIG_RUN) {
+			fail_msg("case %zu (%s ...): r=%d err=%s", i, c->argv[0], r, err);
+		}
+		assert_null(err);
+		for (size_t k = 0; k < ARRAY_SIZE(c->expect) && c->expect[k].key; k++) {
+			char *got = render(&cfg, c->expect[k].key);
+
+			if (strcmp(got, c->expect[k].want) != 0) {
+				fail_msg("case %zu (%s ...): %s = '%s', want '%s'", i, c->argv[0],
+					 c->expect[k].key, got, c->expect[k].want);
+			}
+			free(got);
+		}
+		config_release(&cfg);
+	}
+}
+
+struct err_case {
+	const char *const *argv;
+	const char *const *envp;
+	const char *want[3]; /* substrings of the message */
+};
+
+static const struct err_case err_cases[] = {
+	/* --nnodes */
+	{ARGV("--nnodes", "x", "t"), NULL, {"--nnodes: invalid value 'x': expected N or MIN:MAX"}},
+	{ARGV("--nnodes", "0", "t"), NULL, {"--nnodes: invalid value '0'", "0 < MIN <= MAX"}},
+	{ARGV("--nnodes=3:2", "t"), NULL, {"--nnodes: invalid value '3:2'", "0 < MIN <= MAX"}},
+	{ARGV("--nnodes", "1:2:3", "t"),
+	 NULL,
+	 {"--nnodes: invalid value '1:2:3': expected N or MIN:MAX"}},
+	{ARGV("--nnodes", ":2", "t"), NULL, {"--nnodes: invalid value ':2'"}},
+	{ARGV("--nnodes", "1:", "t"), NULL, {"--nnodes: invalid value '1:'"}},
+	{ARGV("--nnodes=-1:2", "t"), NULL, {"--nnodes: invalid value '-1:2'"}},
+	{ARGV("--nnodes", "-1:2", "t"), NULL, {"--nnodes: expected one argument"}},
+	{ARGV("--nnodes=", "t"), NULL, {"--nnodes: invalid value ''"}},
+	{ARGV("--nnodes", " 2", "t"), NULL, {"--nnodes: invalid value ' 2'"}},
+	/* --nproc-per-node */
+	{ARGV("--nproc-per-node", "x", "t"),
+	 NULL,
+	 {"--nproc-per-node: invalid value 'x': expected an integer, cpu, gpu or auto"}},
+	{ARGV("--nproc_per_node=0", "t"), NULL, {"--nproc-per-node: invalid value '0'", "> 0"}},
+	{ARGV("--nproc-per-node=-2", "t"), NULL, {"--nproc-per-node: invalid value '-2'", "> 0"}},
+	{ARGV("--nproc-per-node", "xpu", "t"), NULL, {"--nproc-per-node: invalid value 'xpu'"}},
+	{ARGV("--nproc-per-node", "GPU", "t"), NULL, {"--nproc-per-node: invalid value 'GPU'"}},
+	/* rendezvous */
+	{ARGV("--rdzv-backend", "zk", "t"),
+	 NULL,
+	 {"--rdzv-backend: invalid value 'zk': expected static, c10d, etcd or etcd-v2"}},
+	{ARGV("--rdzv-conf", "=v", "t"),
+	 NULL,
+	 {"--rdzv-conf: invalid value '=v'", "must be in format <key1>=<value1>"}},
+	{ARGV("--rdzv-conf", "a=1,k", "t"),
+	 NULL,
+	 {"--rdzv-conf: invalid value 'a=1,k'",
+	  "The rendezvous configuration option 'k' must have a value specified."}},
+	{ARGV("--rdzv_conf=k= ", "t"), NULL, {"option 'k' must have a value specified."}},
+	{ARGV("--rdzv-conf", "a=1,,b=2", "t"), NULL, {"--rdzv-conf: invalid value 'a=1,,b=2'"}},
+	{ARGV("--rdzv-conf", "a=1,", "t"), NULL, {"--rdzv-conf: invalid value 'a=1,'"}},
+	{ARGV("--node-rank", "-1", "t"), NULL, {"--node-rank: invalid value '-1': must be >= 0"}},
+	{ARGV("--node_rank", "one", "t"),
+	 NULL,
+	 {"--node-rank: invalid value 'one': expected an integer"}},
+	{ARGV("--master-port", "65536", "t"),
+	 NULL,
+	 {"--master-port: invalid value '65536': must be <= 65535"}},
+	{ARGV("--master_port=-1", "t"), NULL, {"--master-port: invalid value '-1': must be >= 0"}},
+	{ARGV("--master-port", "http", "t"), NULL, {"--master-port: invalid value 'http'"}},
+	/* workers */
+	{ARGV("--max-restarts", "-1", "t"),
+	 NULL,
+	 {"--max-restarts: invalid value '-1': must be >= 0"}},
+	{ARGV("--max_restarts=x", "t"),
+	 NULL,
+	 {"--max-restarts: invalid value 'x': expected an integer"}},
+	{ARGV("--max-restarts", "99999999999", "t"),
+	 NULL,
+	 {"--max-restarts: invalid value '99999999999': must be <="}},
+	{ARGV("--max-restarts", "99999999999999999999999", "t"),
+	 NULL,
+	 {"--max-restarts: invalid value", "must be <="}},
+	{ARGV("--monitor-interval", "-0.5", "t"),
+	 NULL,
+	 {"--monitor-interval: invalid value '-0.5': must be >= 0"}},
+	{ARGV("--monitor_interval=soon", "t"), NULL, {"--monitor-interval: invalid value 'soon'"}},
+	{ARGV("--monitor-interval", "nan", "t"), NULL, {"--monitor-interval: invalid value 'nan'"}},
+	{ARGV("--monitor-interval", "inf", "t"), NULL, {"--monitor-interval: invalid value 'inf'"}},
+	{ARGV("--start-method", "thread", "t"),
+	 NULL,
+	 {"--start-method: invalid value 'thread': expected spawn, fork or forkserver"}},
+	{ARGV("--numa-binding", "foo", "t"),
+	 NULL,
+	 {"--numa-binding: invalid value 'foo': expected node, socket, exclusive or core-complex"}},
+	{ARGV("--no-python", "-m", "t"),
+	 NULL,
+	 {"Don't use both the '--no-python' flag and the '--module' flag at the same time."}},
+	{ARGV("-m", "t"), ENV("PET_NO_PYTHON=1"), {"Don't use both the '--no-python' flag"}},
+	{ARGV("--run-path", "t"),
+	 NULL,
+	 {"--run-path is not supported by elasticd: it runs the script inside a Python "
+	  "multiprocessing child; drop --run-path to run it as a process"}},
+	{ARGV("--run_path", "t"), NULL, {"--run-path is not supported by elasticd"}},
+	{ARGV("t"), ENV("PET_RUN_PATH=1"), {"PET_RUN_PATH=1", "--run-path is not supported"}},
+	/* -r / -t */
+	{ARGV("-r", "4", "t"), NULL, {"--redirects: invalid value '4'", "0-3"}},
+	{ARGV("-r0:4", "t"), NULL, {"--redirects: invalid value '0:4'"}},
+	{ARGV("--redirects", "0:1,0:2", "t"),
+	 NULL,
+	 {"--redirects: invalid value '0:1,0:2'", "local rank 0 is given twice"}},
+	{ARGV("--redirects=a:1", "t"), NULL, {"--redirects: invalid value 'a:1'"}},
+	{ARGV("-r", "0:1,", "t"), NULL, {"--redirects: invalid value '0:1,'"}},
+	{ARGV("-r=", "t"), NULL, {"--redirects: invalid value ''"}},
+	{ARGV("-t", "x", "t"), NULL, {"--tee: invalid value 'x'"}},
+	{ARGV("--tee=33", "t"), NULL, {"--tee: invalid value '33'"}},
+	/* --local-ranks-filter */
+	{ARGV("--local-ranks-filter", "a", "t"),
+	 NULL,
+	 {"--local-ranks-filter: invalid value 'a'", "comma-separated"}},
+	{ARGV("--local_ranks_filter=-1", "t"), NULL, {"--local-ranks-filter: invalid value '-1'"}},
+	{ARGV("--local-ranks-filter", "0,,1", "t"),
+	 NULL,
+	 {"--local-ranks-filter: invalid value '0,,1'"}},
+	{ARGV("--local-ranks-filter", "0,", "t"),
+	 NULL,
+	 {"--local-ranks-filter: invalid value '0,'"}},
+	/* --signals-to-handle */
+	{ARGV("--signals-to-handle", "SIGTERM,SIGFOO", "t"),
+	 NULL,
+	 {"--signals-to-handle: invalid value 'SIGTERM,SIGFOO'", "unknown signal 'SIGFOO'"}},
+	{ARGV("--signals-to-handle", "SIGKILL", "t"),
+	 NULL,
+	 {"--signals-to-handle: invalid value 'SIGKILL'", "SIGKILL cannot be caught"}},
+	{ARGV("--signals_to_handle=STOP", "t"),
+	 NULL,
+	 {"invalid value 'STOP'", "SIGSTOP cannot be caught"}},
+	{ARGV("--signals-to-handle", "SIGCHLD", "t"), NULL, {"invalid value 'SIGCHLD'", "SIGCHLD"}},
+	{ARGV("--signals-to-handle", "TERM,,INT", "t"),
+	 NULL,
+	 {"invalid value 'TERM,,INT'", "unknown signal ''"}},
+	{ARGV("--signals-to-handle", "0", "t"), NULL, {"unknown signal '0'"}},
+	/* --shutdown-timeout */
+	{ARGV("--shutdown-timeout", "-1", "t"),
+	 NULL,
+	 {"--shutdown-timeout: invalid value '-1': must be >= 0"}},
+	{ARGV("t"),
+	 ENV("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=x"),
+	 {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT: invalid value 'x'"}},
+	{ARGV("t"),
+	 ENV("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=-5"),
+	 {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT: invalid value '-5': must be >= 0"}},
+	{ARGV("t"), ENV("PET_SHUTDOWN_TIMEOUT=-5"), {"PET_SHUTDOWN_TIMEOUT: invalid value '-5'"}},
+	/* Bad PET_* values name the variable and the value. */
+	{ARGV("t"), ENV("PET_NNODES=x"), {"PET_NNODES: invalid value 'x': expected N or MIN:MAX"}},
+	{ARGV("t"), ENV("PET_NPROC_PER_NODE="), {"PET_NPROC_PER_NODE: invalid value ''"}},
+	{ARGV("t"),
+	 ENV("PET_MAX_RESTARTS=-2"),
+	 {"PET_MAX_RESTARTS: invalid value '-2': must be >= 0"}},
+	{ARGV("t"), ENV("PET_REDIRECTS=9"), {"PET_REDIRECTS: invalid value '9'"}},
+	{ARGV("t"), ENV("PET_MASTER_PORT=70000"), {"PET_MASTER_PORT: invalid value '70000'"}},
+	{ARGV("t"), ENV("PET_RDZV_CONF=k"), {"PET_RDZV_CONF: invalid value 'k'"}},
+	{ARGV("t"), ENV("PET_START_METHOD=x"), {"PET_START_METHOD: invalid value 'x'"}},
+	{ARGV("t"), ENV("PET_STANDALONE=yes"), {"PET_STANDALONE: invalid value 'yes'", "integer"}},
+	{ARGV("t"), ENV("PET_MODULE=true"), {"PET_MODULE: invalid value 'true'"}},
+	{ARGV("t"), ENV("PET_NO_PYTHON="), {"PET_NO_PYTHON: invalid value ''"}},
+	{ARGV("t"),
+	 ENV("PET_VIRTUAL_LOCAL_RANK=1.0"),
+	 {"PET_VIRTUAL_LOCAL_RANK: invalid value '1.0'"}},
+	/* Unknown, ambiguous and malformed options. */
+	{ARGV("--foo", "t"), NULL, {"unrecognized argument: --foo"}},
+	{ARGV("--foo=1", "t"), NULL, {"unrecognized argument: --foo=1"}},
+	{ARGV("-x", "t"), NULL, {"unrecognized argument: -x"}},
+	{ARGV("--nproc-per-nodes", "2", "t"), NULL, {"unrecognized argument: --nproc-per-nodes"}},
+	{ARGV("--nproc_per-node", "2", "t"), NULL, {"unrecognized argument: --nproc_per-node"}},
+	{ARGV("---nnodes", "2", "t"), NULL, {"unrecognized argument: ---nnodes"}},
+	{ARGV("--=x", "t"), NULL, {"unrecognized argument: --=x"}},
+	{ARGV("--m", "t"),
+	 NULL,
+	 {"ambiguous option: --m could match ", "--max-restarts", "--module"}},
+	{ARGV("--ma=3", "t"),
+	 NULL,
+	 {"ambiguous option: --ma could match --max-restarts, --master-addr, --master-port"}},
+	{ARGV("--rdzv", "x", "t"),
+	 NULL,
+	 {"ambiguous option: --rdzv could match", "--rdzv-backend", "--rdzv-conf"}},
+	{ARGV("--ru", "t"), NULL, {"ambiguous option: --ru could match --run-path, --rdzv-id"}},
+	{ARGV("--v", "t"),
+	 NULL,
+	 {"ambiguous option: --v could match --virtual-local-rank, --version"}},
+	{ARGV("--dup", "x", "t"),
+	 NULL,
+	 {"could match --duplicate-stdout-filters, --duplicate-stderr-filters"}},
+	{ARGV("--nnodes"), NULL, {"--nnodes: expected one argument"}},
+	{ARGV("--nnodes", "--max-restarts", "1", "t"), NULL, {"--nnodes: expected one argument"}},
+	{ARGV("--rdzv-id", "--", "t"), NULL, {"--rdzv-id: expected one argument"}},
+	{ARGV("--rdzv-id", "-r", "t"), NULL, {"--rdzv-id: expected one argument"}},
+	{ARGV("--rdzv-id", "--ma", "t"), NULL, {"--rdzv-id: expected one argument"}},
+	{ARGV("--rdzv-id", "-zz", "t"), NULL, {"--rdzv-id: expected one argument"}},
+	{ARGV("-r"), NULL, {"--redirects: expected one argument"}},
+	{ARGV("--standalone=1", "t"), NULL, {"--standalone: ignored explicit argument '1'"}},
+	{ARGV("-mx", "t"), NULL, {"-m: ignored explicit argument 'x'"}},
+	{ARGV("-m=1", "t"), NULL, {"-m: ignored explicit argument '=1'"}},
+	{ARGV("--help=1", "t"), NULL, {"--help: ignored explicit argument '1'"}},
+	/* The entrypoint is required. */
+	{NOARGS, NULL, {"the following arguments are required: training_script"}},
+	{ARGV("--nnodes", "2"), NULL, {"the following arguments are required: training_script"}},
+	{ARGV("--"), NULL, {"the following arguments are required: training_script"}},
+	{ARGV("-m", "--standalone"),
+	 NULL,
+	 {"the following arguments are required: training_script"}},
+};
+
+static void
+test_parse_err(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(err_cases); i++) {
+		const struct err_case *c = &err_cases[i];
+		struct config cfg, zero;
+		char *err = NULL;
+		int r;
+
+		memset(&zero, 0, sizeof(zero));
+		r = parse(c->argv, c->envp, &cfg, &err);
+		if (r != -EINVAL) {
+			fail_msg("case %zu (%s ...): r=%d, want -EINVAL", i,
+				 c->argv[0] ? c->argv[0] : "", r);
+		}
+		assert_non_null(err);
+		for (size_t k = 0; k < ARRAY_SIZE(c->want) && c->want[k]; k++) {
+			if (!strstr(err, c->want[k])) {
+				fail_msg("case %zu: message '%s' lacks '%s'", i, err, c->want[k]);
+			}
+		}
+		/* Nothing is left allocated, and release is harmless. */
+		assert_memory_equal(&cfg, &zero, sizeof(cfg));
+		config_release(&cfg);
+		free(err);
+	}
+}
+
+struct result_case {
+	const char *const *argv;
+	const char *const *envp;
+	int want;
+};
+
+static const struct result_case result_cases[] = {
+	{ARGV("--help"), NULL, CONFIG_HELP},
+	{ARGV("-h"), NULL, CONFIG_HELP},
+	{ARGV("--he"), NULL, CONFIG_HELP},
+	{ARGV("-mh"), NULL, CONFIG_HELP},
+	{ARGV("--nnodes", "2", "--help", "--bogus"), NULL, CONFIG_HELP},
+	{ARGV("--help"), ENV("PET_NNODES=x", "PET_STANDALONE=yes"), CONFIG_HELP},
+	{ARGV("--version"), NULL, CONFIG_VERSION},
+	{ARGV("--vers", "t"), NULL, CONFIG_VERSION},
+	{ARGV("--version", "--help"), NULL, CONFIG_VERSION},
+	{ARGV("t", "--help"), NULL, CONFIG_RUN},
+	{ARGV("--", "--help"), NULL, CONFIG_RUN},
+	{ARGV("--max-restarts", "x", "--help"), NULL, -EINVAL},
+};
+
+static void
+test_parse_result(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(result_cases); i++) {
+		const struct result_case *c = &result_cases[i];
+		struct config cfg;
+		char *err = NULL;
+		int r;
+
+		r = parse(c->argv, c->envp, &cfg, &err);
+		if (r != c->want) {
+			fail_msg("case %zu (%s ...): r=%d, want %d (%s)", i, c->argv[0], r, c->want,
+				 err);
+		}
+		if (r != CONFIG_RUN) {
+			struct config zero;
+
+			memset(&zero, 0, sizeof(zero));
+			assert_memory_equal(&cfg, &zero, sizeof(cfg));
+		}
+		assert_true((r == -EINVAL) == (err != NULL));
+		config_release(&cfg);
+		free(err);
+	}
+}
+
+static void
+assert_uuid4(const char *s)
+{
+	assert_int_equal(strlen(s), 36);
+	for (size_t i = 0; i < 36; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			assert_int_equal(s[i], '-');
+		} else {
+			assert_true(isxdigit((unsigned char)s[i]) && !isupper((unsigned char)s[i]));
+		}
+	}
+	assert_int_equal(s[14], '4');
+	assert_non_null(strchr("89ab", s[19]));
+}
+
+static void
+test_standalone_run_id(void **state)
+{
+	struct config a, b;
+	char *err = NULL;
+
+	assert_int_equal(parse(ARGV("--standalone", "t"), NULL, &a, &err), CONFIG_RUN);
+	assert_int_equal(parse(ARGV("t"), ENV("PET_STANDALONE=1"), &b, &err), CONFIG_RUN);
+	assert_uuid4(a.rdzv_id);
+	assert_uuid4(b.rdzv_id);
+	assert_string_not_equal(a.rdzv_id, b.rdzv_id);
+	assert_string_equal(a.rdzv_backend, "c10d");
+	assert_string_equal(a.rdzv_endpoint, "localhost:0");
+	config_release(&a);
+	config_release(&b);
+}
+
+static void
+test_release_zeroed(void **state)
+{
+	struct config cfg = {0};
+
+	config_release(&cfg);
+	config_release(&cfg);
+}
+
+struct std_map_case {
+	const char *s;
+	const char *err;       /* substring of the error, or NULL on success */
+	int ranks[4];          /* probed local ranks */
+	enum std_mask want[4]; /* their masks */
+};
+
+static const struct std_map_case std_map_cases[] = {
+	{"0", NULL, {0, 1, 7, 100}, {STD_NONE, STD_NONE, STD_NONE, STD_NONE}},
+	{"1", NULL, {0, 1, 7, 100}, {STD_OUT, STD_OUT, STD_OUT, STD_OUT}},
+	{"2", NULL, {0, 1, 7, 100}, {STD_ERR, STD_ERR, STD_ERR, STD_ERR}},
+	{"3", NULL, {0, 1, 7, 100}, {STD_ALL, STD_ALL, STD_ALL, STD_ALL}},
+	{"0:1,1:2", NULL, {0, 1, 2, 3}, {STD_OUT, STD_ERR, STD_NONE, STD_NONE}},
+	{"1:3", NULL, {0, 1, 2, 3}, {STD_NONE, STD_ALL, STD_NONE, STD_NONE}},
+	{"12:3", NULL, {12, 1, 2, 120}, {STD_ALL, STD_NONE, STD_NONE, STD_NONE}},
+	{"0:1,10:2,100:3", NULL, {0, 10, 100, 1}, {STD_OUT, STD_ERR, STD_ALL, STD_NONE}},
+	{"2147483647:1", NULL, {2147483647, 0, 1, 2}, {STD_OUT, STD_NONE, STD_NONE, STD_NONE}},
+	{"0:0,1:1", NULL, {0, 1, 2, 3}, {STD_NONE, STD_OUT, STD_NONE, STD_NONE}},
+	{"4", "invalid value '4'", {0}, {0}},
+	{"", "invalid value ''", {0}, {0}},
+	{"x", "invalid value 'x'", {0}, {0}},
+	{"03", "invalid value '03'", {0}, {0}},
+	{"0:", "invalid value '0:'", {0}, {0}},
+	{":1", "invalid value ':1'", {0}, {0}},
+	{"0:4", "invalid value '0:4'", {0}, {0}},
+	{"0:11", "invalid value '0:11'", {0}, {0}},
+	{"0:1,", "invalid value '0:1,'", {0}, {0}},
+	{",0:1", "invalid value ',0:1'", {0}, {0}},
+	{"0:1;1:2", "invalid value '0:1;1:2'", {0}, {0}},
+	{" 0:1", "invalid value ' 0:1'", {0}, {0}},
+	{"0:1 ", "invalid value '0:1 '", {0}, {0}},
+	{"-1:1", "invalid value '-1:1'", {0}, {0}},
+	{"+1:1", "invalid value '+1:1'", {0}, {0}},
+	{"1:1:1", "invalid value '1:1:1'", {0}, {0}},
+	{"2147483648:1", "invalid value '2147483648:1'", {0}, {0}},
+	{"0:1,0:2", "local rank 0 is given twice", {0}, {0}},
+	{"01:1,1:2", "local rank 1 is given twice", {0}, {0}},
+};
+
+static void
+test_std_map(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(std_map_cases); i++) {
+		const struct std_map_case *c = &std_map_cases[i];
+		struct std_map m = {.all = STD_OUT};
+		char *err = NULL;
+		int r;
+
+		r = std_map_parse(c->s, &m, &err);
+		if (c->err) {
+			if (r != -EINVAL || !err || !strstr(err, c->err)) {
+				fail_msg("'%s': r=%d err=%s, want '%s'", c->s, r, err, c->err);
+			}
+			/* Untouched on failure. */
+			assert_int_equal(m.all, STD_OUT);
+			assert_null(m.entries);
+			assert_int_equal(m.n, 0);
+			free(err);
+			continue;
+		}
+		if (r != 0) {
+			fail_msg("'%s': r=%d err=%s", c->s, r, err);
+		}
+		for (size_t k = 0; k < ARRAY_SIZE(c->ranks); k++) {
+			if (std_map_get(&m, c->ranks[k]) != c->want[k]) {
+				fail_msg("'%s': rank %d has %d, want %d", c->s, c->ranks[k],
+					 (int)std_map_get(&m, c->ranks[k]), (int)c->want[k]);
+			}
+		}
+		std_map_release(&m);
+		assert_null(m.entries);
+		assert_int_equal(m.n, 0);
+		std_map_release(&m);
+	}
+}
+
+struct nproc_case {
+	const char *value;
+	int ncpus, ngpus, want;
+};
+
+static const struct nproc_case nproc_cases[] = {
+	{"4", 16, 8, 4},         {"4", 16, 0, 4},         {"cpu", 16, 8, 16}, {"cpu", 3, 0, 3},
+	{"gpu", 16, 8, 8},       {"gpu", 16, 0, -ENODEV}, {"auto", 16, 8, 8}, {"auto", 16, 0, 16},
+	{"auto", 0, 0, -ENODEV}, {"cpu", 0, 2, -ENODEV},
+};
+
+static void
+test_resolve_nproc(void **state)
+{
+	struct config zero = {0};
+
+	for (size_t i = 0; i < ARRAY_SIZE(nproc_cases); i++) {
+		const struct nproc_case *c = &nproc_cases[i];
+		struct config cfg;
+		char *err = NULL;
+
+		assert_int_equal(parse(ARGV("--nproc-per-node", c->value, "t"), NULL, &cfg, &err),
+				 CONFIG_RUN);
+		if (config_resolve_nproc(&cfg, c->ncpus, c->ngpus) != c->want) {
+			fail_msg("%s with %d cpus, %d gpus: %d, want %d", c->value, c->ncpus,
+				 c->ngpus, config_resolve_nproc(&cfg, c->ncpus, c->ngpus), c->want);
+		}
+		config_release(&cfg);
+	}
+	/* A zeroed struct is NPROC_INT with no count. */
+	assert_int_equal(config_resolve_nproc(&zero, 4, 4), -ENODEV);
+}
+
+struct filter_case {
+	const char *value; /* NULL: option not given */
+	int rank;
+	bool want;
+};
+
+static const struct filter_case filter_cases[] = {
+	{NULL, 0, true},   {NULL, 99, true}, {"", 5, true},     {"0,2", 0, true},
+	{"0,2", 1, false}, {"0,2", 2, true}, {"0,2", 3, false}, {"10", 10, true},
+	{"10", 1, false},  {"1,1", 1, true}, {"0", -1, false},
+};
+
+static void
+test_rank_in_filter(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(filter_cases); i++) {
+		const struct filter_case *c = &filter_cases[i];
+		struct config cfg;
+		char *err = NULL;
+
+		if (c->value) {
+			assert_int_equal(parse(ARGV("--local-ranks-filter", c->value, "t"), NULL,
+					       &cfg, &err),
+					 CONFIG_RUN);
+		} else {
+			assert_int_equal(parse(ARGV("t"), NULL, &cfg, &err), CONFIG_RUN);
+		}
+		if (config_rank_in_filter(&cfg, c->rank) != c->want) {
+			fail_msg("filter '%s', rank %d: want %d", c->value, c->rank, c->want);
+		}
+		config_release(&cfg);
+	}
+}
+
+static void
+test_rdzv_conf_get(void **state)
+{
+	struct config cfg;
+	char *err = NULL;
+
+	assert_int_equal(
+		parse(ARGV("--rdzv-conf", "timeout=60, join_timeout = 5 ,x=a=b,timeout=90", "t"),
+		      NULL, &cfg, &err),
+		CONFIG_RUN);
+	assert_int_equal(cfg.n_rdzv_conf, 3);
+	assert_string_equal(config_rdzv_conf_get(&cfg, "timeout"), "90");
+	assert_string_equal(config_rdzv_conf_get(&cfg, "join_timeout"), "5");
+	assert_string_equal(config_rdzv_conf_get(&cfg, "x"), "a=b");
+	assert_null(config_rdzv_conf_get(&cfg, "rank"));
+	assert_null(config_rdzv_conf_get(&cfg, "time"));
+	config_release(&cfg);
+
+	assert_int_equal(parse(ARGV("t"), NULL, &cfg, &err), CONFIG_RUN);
+	assert_null(config_rdzv_conf_get(&cfg, "timeout"));
+	config_release(&cfg);
+}
+
+static void
+test_usage(void **state)
+{
+	static const char *const longs[] = {
+		"--nnodes",
+		"--nproc-per-node",
+		"--rdzv-backend",
+		"--rdzv-endpoint",
+		"--rdzv-id",
+		"--run-id",
+		"--rdzv-conf",
+		"--standalone",
+		"--max-restarts",
+		"--monitor-interval",
+		"--start-method",
+		"--role",
+		"--module",
+		"--no-python",
+		"--run-path",
+		"--log-dir",
+		"--redirects",
+		"--tee",
+		"--node-rank",
+		"--master-addr",
+		"--master-port",
+		"--local-addr",
+		"--event-log-handler",
+		"--local-ranks-filter",
+		"--logs-specs",
+		"--numa-binding",
+		"--signals-to-handle",
+		"--shutdown-timeout",
+		"--virtual-local-rank",
+		"--duplicate-stdout-filters",
+		"--duplicate-stderr-filters",
+		"--help",
+		"--version",
+		"-m, --module",
+		"-r, --redirects",
+		"-t, --tee",
+		"-h, --help",
+		"Usage: elasticd [options] [--] training_script [args...]",
+		"\nWorkers:\n",
+		"\nRendezvous:\n",
+		"\nLogs and output:\n",
+		"\nSignals and shutdown:\n",
+		"\nOther:\n",
+		"underscore",
+		"PET_",
+		"SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+		"TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+	};
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	const char *line;
+
+	assert_non_null(f);
+	config_usage(f);
+	assert_int_equal(fclose(f), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(longs); i++) {
+		if (!strstr(buf, longs[i])) {
+			fail_msg("--help lacks '%s':\n%s", longs[i], buf);
+		}
+	}
+	line = buf;
+	while (*line) {
+		size_t n = strcspn(line, "\n");
+
+		if (n > 100) {
+			fail_msg("line over 100 columns: %.*s", (int)n, line);
+		}
+		assert_null(memchr(line, '\t', n));
+		line += n + (line[n] == '\n');
+	}
+	free(buf);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(placeholder),
+		cmocka_unit_test(test_parse_ok),       cmocka_unit_test(test_parse_err),
+		cmocka_unit_test(test_parse_result),   cmocka_unit_test(test_standalone_run_id),
+		cmocka_unit_test(test_release_zeroed), cmocka_unit_test(test_std_map),
+		cmocka_unit_test(test_resolve_nproc),  cmocka_unit_test(test_rank_in_filter),
+		cmocka_unit_test(test_rdzv_conf_get),  cmocka_unit_test(test_usage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
