@@ -693,7 +693,7 @@ static const struct config_option options[] = {
 		.group = GROUP_WORKERS,
 		.metavar = "MODE",
 		.help = "Bind each worker to the CPUs near its GPU: node, socket, exclusive or "
-			"core-complex.",
+			"core-complex. Not implemented yet: accepted, workers run unbound.",
 	},
 
 	/* Rendezvous. */
@@ -897,7 +897,8 @@ static const struct config_option options[] = {
 		.offset = offsetof(struct config, event_log_handler),
 		.group = GROUP_LOGS,
 		.metavar = "NAME",
-		.help = "Where agent and rendezvous events go (null, console, ...).",
+		.help = "Where agent and rendezvous events go (null, console, ...). Accepted; "
+			"events are not emitted yet.",
 	},
 
 	/* Signals and shutdown. */
