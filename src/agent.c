@@ -46,6 +46,7 @@ struct agent {
 	int local_world_size;
 	bool set_omp_num_threads;
 	char *run_dir; /* NULL for --log-dir /dev/null */
+	char *program; /* the workers' executable as found in PATH, for messages */
 	int restart_count;
 	int remaining_restarts;
 	int stop_signal; /* handled signal that is stopping the agent, else 0 */
@@ -161,11 +162,7 @@ group_outcome_cb(struct group *g, enum worker_state state, void *arg)
 		}
 		if (first) {
 			log_error("failed (exitcode: %d) local_rank: %d (pid: %d) of binary: %s",
-				  first->exitcode, first->local_rank, (int)first->pid,
-				  a->cfg->no_python ? a->cfg->entrypoint
-						    : (wenv_get(a->env, "PYTHON_EXEC")
-							       ? wenv_get(a->env, "PYTHON_EXEC")
-							       : "python3"));
+				  first->exitcode, first->local_rank, (int)first->pid, a->program);
 		}
 		agent_set_state(a, state, "a worker failed");
 	} else {
@@ -593,6 +590,18 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	if (agent_make_run_dir(a, reterr) < 0) {
 		goto out_free;
 	}
+	{
+		char **argv = wenv_build_argv(cfg, a->env, 0);
+
+		a->program = path_lookup(argv[0], wenv_get(a->env, "PATH"));
+		if (!a->program) {
+			log_warn("'%s' is not an executable file in PATH; the workers will fail to "
+				 "start",
+				 argv[0]);
+			a->program = xstrdup(argv[0]);
+		}
+		strv_free(argv);
+	}
 	if (n > 1 && !wenv_get(a->env, "OMP_NUM_THREADS")) {
 		a->set_omp_num_threads = true;
 		log_warn("\n*****************************************\n"
@@ -628,7 +637,8 @@ out_free:
 int
 agent_run(struct agent *a)
 {
-	log_info("[%s] starting workers for entrypoint: %s", a->cfg->role, a->cfg->entrypoint);
+	log_info("[%s] starting workers for entrypoint: %s (%s)", a->cfg->role, a->cfg->entrypoint,
+		 a->program);
 	agent_start_round(a);
 	if (!a->exiting) {
 		event_base_dispatch(a->base);
@@ -658,5 +668,6 @@ agent_free(struct agent *a)
 	}
 	strv_free(a->env);
 	free(a->run_dir);
+	free(a->program);
 	free(a);
 }

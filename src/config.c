@@ -807,7 +807,8 @@ static const struct config_option options[] = {
 		.offset = offsetof(struct config, local_addr),
 		.group = GROUP_RDZV,
 		.metavar = "ADDR",
-		.help = "Address this node advertises (default: its fully qualified host name).",
+		.help = "Address this node advertises as MASTER_ADDR (default: localhost for a "
+			"one-node job).",
 	},
 
 	/* Logs and output. */

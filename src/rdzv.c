@@ -82,7 +82,7 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 	r->local_world_size = local_world_size;
 	r->cb = *cb;
 	if (ops->init && ops->init(r, reterr) < 0) {
-		free(r);
+		rdzv_free(r);
 		return NULL;
 	}
 	return r;

@@ -380,6 +380,31 @@ signal_from_name(const char *s)
 	return -EINVAL;
 }
 
+char *
+path_lookup(const char *file, const char *path)
+{
+	const char *p = path ? path : "/usr/bin:/bin";
+
+	if (strchr(file, '/')) {
+		return access(file, X_OK) == 0 ? xstrdup(file) : NULL;
+	}
+	for (;;) {
+		const char *end = strchrnul(p, ':');
+		char *cand =
+			end == p ? xstrdup(file) : xasprintf("%.*s/%s", (int)(end - p), p, file);
+		struct stat st;
+
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
+			return cand;
+		}
+		free(cand);
+		if (*end == '\0') {
+			return NULL;
+		}
+		p = end + 1;
+	}
+}
+
 int
 cpus_allowed_count(void)
 {

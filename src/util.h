@@ -78,6 +78,11 @@ const char *signal_name(int signo);
 /* Parse "SIGTERM", "TERM" or "15". Returns the number, or -EINVAL. */
 int signal_from_name(const char *s);
 
+/* Find an executable as execvp(3) would: file itself when it contains a '/',
+ * else the first "<dir>/<file>" of path (colon-separated; NULL means
+ * "/usr/bin:/bin") that is executable. Returns a malloc'd path or NULL. */
+char *path_lookup(const char *file, const char *path);
+
 /* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
 int cpus_allowed_count(void);
 
