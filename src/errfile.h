@@ -17,12 +17,12 @@ struct process_failure {
 	int local_rank;
 	int global_rank;
 	pid_t pid;
-	int exitcode;	  /* >= 0: exit status; < 0: killed by signal -exitcode (Python's returncode) */
-	char *error_file; /* path of the worker's error file if it wrote one, else NULL */
-	char *message;	  /* the "traceback" text of the table, never NULL */
+	int exitcode; /* >= 0: exit status; < 0: killed by signal -exitcode (Python's returncode) */
+	char *error_file;  /* path of the worker's error file if it wrote one, else NULL */
+	char *message;     /* the "traceback" text of the table, never NULL */
 	int64_t timestamp; /* epoch seconds: from the error file, else the time the exit was seen */
-	json_t *data;	   /* the parsed error file (owned), NULL when none or unreadable */
-	char *problem;	   /* why an existing error file could not be used (malformed, too big,
+	json_t *data;      /* the parsed error file (owned), NULL when none or unreadable */
+	char *problem;     /* why an existing error file could not be used (malformed, too big,
 			    * unreadable), else NULL; the agent logs it */
 };
 
@@ -41,9 +41,8 @@ struct process_failure {
  * integers beyond 64 bits are refused). reterr reads "not valid JSON: <why>
  * (line L, column C)" or "not a torch error file: <why>". Any ret_* / reterr
  * may be NULL; outputs are untouched on failure. */
-int
-errfile_parse(const char *buf, size_t len, json_t **ret_data, char **ret_message,
-	      int64_t *ret_timestamp, char **reterr);
+int errfile_parse(const char *buf, size_t len, json_t **ret_data, char **ret_message,
+		  int64_t *ret_timestamp, char **reterr);
 
 /* Build a ProcessFailure for a worker that exited with exitcode (< 0 = signal).
  * Reads error_file_path if it exists (at most ERRFILE_MAX_BYTES). Without a file:
@@ -58,17 +57,14 @@ errfile_parse(const char *buf, size_t len, json_t **ret_data, char **ret_message
  * <strerror>", "... is not a regular file"). As torch, a flat-form file whose
  * message is "" keeps error_file and its timestamp but gets the made-up message.
  * Unknown signal names (torch would raise) print as "<N/A>". */
-void
-process_failure_init(struct process_failure *f, int local_rank, int global_rank, pid_t pid,
-		     int exitcode, const char *error_file_path, int64_t now);
+void process_failure_init(struct process_failure *f, int local_rank, int global_rank, pid_t pid,
+			  int exitcode, const char *error_file_path, int64_t now);
 /* Free what f owns and NULL those fields; accepts NULL and a released f. */
-void
-process_failure_release(struct process_failure *f);
+void process_failure_release(struct process_failure *f);
 
 /* Index of the root cause: the smallest timestamp, ties to the lowest index. n > 0
  * (0 is returned for n == 0). */
-size_t
-errfile_root_cause(const struct process_failure *f, size_t n);
+size_t errfile_root_cause(const struct process_failure *f, size_t n);
 
 /* Render torchrun's ChildFailedError message for failures f[0..n) with root
  * index root: starts with "\n", "=" border, "<title>", "-" border,
@@ -82,9 +78,8 @@ errfile_root_cause(const struct process_failure *f, size_t n);
  * shows as it is. Widths count characters (UTF-8 code points), as Python's len().
  * A timestamp outside years 1..9999 (torch would raise) is shown as epoch seconds.
  * root >= n falls back to errfile_root_cause(); NULL title is "", NULL host "<N/A>". */
-char *
-errfile_format_table(const char *title, const struct process_failure *f, size_t n, size_t root,
-		     const char *host);
+char *errfile_format_table(const char *title, const struct process_failure *f, size_t n,
+			   size_t root, const char *host);
 
 /* Copy the root cause's error-file JSON into dest_path (the agent's own
  * TORCHELASTIC_ERROR_FILE) with "errorCode": exitcode added inside the
@@ -95,12 +90,10 @@ errfile_format_table(const char *title, const struct process_failure *f, size_t 
  * to "<dest_path>.<pid>.<n>.tmp" (mode 0666 & ~umask, as Python's open) and
  * renamed over dest_path. Note that a missing parent directory of dest_path
  * also gives -ENOENT. */
-int
-errfile_write_root_cause(const char *dest_path, const struct process_failure *root);
+int errfile_write_root_cause(const char *dest_path, const struct process_failure *root);
 
 /* Encode v exactly as Python's json.dumps(v) with its defaults: separators ", "
  * and ": ", ensure_ascii (lower-case \uXXXX escapes, surrogate pairs, DEL
  * escaped), floats as Python's repr, key order kept; no trailing newline. NULL
  * gives "null". Returns a malloc'd string. */
-char *
-errfile_json_dumps(const json_t *v);
+char *errfile_json_dumps(const json_t *v);
