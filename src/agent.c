@@ -1,9 +1,9 @@
 #include "agent.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -14,12 +14,16 @@
 #include <time.h>
 
 #include "config.h"
+#include "console.h"
 #include "errfile.h"
+#include "events.h"
 #include "group.h"
 #include "log.h"
+#include "numa.h"
 #include "rdzv.h"
 #include "sentinel.h"
 #include "util.h"
+#include "version.h"
 #include "wenv.h"
 #include "worker.h"
 
@@ -37,6 +41,7 @@ struct agent {
 	int sigfd;
 	struct event *sigev;
 	struct sentinel *sentinel;
+	struct console *consoles[2]; /* our stdout and stderr, never blocking */
 
 	struct rdzv *rdzv;
 	struct rdzv_result round;
@@ -54,6 +59,19 @@ struct agent {
 	bool exiting;
 	uint64_t start_usec;
 	uint64_t group_start_usec;
+	struct numa_plan *numa; /* each local rank's GPU and binding, NULL: not planned */
+
+	struct events *events;
+	bool events_warned;       /* a failed event write was logged (once) */
+	char *node_desc;          /* "<fqdn>_<pid>_0" for RdzvEvent messages, lazily */
+	uint64_t rdzv_start_usec; /* CLOCK_MONOTONIC: when the rendezvous under way began */
+
+	/* Leaving: exit barrier (after success), close the rendezvous, exit. */
+	bool finishing;
+	bool in_barrier;
+	int finish_code;
+	uint64_t barrier_start_usec;
+	bool rdzv_failed; /* the rendezvous cannot go on: stop the workers and exit */
 };
 
 /* The one place the agent's WorkerState changes. */
@@ -77,6 +95,396 @@ agent_exit(struct agent *a, int code)
 	a->exiting = true;
 	a->exit_code = code;
 	event_base_loopbreak(a->base);
+}
+
+/* ---- events --------------------------------------------------------------
+ * torchrun's worker status events where torchrun records them, RdzvEvents at
+ * the rendezvous steps every backend shares, and elasticd's own lifecycle
+ * events. Nothing is built unless events_enabled(). */
+
+static int64_t
+now_ms(void)
+{
+	return (int64_t)(wall_usec() / USEC_PER_MSEC);
+}
+
+static double
+ms_since(uint64_t start_usec)
+{
+	return (double)(now_usec() - start_usec) / (double)USEC_PER_MSEC;
+}
+
+/* torch's WorkerSpec.get_entrypoint_name(): the basename of the program. */
+static const char *
+agent_entry_point(const struct agent *a)
+{
+	const char *p = a->cfg->no_python ? a->cfg->entrypoint : wenv_get(a->env, "PYTHON_EXEC");
+	const char *slash;
+
+	if (!p || !*p) {
+		p = "python3";
+	}
+	slash = strrchr(p, '/');
+	return slash ? slash + 1 : p;
+}
+
+static void
+agent_record(struct agent *a, struct elastic_event *ev)
+{
+	int r = events_record(a->events, ev);
+
+	if (r < 0 && !a->events_warned) {
+		a->events_warned = true;
+		log_warn("cannot record the event %s: %s (later event errors are not logged)",
+			 ev->name, strerror(-r));
+	}
+	elastic_event_release(ev);
+}
+
+/* Start one of elasticd's own events with its common metadata. Returns false
+ * (and builds nothing) when events are disabled. */
+static bool
+agent_event_begin(struct agent *a, struct elastic_event *ev, const char *name,
+		  enum event_source source)
+{
+	if (!events_enabled(a->events)) {
+		return false;
+	}
+	elastic_event_init(ev, name, source, now_ms());
+	elastic_event_set_string(ev, "run_id", a->cfg->rdzv_id);
+	elastic_event_set_string(ev, "hostname", host_fqdn());
+	elastic_event_set_string(ev, "role", a->cfg->role);
+	return true;
+}
+
+/* torchrun's torchelastic.worker.status.<state> (_construct_event): a worker's
+ * when w is given, else the agent's; duration_ms < 0 is null. */
+static void
+agent_record_status(struct agent *a, const char *state, const struct worker *w,
+		    const char *raw_error, double duration_ms)
+{
+	bool have_round = a->round.nodes != NULL;
+	struct events_status st;
+	struct elastic_event ev;
+
+	if (!events_enabled(a->events)) {
+		return;
+	}
+	st = (struct events_status){
+		.state = state,
+		.source = w ? EVENT_SOURCE_WORKER : EVENT_SOURCE_AGENT,
+		.timestamp = now_ms(),
+		.run_id = a->cfg->rdzv_id,
+		.role = a->cfg->role,
+		.hostname = host_fqdn(),
+		.rdzv_backend = a->cfg->rdzv_backend,
+		.entry_point = agent_entry_point(a),
+		.group_rank = have_round ? a->round.group_rank : -1,
+		.group_world_size = have_round ? a->round.group_world_size : -1,
+		.total_run_time = (long long)((now_usec() - a->start_usec) / USEC_PER_SEC),
+		.agent_restarts = a->cfg->max_restarts - a->remaining_restarts,
+		.raw_error = raw_error,
+		.has_duration = duration_ms >= 0,
+		.duration_ms = duration_ms,
+	};
+	if (w) {
+		struct ranks_info ri = {0};
+
+		if (have_round) {
+			ranks_assign(a->round.nodes, (size_t)a->round.group_world_size,
+				     (size_t)a->round.group_rank, &ri);
+		}
+		st.worker = true;
+		st.global_rank = w->global_rank;
+		st.local_rank = w->local_rank;
+		st.role_rank = w->role_rank;
+		st.role_world_size = ri.role_world_size;
+		st.worker_pid = w->pid;
+	}
+	elastic_event_init_status(&ev, &st);
+	agent_record(a, &ev);
+}
+
+/* The agent's own failure (torchrun: agent.run() raised). */
+static void
+agent_record_failed(struct agent *a, const char *raw_error)
+{
+	agent_record_status(a, "FAILED", NULL, raw_error, -1);
+}
+
+/* json.dumps(failure.error_file_data): the worker's error file as torch
+ * re-encodes it, or {"message": "<NONE>"} without one. */
+static char *
+worker_raw_error(const struct worker *w)
+{
+	struct process_failure f;
+	char *s;
+
+	process_failure_init(&f, w->local_rank, w->global_rank, w->pid, w->exitcode,
+			     w->error_file && *w->error_file ? w->error_file : NULL, w->exit_wall);
+	s = f.data ? errfile_json_dumps(f.data) : xstrdup("{\"message\": \"<NONE>\"}");
+	process_failure_release(&f);
+	return s;
+}
+
+/* The end of torchrun's agent.run(): one event per worker of the last group
+ * (_record_worker_events: the group's state for workers that exited 0 or
+ * failed, TERMINATED for those stopped because another failed), then the
+ * launcher's AGENT SUCCEEDED ("agent.run() succeeded", whatever the workers
+ * did). */
+static void
+agent_record_run_result(struct agent *a, enum worker_state state)
+{
+	if (!events_enabled(a->events)) {
+		return;
+	}
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		const struct worker *w = group_worker(a->group, i);
+		char *raw_error = NULL;
+		const char *ws;
+
+		if (state == WORKER_STATE_SUCCEEDED) {
+			ws = "SUCCEEDED";
+		} else if (w->failed) {
+			ws = worker_state_name(state);
+			raw_error = worker_raw_error(w);
+		} else {
+			ws = "TERMINATED";
+		}
+		agent_record_status(a, ws, w, raw_error, -1);
+		free(raw_error);
+	}
+	agent_record_status(a, "SUCCEEDED", NULL, NULL, -1);
+}
+
+/* torch's _NodeDesc of this agent, for RdzvEvent messages. */
+static const char *
+agent_node_desc(struct agent *a)
+{
+	if (!a->node_desc) {
+		a->node_desc = xasprintf("%s_%d_0", host_fqdn(), (int)getpid());
+	}
+	return a->node_desc;
+}
+
+/* "rdzv_<backend>.c:<torch method>": the handler the step belongs to. */
+static char *
+agent_rdzv_event_name(const struct agent *a, const char *method)
+{
+	return xasprintf("rdzv_%s.c:%s", a->rdzv ? a->rdzv->ops->name : a->cfg->rdzv_backend,
+			 method);
+}
+
+static void
+agent_record_worker_started(struct agent *a, const struct worker *w)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.worker.started", EVENT_SOURCE_WORKER)) {
+		return;
+	}
+	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	elastic_event_set_int(&ev, "local_rank", w->local_rank);
+	elastic_event_set_int(&ev, "global_rank", w->global_rank);
+	elastic_event_set_int(&ev, "role_rank", w->role_rank);
+	elastic_event_set_int(&ev, "group_rank", a->round.group_rank);
+	elastic_event_set_int(&ev, "pid", w->pid);
+	/* The worker's CPU list ("0-3,8-11") from --numa-binding; null: unbound. */
+	elastic_event_set_string(&ev, "cpus", w->cpus);
+	elastic_event_set_string(&ev, "error_file",
+				 w->error_file && *w->error_file ? w->error_file : NULL);
+	agent_record(a, &ev);
+}
+
+static void
+agent_record_worker_exited(struct agent *a, const struct worker *w)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.worker.exited", EVENT_SOURCE_WORKER)) {
+		return;
+	}
+	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	elastic_event_set_int(&ev, "local_rank", w->local_rank);
+	elastic_event_set_int(&ev, "global_rank", w->global_rank);
+	if (w->pid > 0) {
+		elastic_event_set_int(&ev, "pid", w->pid);
+	} else {
+		elastic_event_set_null(&ev, "pid");
+	}
+	elastic_event_set_int(&ev, "exitcode", w->exitcode);
+	if (w->exitcode >= 0) {
+		elastic_event_set_int(&ev, "exit_status", w->exitcode);
+		elastic_event_set_null(&ev, "signal");
+	} else {
+		const char *name = signal_name(-w->exitcode);
+		char num[16];
+
+		snprintf(num, sizeof(num), "%d", -w->exitcode);
+		elastic_event_set_null(&ev, "exit_status");
+		elastic_event_set_string(&ev, "signal", name ? name : num);
+	}
+	elastic_event_set_bool(&ev, "failed", w->failed);
+	elastic_event_set_string(&ev, "exec_error", w->exec_errno ? strerror(w->exec_errno) : NULL);
+	if (w->pid > 0 && w->exit_usec >= w->start_usec) {
+		elastic_event_set_double(&ev, "duration_ms",
+					 (double)(w->exit_usec - w->start_usec) / USEC_PER_MSEC);
+	} else {
+		elastic_event_set_null(&ev, "duration_ms");
+	}
+	agent_record(a, &ev);
+}
+
+static void
+agent_record_signal(struct agent *a, int sig, const char *action)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.signal.received", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_string(&ev, "signal", signal_name(sig));
+	elastic_event_set_string(&ev, "action", action);
+	agent_record(a, &ev);
+}
+
+static void
+agent_record_group_stopping(struct agent *a, int sig, const char *why)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.group.stopping", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	elastic_event_set_string(&ev, "signal", signal_name(sig));
+	elastic_event_set_string(&ev, "reason", why);
+	elastic_event_set_int(&ev, "shutdown_timeout", a->cfg->shutdown_timeout);
+	agent_record(a, &ev);
+}
+
+static void
+agent_record_restart(struct agent *a, const char *why)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.agent.restart", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	elastic_event_set_int(&ev, "remaining_restarts", a->remaining_restarts);
+	elastic_event_set_int(&ev, "max_restarts", a->cfg->max_restarts);
+	elastic_event_set_string(&ev, "reason", why);
+	agent_record(a, &ev);
+}
+
+/* Close the rendezvous (torchrun's rdzv_handler.shutdown()). A backend with
+ * shared state records its own _close events; the static one has nothing to
+ * close. */
+static void
+agent_shutdown_rdzv(struct agent *a)
+{
+	if (rdzv_finish(a->rdzv, true) < 0) {
+		agent_exit(a, a->finish_code);
+	}
+}
+
+/* Leave with code: after success the exit barrier first (torch 2.x runs it on
+ * success only), then close the rendezvous and let it finish (cb.finished:
+ * rdzv_finished_cb), then exit. Never used when a signal stops the agent: the
+ * job must stay able to re-form. */
+static void
+agent_finish(struct agent *a, int code, bool barrier)
+{
+	a->finishing = true;
+	a->finish_code = code;
+	if (barrier) {
+		log_info(
+			"[%s] Local worker group finished (SUCCEEDED). Waiting for other agents to "
+			"finish",
+			a->cfg->role);
+		a->in_barrier = true;
+		a->barrier_start_usec = now_usec();
+		if (rdzv_exit_barrier(a->rdzv) == 0) {
+			return;
+		}
+		a->in_barrier = false;
+	}
+	agent_shutdown_rdzv(a);
+}
+
+static void
+rdzv_finished_cb(int err, const char *errmsg, void *arg)
+{
+	struct agent *a = arg;
+
+	if (a->stop_signal || a->exiting) {
+		return;
+	}
+	if (a->in_barrier) {
+		double secs = (double)(now_usec() - a->barrier_start_usec) / 1e6;
+
+		a->in_barrier = false;
+		if (err < 0) {
+			log_error("Error waiting on exit barrier. Elapsed: %.3f seconds: %s", secs,
+				  errmsg ? errmsg : strerror(-err));
+		} else {
+			log_info("Done waiting for other agents. Elapsed: %.3f seconds", secs);
+		}
+		agent_shutdown_rdzv(a);
+		return;
+	}
+	if (err < 0) {
+		log_warn("[%s] %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
+	}
+	agent_exit(a, a->finish_code);
+}
+
+/* A running round must re-form (nodes wait to join, or a node left): restart
+ * the workers without spending a restart (torchrun's num_nodes_waiting() > 0
+ * in _invoke_run, told here at once instead of at the next monitor tick). */
+static void
+rdzv_nodes_waiting_cb(int n, const char *why, void *arg)
+{
+	struct agent *a = arg;
+
+	if (a->stop_signal || a->finishing || a->exiting || !a->group ||
+	    group_state(a->group) != WORKER_STATE_HEALTHY) {
+		return;
+	}
+	log_info("[%s] %s; will restart worker group", a->cfg->role, why);
+	agent_record_group_stopping(a, SIGTERM, "membership change");
+	group_stop(a->group, SIGTERM);
+}
+
+/* The rendezvous cannot go on (store gone, closed by a node whose workers
+ * failed for good): stop the workers and exit 1 rather than hang. */
+static void
+rdzv_failed_cb(int err, const char *errmsg, void *arg)
+{
+	struct agent *a = arg;
+
+	if (a->stop_signal || a->finishing || a->exiting) {
+		return;
+	}
+	log_error("[%s] %s; stopping the workers", a->cfg->role, errmsg ? errmsg : strerror(-err));
+	a->rdzv_failed = true;
+	if (a->group && !group_is_done(a->group) && group_state(a->group) == WORKER_STATE_HEALTHY) {
+		agent_record_group_stopping(a, SIGTERM, "rendezvous failed");
+		group_stop(a->group, SIGTERM);
+		return;
+	}
+	if (!a->group || group_is_done(a->group)) {
+		agent_exit(a, AGENT_EXIT_FAILURE);
+	}
+}
+
+static void
+rdzv_progress_cb(const char *msg, void *arg)
+{
+	struct agent *a = arg;
+
+	log_info("[%s] %s", a->cfg->role, msg);
 }
 
 /* ---- failure report ---------------------------------------------------- */
@@ -116,9 +524,13 @@ agent_report_failure(struct agent *a)
 	root = errfile_root_cause(f, n);
 	title = xasprintf("%s FAILED", group_entrypoint_name(g));
 	table = errfile_format_table(title, f, n, root, host_fqdn());
-	fprintf(stderr, "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: %s\n",
-		table);
-	fflush(stderr);
+	{
+		_cleanup_free_ char *text = xasprintf(
+			"torch.distributed.elastic.multiprocessing.errors.ChildFailedError: %s\n",
+			table);
+
+		log_raw(text, strlen(text));
+	}
 	if (own && *own) {
 		int r = f[root].data ? errfile_write_root_cause(own, &f[root]) : -ENOENT;
 
@@ -165,6 +577,7 @@ group_outcome_cb(struct group *g, enum worker_state state, void *arg)
 				  first->exitcode, first->local_rank, (int)first->pid, a->program);
 		}
 		agent_set_state(a, state, "a worker failed");
+		agent_record_group_stopping(a, SIGTERM, "a worker failed");
 	} else {
 		agent_set_state(a, state, "every worker exited 0");
 	}
@@ -179,14 +592,25 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	if (a->stop_signal) {
 		log_warn("[%s] workers stopped after %s; exiting", a->cfg->role,
 			 signal_name(a->stop_signal));
+		if (events_enabled(a->events)) {
+			_cleanup_free_ char *raw =
+				xasprintf("SignalException: Process %d got signal: %d",
+					  (int)getpid(), a->stop_signal);
+
+			agent_record_failed(a, raw);
+		}
 		agent_exit(a, 128 + a->stop_signal);
+		return;
+	}
+	if (a->rdzv_failed) {
+		agent_exit(a, AGENT_EXIT_FAILURE);
 		return;
 	}
 	switch (group_state(a->group)) {
 	case WORKER_STATE_SUCCEEDED:
 		log_info("[%s] worker group successfully finished in %.3f s", a->cfg->role, secs);
-		rdzv_shutdown(a->rdzv);
-		agent_exit(a, AGENT_EXIT_SUCCESS);
+		agent_record_run_result(a, WORKER_STATE_SUCCEEDED);
+		agent_finish(a, AGENT_EXIT_SUCCESS, true);
 		return;
 	case WORKER_STATE_FAILED:
 	case WORKER_STATE_UNHEALTHY:
@@ -197,16 +621,20 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 			a->remaining_restarts--;
 			a->restart_count++;
 			agent_set_state(a, WORKER_STATE_STOPPED, "restarting");
+			agent_record_restart(a, "worker group FAILED");
 			agent_start_round(a);
 			return;
 		}
 		agent_report_failure(a);
-		rdzv_shutdown(a->rdzv);
-		agent_exit(a, AGENT_EXIT_FAILURE);
+		agent_record_run_result(a, group_state(a->group));
+		agent_finish(a, AGENT_EXIT_FAILURE, false);
 		return;
 	case WORKER_STATE_STOPPED:
 		/* Stopped on request (membership change): re-form without
 		 * spending a restart. */
+		a->restart_count++;
+		agent_record_restart(a, "membership change");
+		a->restart_count--;
 		agent_start_round(a);
 		return;
 	case WORKER_STATE_UNKNOWN:
@@ -214,6 +642,7 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	case WORKER_STATE_HEALTHY:
 		log_error("[%s] Worker group in %s state after stopping", a->cfg->role,
 			  worker_state_name(group_state(a->group)));
+		agent_record_failed(a, "the worker group is in an unexpected state after stopping");
 		agent_exit(a, AGENT_EXIT_FAILURE);
 		return;
 	}
@@ -226,6 +655,34 @@ group_stopped_cb(struct group *g, void *arg)
 
 	/* Never act (or free the group) inside the group's own call chain. */
 	event_base_once(a->base, -1, EV_TIMEOUT, agent_group_stopped_deferred, a, NULL);
+}
+
+/* One line per started worker with its binding, when binding was asked. */
+static void
+agent_log_bindings(struct agent *a)
+{
+	if (!a->numa || a->numa->mode == NUMA_MODE_NONE) {
+		return;
+	}
+	for (size_t i = 0; a->group && i < group_size(a->group) && i < a->numa->n; i++) {
+		const struct worker *w = group_worker(a->group, i);
+		const struct numa_binding *b = &a->numa->ranks[i];
+
+		if (w->pid <= 0) {
+			continue;
+		}
+		if (b->cpus) {
+			log_info("[%s] local_rank %d (pid %d): GPU %s, NUMA node%s %s, CPUs %s%s%s",
+				 a->cfg->role, w->local_rank, (int)w->pid, b->gpu,
+				 b->n_numa_nodes == 1 ? "" : "s", b->numa_nodes_list, b->cpus,
+				 b->mems ? ", memory nodes " : "", b->mems ? b->mems : "");
+		} else {
+			const char *why = b->error ? b->error : a->numa->warning;
+
+			log_warn("[%s] local_rank %d (pid %d) runs unbound: %s", a->cfg->role,
+				 w->local_rank, (int)w->pid, why ? why : "no GPU");
+		}
+	}
 }
 
 static void
@@ -247,8 +704,11 @@ agent_start_group(struct agent *a)
 		.reset_signals = reset_signals,
 		.n_reset_signals = ARRAY_SIZE(reset_signals),
 		.sentinel = a->sentinel,
+		.consoles = a->consoles,
+		.numa = a->numa,
 	};
 	char *attempt_dir = NULL, *err = NULL;
+	uint64_t assign_start;
 
 	group_free(a->group);
 	a->group = NULL;
@@ -256,19 +716,32 @@ agent_start_group(struct agent *a)
 		attempt_dir = xasprintf("%s/attempt_%d", a->run_dir, a->restart_count);
 		spec.attempt_dir = attempt_dir;
 	}
+	assign_start = now_usec();
 	a->group = group_new(a->base, &spec, &cb, &err);
 	free(attempt_dir);
 	if (!a->group) {
 		log_error("%s", err);
+		agent_record_failed(a, err);
 		free(err);
 		agent_exit(a, AGENT_EXIT_FAILURE);
 		return;
 	}
+	agent_record_status(a, "ASSIGN_WORKER_RANKS", NULL, NULL, ms_since(assign_start));
 	log_info("[%s] Starting worker group: %d workers, attempt %d, first RANK %d", a->cfg->role,
 		 a->local_world_size, a->restart_count, group_worker(a->group, 0)->global_rank);
 	a->group_start_usec = now_usec();
 	agent_set_state(a, WORKER_STATE_HEALTHY, "workers started");
 	group_start(a->group);
+	agent_log_bindings(a);
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		const struct worker *w = group_worker(a->group, i);
+
+		if (w->pid > 0) {
+			agent_record_worker_started(a, w);
+		} else if (w->failed) {
+			agent_record_worker_exited(a, w); /* could not be started */
+		}
+	}
 }
 
 static void
@@ -280,10 +753,27 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 		agent_exit(a, 128 + a->stop_signal);
 		return;
 	}
+	if (err == RDZV_GRACEFUL_EXIT) {
+		/* A spare node and the job ended: not a failure. */
+		log_info("[%s] Rendezvous gracefully exited: %s", a->cfg->role,
+			 errmsg ? errmsg : "closed");
+		agent_exit(a, AGENT_EXIT_SUCCESS);
+		return;
+	}
 	if (err < 0) {
 		log_error("[%s] rendezvous failed: %s", a->cfg->role,
 			  errmsg ? errmsg : strerror(-err));
-		agent_exit(a, AGENT_EXIT_FAILURE);
+		if (events_enabled(a->events)) {
+			_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
+			_cleanup_free_ char *raw =
+				xasprintf("RendezvousError: %s", errmsg ? errmsg : strerror(-err));
+
+			events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "%s", raw);
+			agent_record_failed(a, raw);
+		}
+		/* As torchrun's launcher: close the rendezvous (a store host also
+		 * lets the other nodes hear why), then exit. */
+		agent_finish(a, AGENT_EXIT_FAILURE, false);
 		return;
 	}
 	rdzv_result_release(&a->round);
@@ -295,6 +785,17 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 		 "restart_count %d",
 		 a->cfg->role, res->round, res->group_rank, res->group_world_size, res->master_addr,
 		 res->master_port, a->restart_count);
+	if (events_enabled(a->events)) {
+		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
+
+		events_record_rdzv(
+			a->events, name, NODE_STATE_RUNNING, res->group_rank,
+			"The node '%s' has joined round %d of the rendezvous '%s' as rank %d "
+			"in a world of size %d.",
+			agent_node_desc(a), res->round, a->cfg->rdzv_id, res->group_rank,
+			res->group_world_size);
+		agent_record_status(a, "RENDEZVOUS", NULL, NULL, ms_since(a->rdzv_start_usec));
+	}
 	agent_start_group(a);
 }
 
@@ -304,6 +805,16 @@ agent_start_round(struct agent *a)
 	int r;
 
 	log_info("[%s] Rendezvous'ing worker group", a->cfg->role);
+	a->rdzv_start_usec = now_usec();
+	if (events_enabled(a->events)) {
+		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
+
+		events_record_rdzv(
+			a->events, name, NODE_STATE_RUNNING, -1,
+			"The node '%s' attempts to join the next round of the rendezvous "
+			"'%s'.",
+			agent_node_desc(a), a->cfg->rdzv_id);
+	}
 	r = rdzv_next(a->rdzv);
 	if (r < 0) {
 		log_error("[%s] cannot start the rendezvous: %s", a->cfg->role, strerror(-r));
@@ -324,14 +835,18 @@ agent_reap(struct agent *a)
 			break;
 		}
 		if (a->group && group_handle_exit(a->group, pid, status)) {
+			for (size_t i = 0; i < group_size(a->group); i++) {
+				if (group_worker(a->group, i)->pid == pid) {
+					agent_record_worker_exited(a, group_worker(a->group, i));
+				}
+			}
 			continue;
 		}
 		if (pid == sentinel_pid(a->sentinel)) {
 			log_warn("the sentinel process %d exited; orphaned processes will not be "
 				 "cleaned up if the agent dies",
 				 (int)pid);
-			sentinel_free(a->sentinel);
-			a->sentinel = NULL;
+			sentinel_reaped(a->sentinel);
 			continue;
 		}
 		log_debug("reaped pid %d (not a worker: an orphan re-parented to the agent)",
@@ -349,7 +864,9 @@ agent_on_signal(struct agent *a, int sig)
 		/* Asked twice: the user means it. */
 		log_warn("Received %s again while stopping; killing the workers now",
 			 signal_name(sig));
+		agent_record_signal(a, sig, "kill");
 		if (a->group) {
+			agent_record_group_stopping(a, SIGKILL, "signal received again");
 			group_stop(a->group, SIGKILL);
 		}
 		return;
@@ -357,9 +874,18 @@ agent_on_signal(struct agent *a, int sig)
 	a->stop_signal = sig;
 	log_warn("Received %s death signal, shutting down workers", signal_name(sig));
 	if (a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT) {
+		agent_record_signal(a, sig, "stop");
+		agent_record_group_stopping(a, sig, "signal received");
 		group_stop(a->group, sig);
 	} else {
 		/* Nothing started (still in rendezvous): leave now. */
+		agent_record_signal(a, sig, "exit");
+		if (events_enabled(a->events)) {
+			_cleanup_free_ char *raw = xasprintf(
+				"SignalException: Process %d got signal: %d", (int)getpid(), sig);
+
+			agent_record_failed(a, raw);
+		}
 		agent_exit(a, 128 + sig);
 	}
 }
@@ -427,45 +953,111 @@ agent_setup_signals(struct agent *a, char **reterr)
 
 /* ---- start-up ---------------------------------------------------------- */
 
-/* GPUs by PCI class (display 0x0300 / 3D 0x0302) and vendor (NVIDIA, AMD),
- * from sysfs; the AMD ES1000 BMC chip (1002:515e) is not a GPU. */
-static int
-gpu_count(void)
+/* Whether this run needs the hwloc topology: to bind, to count GPUs or to
+ * show the plan. */
+static bool
+agent_needs_topology(const struct config *cfg)
 {
-	DIR *d = opendir("/sys/bus/pci/devices");
-	struct dirent *de;
-	int n = 0;
+	return cfg->numa_binding || cfg->dry_run || cfg->topology_xml || cfg->gpu_bus_ids ||
+	       cfg->nproc_kind == NPROC_GPU || cfg->nproc_kind == NPROC_AUTO;
+}
 
-	if (!d) {
-		return 0;
-	}
-	while ((de = readdir(d))) {
-		char *p, *cls = NULL, *ven = NULL, *dev = NULL;
+/* Find the GPUs (hwloc, when needed), resolve --nproc-per-node and plan each
+ * local rank's binding into a->numa. Returns the number of local workers, or
+ * -1 with *ret_exit and *reterr set. */
+static int
+agent_plan(struct agent *a, int *ret_exit, char **reterr)
+{
+	const struct config *cfg = a->cfg;
+	const char *xml = cfg->topology_xml ? cfg->topology_xml : wenv_get(a->env, "HWLOC_XMLFILE");
+	struct numa_request req = {
+		.membind = cfg->numa_membind,
+		.fallback = cfg->numa_fallback,
+		.plan_only = cfg->dry_run,
+	};
+	struct numa_topology *t = NULL;
+	char *err = NULL;
+	int ngpus = 0, n;
 
-		if (de->d_name[0] == '.') {
-			continue;
+	(void)numa_mode_from_string(cfg->numa_binding, &req.mode); /* config checked it */
+	if (agent_needs_topology(cfg)) {
+		if (numa_topology_load(xml && *xml ? xml : NULL, &t, &err) < 0) {
+			*reterr = cfg->topology_xml ? xasprintf("--topology-xml: %s", err)
+						    : xasprintf("NUMA topology: %s", err);
+			*ret_exit = cfg->topology_xml ? AGENT_EXIT_USAGE : AGENT_EXIT_FAILURE;
+			free(err);
+			return -1;
 		}
-		p = xasprintf("/sys/bus/pci/devices/%s/class", de->d_name);
-		(void)read_file(p, 64, &cls, NULL);
-		free(p);
-		p = xasprintf("/sys/bus/pci/devices/%s/vendor", de->d_name);
-		(void)read_file(p, 64, &ven, NULL);
-		free(p);
-		p = xasprintf("/sys/bus/pci/devices/%s/device", de->d_name);
-		(void)read_file(p, 64, &dev, NULL);
-		free(p);
-		if (cls && ven && dev &&
-		    (strncmp(cls, "0x0300", 6) == 0 || strncmp(cls, "0x0302", 6) == 0) &&
-		    (strncmp(ven, "0x10de", 6) == 0 ||
-		     (strncmp(ven, "0x1002", 6) == 0 && strncmp(dev, "0x515e", 6) != 0))) {
-			n++;
+		if (!numa_topology_is_live(t)) {
+			log_info("hwloc topology read from %s, not discovered on this machine",
+				 xml && *xml ? xml : "the HWLOC_* environment");
 		}
-		free(cls);
-		free(ven);
-		free(dev);
+		ngpus = numa_topology_select_gpus(t, cfg->gpu_bus_ids,
+						  wenv_get(a->env, "CUDA_VISIBLE_DEVICES"), reterr);
+		if (ngpus < 0) {
+			*ret_exit = AGENT_EXIT_USAGE;
+			numa_topology_free(t);
+			return -1;
+		}
 	}
-	closedir(d);
+	n = config_resolve_nproc(cfg, cpus_allowed_count(), ngpus);
+	if (n < 0) {
+		*reterr = xstrdup("--nproc-per-node: no GPU found on this node");
+		*ret_exit = AGENT_EXIT_USAGE;
+		numa_topology_free(t);
+		return -1;
+	}
+	if (cfg->nproc_kind != NPROC_INT) {
+		log_info("Using nproc_per_node=%s, setting nproc_per_node to %d",
+			 cfg->nproc_kind == NPROC_CPU   ? "cpu"
+			 : cfg->nproc_kind == NPROC_GPU ? "gpu"
+							: "auto",
+			 n);
+	}
+	if (!t) {
+		return n;
+	}
+	req.nproc = n;
+	if (numa_plan_new(t, &req, &a->numa, &err) < 0) {
+		*reterr = xasprintf("--numa-binding %s: %s", cfg->numa_binding, err);
+		*ret_exit = AGENT_EXIT_FAILURE;
+		free(err);
+		numa_topology_free(t);
+		return -1;
+	}
+	if (a->numa->warning) {
+		log_warn("--numa-binding %s: %s", cfg->numa_binding, a->numa->warning);
+	} else if (numa_topology_gpu_note(t)) {
+		log_info("GPUs: %s", numa_topology_gpu_note(t));
+	}
+	for (size_t i = 0; i < a->numa->n; i++) {
+		if (a->numa->ranks[i].error) {
+			log_warn("--numa-binding %s: local_rank %zu runs unbound "
+				 "(--numa-fallback): %s",
+				 cfg->numa_binding, i, a->numa->ranks[i].error);
+		}
+	}
+	numa_topology_free(t);
 	return n;
+}
+
+/* --dry-run: the plan as JSON lines on stdout, one object per local rank. */
+static int
+agent_print_plan(struct agent *a)
+{
+	for (size_t i = 0; i < a->numa->n; i++) {
+		json_t *j = numa_binding_to_json(a->numa, i);
+		char *line = json_dumps(j, JSON_COMPACT);
+
+		printf("%s\n", line);
+		free(line);
+		json_decref(j);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		log_error("--dry-run: cannot write the plan: %s", strerror(errno));
+		return AGENT_EXIT_FAILURE;
+	}
+	return AGENT_EXIT_SUCCESS;
 }
 
 /* mkdir parent/<prefix><8 random [a-z0-9_]> mode 0700, as Python's mkdtemp. */
@@ -549,12 +1141,27 @@ agent_make_run_dir(struct agent *a, char **reterr)
 	return 0;
 }
 
+static void
+log_to_console(const void *buf, size_t len, void *arg)
+{
+	console_write(arg, buf, len);
+}
+
 struct agent *
 agent_new(struct event_base *base, const struct config *cfg, char *const *envp, int *ret_exit,
 	  char **reterr)
 {
 	struct agent *a = xcalloc(1, sizeof(*a));
-	const struct rdzv_callbacks rcb = {.done = rdzv_done_cb, .arg = a};
+	struct rdzv_callbacks rcb = {
+		.done = rdzv_done_cb,
+		.arg = a,
+		.nodes_waiting = rdzv_nodes_waiting_cb,
+		.failed = rdzv_failed_cb,
+		.finished = rdzv_finished_cb,
+		.progress = rdzv_progress_cb,
+	};
+	enum events_sink sink = EVENTS_SINK_NULL;
+	bool log_file_given = cfg->event_log_file && *cfg->event_log_file;
 	int n;
 
 	a->base = base;
@@ -565,30 +1172,52 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	a->remaining_restarts = cfg->max_restarts;
 	a->start_usec = now_usec();
 	*ret_exit = AGENT_EXIT_FAILURE;
+	a->consoles[0] = console_new(base, STDOUT_FILENO);
+	a->consoles[1] = console_new(base, STDERR_FILENO);
+	log_set_sink(log_to_console, a->consoles[1]);
 
-	n = config_resolve_nproc(
-		cfg, cpus_allowed_count(),
-		cfg->nproc_kind == NPROC_GPU || cfg->nproc_kind == NPROC_AUTO ? gpu_count() : 0);
+	n = agent_plan(a, ret_exit, reterr);
 	if (n < 0) {
-		*reterr = xstrdup("--nproc-per-node: no GPU found on this node");
-		*ret_exit = AGENT_EXIT_USAGE;
 		goto out_free;
 	}
 	a->local_world_size = n;
-	if (cfg->nproc_kind != NPROC_INT) {
-		log_info("Using nproc_per_node=%s, setting nproc_per_node to %d",
-			 cfg->nproc_kind == NPROC_CPU   ? "cpu"
-			 : cfg->nproc_kind == NPROC_GPU ? "gpu"
-							: "auto",
-			 n);
+	if (cfg->dry_run) {
+		return a; /* agent_run prints the plan; nothing else is set up */
 	}
+	/* Events first, so that a rendezvous that cannot be created is reported
+	 * (to the console or a given file: the run directory comes later). */
+	a->events = events_new((size_t)cfg->event_ring_size);
+	events_set_identity(a->events, cfg->rdzv_id, NULL, (long long)getpid(), 0);
+	(void)events_sink_from_name(cfg->event_log_handler, &sink);
+	if (sink == EVENTS_SINK_CONSOLE || (sink == EVENTS_SINK_FILE && log_file_given)) {
+		if (events_set_sink(a->events, sink, cfg->event_log_file, reterr) < 0) {
+			goto out_free;
+		}
+	}
+	rcb.events = a->events;
 	a->rdzv = rdzv_new(base, cfg, n, &rcb, reterr);
 	if (!a->rdzv) {
+		if (events_enabled(a->events)) {
+			_cleanup_free_ char *name = agent_rdzv_event_name(a, "create_handler");
+
+			events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "ValueError: %s",
+					   *reterr);
+		}
 		*ret_exit = AGENT_EXIT_USAGE;
 		goto out_free;
 	}
 	if (agent_make_run_dir(a, reterr) < 0) {
 		goto out_free;
+	}
+	if (sink == EVENTS_SINK_FILE && !log_file_given) {
+		_cleanup_free_ char *path =
+			a->run_dir ? xasprintf("%s/events.jsonl", a->run_dir) : NULL;
+
+		/* --log-dir /dev/null: no run directory, no event file. */
+		if (path && events_set_sink(a->events, sink, path, reterr) < 0) {
+			goto out_free;
+		}
+		log_debug("events: %s", path ? path : "none (--log-dir /dev/null)");
 	}
 	{
 		char **argv = wenv_build_argv(cfg, a->env, 0);
@@ -609,11 +1238,6 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 			 "default, to avoid your system being overloaded, please further tune the "
 			 "variable for optimal performance in your application as needed. \n"
 			 "*****************************************");
-	}
-	if (cfg->numa_binding) {
-		log_warn("--numa-binding %s: NUMA binding is not implemented yet; workers run "
-			 "unbound",
-			 cfg->numa_binding);
 	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
 		log_warn("cannot become a child subreaper: %s", strerror(errno));
@@ -637,15 +1261,48 @@ out_free:
 int
 agent_run(struct agent *a)
 {
+	struct elastic_event ev;
+
+	if (a->cfg->dry_run) {
+		return agent_print_plan(a);
+	}
 	log_info("[%s] starting workers for entrypoint: %s (%s)", a->cfg->role, a->cfg->entrypoint,
 		 a->program);
+	if (agent_event_begin(a, &ev, "elasticd.agent.started", EVENT_SOURCE_AGENT)) {
+		elastic_event_set_int(&ev, "pid", getpid());
+		elastic_event_set_string(&ev, "version", ELASTICD_VERSION);
+		elastic_event_set_string(&ev, "entrypoint", a->cfg->entrypoint);
+		elastic_event_set_int(&ev, "local_world_size", a->local_world_size);
+		elastic_event_set_int(&ev, "max_restarts", a->cfg->max_restarts);
+		elastic_event_set_string(&ev, "rdzv_backend", a->cfg->rdzv_backend);
+		elastic_event_set_string(&ev, "run_dir", a->run_dir);
+		agent_record(a, &ev);
+	}
 	agent_start_round(a);
 	if (!a->exiting) {
 		event_base_dispatch(a->base);
 	}
+	if (agent_event_begin(a, &ev, "elasticd.agent.exit", EVENT_SOURCE_AGENT)) {
+		elastic_event_set_int(&ev, "exit_code", a->exit_code);
+		elastic_event_set_string(&ev, "signal",
+					 a->stop_signal ? signal_name(a->stop_signal) : NULL);
+		elastic_event_set_int(&ev, "attempt", a->restart_count);
+		elastic_event_set_int(&ev, "agent_restarts",
+				      a->cfg->max_restarts - a->remaining_restarts);
+		elastic_event_set_int(&ev, "total_run_time",
+				      (long long)((now_usec() - a->start_usec) / USEC_PER_SEC));
+		elastic_event_set_double(&ev, "duration_ms", ms_since(a->start_usec));
+		agent_record(a, &ev);
+	}
 	log_info("elasticd exits with status %d after %.3f s", a->exit_code,
 		 (double)(now_usec() - a->start_usec) / 1e6);
 	return a->exit_code;
+}
+
+struct events *
+agent_events(struct agent *a)
+{
+	return a->events;
 }
 
 void
@@ -658,6 +1315,9 @@ agent_free(struct agent *a)
 	rdzv_free(a->rdzv);
 	rdzv_result_release(&a->round);
 	sentinel_free(a->sentinel);
+	log_set_sink(NULL, NULL);
+	console_free(a->consoles[0]);
+	console_free(a->consoles[1]);
 	if (a->sigev) {
 		event_free(a->sigev);
 	}
@@ -669,5 +1329,8 @@ agent_free(struct agent *a)
 	strv_free(a->env);
 	free(a->run_dir);
 	free(a->program);
+	events_free(a->events);
+	free(a->node_desc);
+	numa_plan_free(a->numa);
 	free(a);
 }

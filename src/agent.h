@@ -8,6 +8,7 @@
 
 struct config;
 struct event_base;
+struct events;
 struct agent;
 
 /* Exit statuses of elasticd (torchrun-compatible 0/1/2; 128+signo when a
@@ -27,6 +28,11 @@ struct agent *agent_new(struct event_base *base, const struct config *cfg, char 
 
 /* Run until the job ends; returns elasticd's exit status. */
 int agent_run(struct agent *a);
+
+/* The agent's event recorder (events.h), never NULL: for the control plane
+ * to read the ring (events_ring_get) and subscribe. Borrowed; it lives as long
+ * as the agent. */
+struct events *agent_events(struct agent *a);
 
 /* Free everything; accepts NULL. The handled signals stay blocked (the
  * process is about to exit with the status agent_run chose). */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "numa.h"
 #include "util.h"
 
 /* std_map: -r/--redirects and -t/--tee values. */
@@ -374,6 +375,21 @@ set_nproc(struct config *cfg, const struct config_option *o, const char *name, c
 	return 0;
 }
 
+static int
+set_gpu_bus_ids(struct config *cfg, const struct config_option *o, const char *name,
+		const char *value, char **reterr)
+{
+	char **ids = NULL, *err = NULL;
+
+	if (numa_busid_list_parse(value, &ids, &err) < 0) {
+		*reterr = xasprintf("%s: %s", name, err);
+		free(err);
+		return -EINVAL;
+	}
+	strv_free(ids);
+	return set_string(cfg, o, name, value, reterr);
+}
+
 static void
 rdzv_conf_free(struct rdzv_conf_entry *entries, size_t n)
 {
@@ -585,6 +601,9 @@ set_signals(struct config *cfg, const struct config_option *o, const char *name,
 static const char *const rdzv_backends[] = {"static", "c10d", "etcd", "etcd-v2", NULL};
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
 static const char *const numa_modes[] = {"node", "socket", "exclusive", "core-complex", NULL};
+/* torch's handler names; dynamic_rendezvous is a null handler there. */
+static const char *const event_log_handlers[] = {"null", "console", "file", "dynamic_rendezvous",
+						 NULL};
 
 static const struct config_option options[] = {
 	/* Workers. */
@@ -692,8 +711,55 @@ static const struct config_option options[] = {
 		.choices = numa_modes,
 		.group = GROUP_WORKERS,
 		.metavar = "MODE",
-		.help = "Bind each worker to the CPUs near its GPU: node, socket, exclusive or "
-			"core-complex. Not implemented yet: accepted, workers run unbound.",
+		.help = "Bind each worker to the CPUs near its GPU (local rank n uses GPU n): "
+			"node, socket, exclusive or core-complex.",
+	},
+	{
+		.name = "numa-membind",
+		.kind = OPT_FLAG,
+		.set = set_flag,
+		.offset = offsetof(struct config, numa_membind),
+		.group = GROUP_WORKERS,
+		.help = "With --numa-binding, also bind each worker's memory to the NUMA nodes "
+			"of its CPUs.",
+	},
+	{
+		.name = "numa-fallback",
+		.kind = OPT_FLAG,
+		.set = set_flag,
+		.offset = offsetof(struct config, numa_fallback),
+		.group = GROUP_WORKERS,
+		.help = "Run a worker that cannot be bound unbound, with a warning, instead of "
+			"failing.",
+	},
+	{
+		.name = "gpu-bus-ids",
+		.kind = OPT_VALUE,
+		.set = set_gpu_bus_ids,
+		.offset = offsetof(struct config, gpu_bus_ids),
+		.group = GROUP_WORKERS,
+		.metavar = "BUSID,...",
+		.help = "The PCI bus ids of the local ranks' GPUs, in local rank order (default: "
+			"the NVIDIA or AMD GPUs by bus id, as CUDA_VISIBLE_DEVICES selects).",
+	},
+	{
+		.name = "topology-xml",
+		.kind = OPT_VALUE,
+		.set = set_string,
+		.offset = offsetof(struct config, topology_xml),
+		.group = GROUP_WORKERS,
+		.metavar = "FILE",
+		.help = "Read the machine's topology from an hwloc XML file (lstopo --of xml) "
+			"instead of this machine ($HWLOC_XMLFILE does the same).",
+	},
+	{
+		.name = "dry-run",
+		.kind = OPT_FLAG,
+		.set = set_flag,
+		.offset = offsetof(struct config, dry_run),
+		.group = GROUP_WORKERS,
+		.help = "Print each local rank's GPU and binding as JSON lines and exit, "
+			"starting nothing.",
 	},
 
 	/* Rendezvous. */
@@ -893,13 +959,38 @@ static const struct config_option options[] = {
 		.name = "event-log-handler",
 		.kind = OPT_VALUE,
 		.env = true,
-		.def = "null",
-		.set = set_string,
+		.def = "file",
+		.set = set_choice,
 		.offset = offsetof(struct config, event_log_handler),
+		.choices = event_log_handlers,
 		.group = GROUP_LOGS,
 		.metavar = "NAME",
-		.help = "Where agent and rendezvous events go (null, console, ...). Accepted; "
-			"events are not emitted yet.",
+		.help = "Where agent and rendezvous events go, as JSON lines torch's Event and "
+			"RdzvEvent read: null, console (stderr) or file (events.jsonl in the run's "
+			"log directory, or --event-log-file).",
+	},
+	{
+		.name = "event-log-file",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_string,
+		.offset = offsetof(struct config, event_log_file),
+		.group = GROUP_LOGS,
+		.metavar = "PATH",
+		.help = "Append events to this file (with --event-log-handler file).",
+	},
+	{
+		.name = "event-ring-size",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "1024",
+		.set = set_int,
+		.offset = offsetof(struct config, event_ring_size),
+		.min = 0,
+		.max = 65536,
+		.group = GROUP_LOGS,
+		.metavar = "N",
+		.help = "Latest events kept in memory for the control socket (0: none).",
 	},
 
 	/* Signals and shutdown. */
@@ -1381,6 +1472,14 @@ config_parse(struct config *ret, int argc, char *const argv[], char *const envp[
 		r = -EINVAL;
 		goto fail;
 	}
+	if (ret->event_log_file && *ret->event_log_file &&
+	    strcmp(ret->event_log_handler, "file") != 0) {
+		*reterr = xasprintf("--event-log-file: the events go to '%s', not to a file; "
+				    "drop --event-log-file or use --event-log-handler file",
+				    ret->event_log_handler);
+		r = -EINVAL;
+		goto fail;
+	}
 	if (ret->standalone) {
 		free(ret->rdzv_backend);
 		ret->rdzv_backend = xstrdup("c10d");
@@ -1399,6 +1498,11 @@ config_parse(struct config *ret, int argc, char *const argv[], char *const envp[
 			free(ret->rdzv_id);
 			ret->rdzv_id = id;
 		}
+	}
+	if (ret->numa_membind && !ret->numa_binding) {
+		*reterr = xstrdup("--numa-membind needs --numa-binding");
+		r = -EINVAL;
+		goto fail;
 	}
 	ret->master_port_set = given(src, "master-port");
 	return CONFIG_RUN;
@@ -1425,8 +1529,11 @@ config_release(struct config *cfg)
 	free(cfg->local_ranks_filter);
 	free(cfg->signals);
 	free(cfg->event_log_handler);
+	free(cfg->event_log_file);
 	free(cfg->logs_specs);
 	free(cfg->numa_binding);
+	free(cfg->topology_xml);
+	free(cfg->gpu_bus_ids);
 	free(cfg->duplicate_stdout_filters);
 	free(cfg->duplicate_stderr_filters);
 	free(cfg->entrypoint);

@@ -93,9 +93,17 @@ struct config {
 	 * TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30. */
 	int shutdown_timeout;
 	bool virtual_local_rank; /* --virtual-local-rank */
-	char *event_log_handler; /* --event-log-handler, default "null" */
+	char *event_log_handler; /* --event-log-handler: null, console, file (default) or
+				  * dynamic_rendezvous (torch's name for a null handler) */
+	char *event_log_file;    /* --event-log-file or NULL (file: <run dir>/events.jsonl) */
+	int event_ring_size;     /* --event-ring-size: events kept for the control plane */
 	char *logs_specs;        /* --logs-specs or NULL (only the default spec exists) */
 	char *numa_binding;      /* node|socket|exclusive|core-complex or NULL */
+	char *topology_xml;      /* --topology-xml: plan from this hwloc XML file, or NULL */
+	char *gpu_bus_ids;       /* --gpu-bus-ids as given (checked: bus ids, no repeats) or NULL */
+	bool numa_fallback;      /* --numa-fallback: a rank that cannot be bound runs unbound */
+	bool numa_membind;       /* --numa-membind: also bind memory (needs --numa-binding) */
+	bool dry_run;            /* --dry-run: print the plan as JSON lines, start nothing */
 	/* --duplicate-stdout-filters / --duplicate-stderr-filters: the raw comma list
 	 * (",," escapes a comma) as given, or NULL when not given. Accepted, unused. */
 	char *duplicate_stdout_filters;

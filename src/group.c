@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "numa.h"
 #include "output.h"
 #include "ranks.h"
 #include "rdzv.h"
@@ -34,6 +35,9 @@ struct group {
 	const struct config *cfg;
 	struct group_callbacks cb;
 	struct sentinel *sentinel;
+	struct console *const *consoles; /* stdout, stderr (borrowed) */
+	pid_t *escaped;                  /* escaped processes already told to stop (logged once) */
+	size_t n_escaped;
 
 	size_t n;
 	struct worker **workers;
@@ -44,6 +48,7 @@ struct group {
 	const sigset_t *sigmask;
 	const int *reset_signals;
 	size_t n_reset_signals;
+	const struct numa_plan *numa; /* may be NULL */
 
 	enum group_phase phase;
 	enum worker_state state;
@@ -120,9 +125,11 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 	g->cfg = cfg;
 	g->cb = *cb;
 	g->sentinel = spec->sentinel;
+	g->consoles = spec->consoles;
 	g->sigmask = spec->sigmask;
 	g->reset_signals = spec->reset_signals;
 	g->n_reset_signals = spec->n_reset_signals;
+	g->numa = spec->numa;
 	g->path = wenv_get(spec->base_env, "PATH");
 	g->n = (size_t)spec->local_world_size;
 	g->workers = xcalloc(g->n, sizeof(*g->workers));
@@ -153,9 +160,16 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 			.use_agent_store = rr->use_agent_store,
 			.set_omp_num_threads = spec->set_omp_num_threads,
 			.virtual_local_rank = cfg->virtual_local_rank,
+			/* cuda:<local_rank> must be the GPU the binding is for. */
+			.cuda_device_order = g->numa && g->numa->mode != NUMA_MODE_NONE,
 		};
 
 		g->workers[i] = w;
+		if (g->numa && i < g->numa->n) {
+			w->gpu = g->numa->ranks[i].gpu;
+			w->cpus = g->numa->ranks[i].cpus;
+			w->mems = g->numa->ranks[i].mems;
+		}
 		if (spec->attempt_dir) {
 			char *dir = xasprintf("%s/%d", spec->attempt_dir, lr);
 			int r = mkdir_p(dir, 0755);
@@ -201,6 +215,60 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 }
 
 static bool
+is_worker_pid(const struct group *g, pid_t pid)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		if (g->workers[i]->pid == pid) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Children of the agent that are neither workers nor the sentinel: processes
+ * that left their worker's process group (setsid) and were re-parented to the
+ * agent, a child subreaper, when their parent died. With sig != 0, send it to
+ * each one's process group (or the process itself when it shares the agent's
+ * group), logging each process once. Returns how many there are. */
+static int
+group_escaped(struct group *g, int sig)
+{
+	pid_t *pids = NULL, self_pgrp = getpgrp();
+	int n = proc_children(&pids), count = 0;
+
+	for (int i = 0; i < n; i++) {
+		pid_t pid = pids[i], pgid;
+		bool seen = false;
+
+		if (pid == sentinel_pid(g->sentinel) || is_worker_pid(g, pid)) {
+			continue;
+		}
+		count++;
+		if (!sig) {
+			continue;
+		}
+		for (size_t k = 0; k < g->n_escaped; k++) {
+			seen |= g->escaped[k] == pid;
+		}
+		if (!seen) {
+			log_warn("Sending process %d (escaped its worker's process group) closing "
+				 "signal %s",
+				 (int)pid, signal_name(sig));
+			g->escaped = xrealloc(g->escaped, (g->n_escaped + 1) * sizeof(pid_t));
+			g->escaped[g->n_escaped++] = pid;
+		}
+		pgid = getpgid(pid);
+		if (pgid > 1 && pgid != self_pgrp) {
+			kill(-pgid, sig);
+		} else {
+			kill(pid, sig);
+		}
+	}
+	free(pids);
+	return count;
+}
+
+static bool
 group_all_gone(struct group *g)
 {
 	for (size_t i = 0; i < g->n; i++) {
@@ -216,6 +284,10 @@ group_all_gone(struct group *g)
 		if (g->phase != GROUP_RUNNING && worker_group_alive(w)) {
 			return false;
 		}
+	}
+	/* And processes that escaped their group, once re-parented to us. */
+	if (g->phase == GROUP_STOPPING || g->phase == GROUP_KILLING) {
+		return group_escaped(g, g->phase == GROUP_KILLING ? SIGKILL : g->stop_signal) == 0;
 	}
 	return true;
 }
@@ -284,6 +356,7 @@ kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 			worker_signal(w, SIGKILL);
 		}
 	}
+	group_escaped(g, SIGKILL);
 	if (!g->drain_timer) {
 		g->drain_timer = evtimer_new(g->base, drain_timer_cb, g);
 	}
@@ -315,6 +388,7 @@ group_begin_stop(struct group *g, int sig)
 		}
 		worker_signal(w, sig);
 	}
+	group_escaped(g, sig);
 	if (g->phase == GROUP_STOPPING) {
 		if (!g->kill_timer) {
 			g->kill_timer = evtimer_new(g->base, kill_timer_cb, g);
@@ -357,8 +431,9 @@ group_start(struct group *g)
 			.sigmask = g->sigmask,
 			.reset_signals = g->reset_signals,
 			.n_reset_signals = g->n_reset_signals,
+			.binding = g->numa && i < g->numa->n ? &g->numa->ranks[i] : NULL,
 		};
-		int r = worker_start(w, g->base, &a, g->prefixes[i], tee_eof_cb, g);
+		int r = worker_start(w, g->base, &a, g->consoles, g->prefixes[i], tee_eof_cb, g);
 
 		if (r < 0) {
 			log_error("[%s] cannot start local_rank %zu (%s): %s", g->cfg->role, i,
@@ -488,5 +563,6 @@ group_free(struct group *g)
 	if (g->drain_timer) {
 		event_free(g->drain_timer);
 	}
+	free(g->escaped);
 	free(g);
 }

@@ -11,8 +11,10 @@
 #include <sys/types.h>
 
 struct config;
+struct console;
 struct event_base;
 struct rdzv_result;
+struct numa_plan;
 struct sentinel;
 struct worker;
 struct group;
@@ -43,6 +45,11 @@ struct group_spec {
 	const int *reset_signals; /* dispositions to reset to SIG_DFL in the children */
 	size_t n_reset_signals;
 	struct sentinel *sentinel; /* may be NULL */
+	/* Each local rank's GPU and CPU/memory binding, applied in the child; NULL:
+	 * unbound. Borrowed: must outlive the group (workers point into it). */
+	const struct numa_plan *numa;
+	/* The agent's non-blocking stdout [0] and stderr [1] for teed output. */
+	struct console *const *consoles;
 };
 
 struct group_callbacks {

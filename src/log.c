@@ -9,6 +9,26 @@
 #include <time.h>
 
 static enum log_level min_level = LOG_LEVEL_INFO;
+static void (*sink_write)(const void *buf, size_t len, void *arg);
+static void *sink_arg;
+
+void
+log_set_sink(void (*write)(const void *buf, size_t len, void *arg), void *arg)
+{
+	sink_write = write;
+	sink_arg = arg;
+}
+
+void
+log_raw(const char *buf, size_t len)
+{
+	if (sink_write) {
+		sink_write(buf, len, sink_arg);
+		return;
+	}
+	fwrite(buf, 1, len, stderr);
+	fflush(stderr);
+}
 
 void
 log_set_level(enum log_level level)
@@ -86,7 +106,6 @@ log_write(enum log_level level, const char *fmt, ...)
 		n = sizeof(line) - 2;
 	}
 	line[n++] = '\n';
-	/* One write(2) per line so that concurrent writers do not interleave. */
-	fwrite(line, 1, (size_t)n, stderr);
-	fflush(stderr);
+	/* One write per line so that concurrent writers do not interleave. */
+	log_raw(line, (size_t)n);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum log_level {
 	LOG_LEVEL_DEBUG,
@@ -18,6 +19,15 @@ enum log_level log_get_level(void);
 /* Parse "debug", "info", "warning"/"warn", "error" (any case), as Python's
  * LOGLEVEL names. Returns 0 and sets *ret, or -EINVAL. */
 int log_level_parse(const char *s, enum log_level *ret);
+
+/* Send every log line (and log_raw text) to write(buf, len, arg) instead of
+ * stderr, e.g. the agent's non-blocking console; NULL restores plain blocking
+ * writes to stderr. */
+void log_set_sink(void (*write)(const void *buf, size_t len, void *arg), void *arg);
+
+/* Write text as is, without a prefix, where log lines go (the failure table,
+ * console events). */
+void log_raw(const char *buf, size_t len);
 
 /* Write one line "elasticd <L> <HH:MM:SS.mmm> <message>" to stderr when level is
  * enabled. A trailing newline in fmt is not needed. */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "console.h"
 #include "util.h"
 
 #define READ_CHUNK (64u * 1024)
@@ -51,11 +52,33 @@ emit(struct prefixer *p, const char *s, size_t len, bool ends_line, char **out, 
 void
 prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t *out_len)
 {
+	/* A '\r' held back at the end of the last chunk: "\r\n" ends one line. */
+	if (len > 0 && p->pending_len > 0 && p->pending[p->pending_len - 1] == '\r') {
+		if (!p->mid_line) {
+			append(out, out_len, p->prefix, p->prefix_len);
+		}
+		append(out, out_len, p->pending, p->pending_len);
+		p->pending_len = 0;
+		p->mid_line = false;
+		if (in[0] == '\n') {
+			append(out, out_len, "\n", 1);
+			in++;
+			len--;
+		}
+	}
 	while (len > 0) {
 		size_t i = 0;
 
 		while (i < len && in[i] != '\n' && in[i] != '\r') {
 			i++;
+		}
+		if (i < len && in[i] == '\r') {
+			if (i + 1 == len) {
+				/* Maybe the first half of "\r\n": wait for the next byte. */
+				i = len;
+			} else if (in[i + 1] == '\n') {
+				i++;
+			}
 		}
 		if (i == len) {
 			/* No line end: hold it, or pass a too-long line on in pieces. */
@@ -103,7 +126,7 @@ struct tee {
 	struct event *ev;
 	int pipe_fd;
 	int file_fd;
-	int console_fd;
+	struct console *console;
 	struct prefixer prefixer;
 	bool done;
 	void (*eof_cb)(struct tee *t, void *arg);
@@ -119,7 +142,7 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 	if (t->file_fd >= 0) {
 		(void)write_all(t->file_fd, buf, len);
 	}
-	if (t->console_fd < 0) {
+	if (!t->console) {
 		return;
 	}
 	if (len > 0) {
@@ -128,7 +151,7 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 		prefixer_flush(&t->prefixer, &out, &out_len);
 	}
 	if (out_len > 0) {
-		(void)write_all(t->console_fd, out, out_len);
+		console_write(t->console, out, out_len);
 	}
 	free(out);
 }
@@ -188,14 +211,14 @@ tee_read_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct tee *
-tee_new(struct event_base *base, int pipe_fd, int file_fd, int console_fd, const char *prefix,
-	void (*eof_cb)(struct tee *t, void *arg), void *arg)
+tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *console,
+	const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg)
 {
 	struct tee *t = xcalloc(1, sizeof(*t));
 
 	t->pipe_fd = pipe_fd;
 	t->file_fd = file_fd;
-	t->console_fd = console_fd;
+	t->console = console;
 	t->eof_cb = eof_cb;
 	t->arg = arg;
 	prefixer_init(&t->prefixer, prefix);

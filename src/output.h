@@ -6,10 +6,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct console;
 struct event_base;
 
 /* The pure part: inserts a prefix at the start of every line of a byte stream.
- * '\n' and '\r' both end a line (progress bars redraw with their prefix). A
+ * '\n', '\r' and "\r\n" end a line (progress bars redraw with their prefix). A
  * partial line is held back (up to OUTPUT_MAX_PENDING bytes) so that lines of
  * different ranks do not interleave mid-line; a longer line is passed on in
  * pieces, prefixed once. */
@@ -37,10 +38,11 @@ void prefixer_flush(struct prefixer *p, char **out, size_t *out_len);
 struct tee;
 
 /* Start reading pipe_fd (owned: closed by tee_free) in base. Bytes go to file_fd
- * (borrowed; -1 for none) as they come, and through a prefixer to console_fd
- * (borrowed; -1 for none, e.g. a rank outside --local-ranks-filter). eof_cb runs
- * once when the pipe reaches end of file or fails. Returns the tee (tee_free). */
-struct tee *tee_new(struct event_base *base, int pipe_fd, int file_fd, int console_fd,
+ * (borrowed; -1 for none) as they come, and through a prefixer to console
+ * (borrowed; NULL for none), one console_write per read so that the lines of
+ * different ranks never interleave mid-line. eof_cb runs once when the pipe
+ * reaches end of file or fails. Returns the tee (tee_free). */
+struct tee *tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *console,
 		    const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg);
 
 /* Read what is buffered in the pipe now, pass it on, flush the held partial

@@ -1,6 +1,7 @@
 #include "rdzv.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <string.h>
 
 #include "config.h"
@@ -56,13 +57,12 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 	struct rdzv *r;
 	const struct rdzv_backend_ops *ops = NULL;
 
-	if (cfg->standalone || strcmp(cfg->rdzv_backend, "static") == 0) {
+	if (cfg->standalone || strcmp(cfg->rdzv_backend, "c10d") == 0) {
+		/* --standalone is c10d on localhost with an ephemeral port. */
+		ops = &rdzv_c10d_ops;
+	} else if (strcmp(cfg->rdzv_backend, "static") == 0) {
 		ops = &rdzv_static_ops;
-	} else if (cfg->max_nodes == 1 && strcmp(cfg->rdzv_backend, "c10d") == 0) {
-		/* One node through c10d is the standalone case with a given endpoint. */
-		ops = &rdzv_static_ops;
-	} else if (strcmp(cfg->rdzv_backend, "c10d") == 0 ||
-		   strcmp(cfg->rdzv_backend, "etcd") == 0 ||
+	} else if (strcmp(cfg->rdzv_backend, "etcd") == 0 ||
 		   strcmp(cfg->rdzv_backend, "etcd-v2") == 0) {
 		*reterr = xasprintf("--rdzv-backend: '%s' with more than one node is not supported "
 				    "yet; use --rdzv-backend static with --node-rank, "
@@ -81,6 +81,7 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 	r->cfg = cfg;
 	r->local_world_size = local_world_size;
 	r->cb = *cb;
+	r->events = cb->events;
 	if (ops->init && ops->init(r, reterr) < 0) {
 		rdzv_free(r);
 		return NULL;
@@ -104,6 +105,39 @@ void
 rdzv_shutdown(struct rdzv *r)
 {
 	r->ops->shutdown(r);
+}
+
+static void
+finished_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdzv *r = arg;
+
+	if (r->cb.finished) {
+		r->cb.finished(0, NULL, r->cb.arg);
+	}
+}
+
+int
+rdzv_exit_barrier(struct rdzv *r)
+{
+	if (r->ops->exit_barrier) {
+		return r->ops->exit_barrier(r);
+	}
+	return event_base_once(r->base, -1, EV_TIMEOUT, finished_deferred, r, NULL) < 0 ? -ENOMEM
+											: 0;
+}
+
+int
+rdzv_finish(struct rdzv *r, bool close)
+{
+	if (r->ops->finish) {
+		return r->ops->finish(r, close);
+	}
+	if (close) {
+		r->ops->shutdown(r);
+	}
+	return event_base_once(r->base, -1, EV_TIMEOUT, finished_deferred, r, NULL) < 0 ? -ENOMEM
+											: 0;
 }
 
 void

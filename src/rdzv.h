@@ -5,6 +5,7 @@
  * shared state) and --standalone (one node, c10d on localhost). */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -12,6 +13,7 @@
 
 struct config;
 struct event_base;
+struct events;
 struct rdzv;
 
 /* What one completed round gives the agent. */
@@ -31,7 +33,37 @@ struct rdzv_result {
 struct rdzv_callbacks {
 	void (*done)(int err, const struct rdzv_result *res, const char *errmsg, void *arg);
 	void *arg;
+	/* Where the backend records its RdzvEvents (events.h, borrowed; NULL
+	 * records nothing). The agent records next_rendezvous (entry, joined,
+	 * failed) and create_handler (failed) for every backend, named
+	 * "rdzv_<ops->name>.c:<method>"; a backend records its own
+	 * steps, e.g. events_record_rdzv(r->events, "rdzv_c10d.c:_add_to_participants",
+	 * NODE_STATE_RUNNING, -1, "The node '%s' added itself ...", ...). */
+	struct events *events;
+
+	/* The callbacks below are optional (NULL: not told) and run from the loop,
+	 * never inside the rdzv_* call that caused them. */
+
+	/* While a round runs (after done): nodes wait to join (n > 0, torchrun's
+	 * num_nodes_waiting() > 0) or the round lost a member (n == 0); the
+	 * agent restarts its workers and calls rdzv_next without spending a
+	 * restart. Told once per round. */
+	void (*nodes_waiting)(int n, const char *why, void *arg);
+	/* While a round runs: the rendezvous cannot go on (its store is gone, or
+	 * another node closed it because its workers failed for good). The agent
+	 * stops its workers and exits. Told once. */
+	void (*failed)(int err, const char *errmsg, void *arg);
+	/* Completion of rdzv_exit_barrier and of rdzv_finish: err 0, or -errno
+	 * with a message (the agent logs it and goes on). */
+	void (*finished)(int err, const char *errmsg, void *arg);
+	/* A line worth logging while the rendezvous waits or changes state (who
+	 * joined, how many are awaited, NodeState transitions). */
+	void (*progress)(const char *msg, void *arg);
 };
+
+/* rdzv_next's err when this node was a spare (redundancy list) and the
+ * rendezvous closed: not a failure (torch 2.x RendezvousGracefulExitError). */
+#define RDZV_GRACEFUL_EXIT (-ESHUTDOWN)
 
 struct rdzv_backend_ops {
 	const char *name;
@@ -45,6 +77,14 @@ struct rdzv_backend_ops {
 	/* Close the rendezvous for good (job finished). */
 	void (*shutdown)(struct rdzv *r);
 	void (*free)(struct rdzv *r);
+	/* Optional. The exit barrier after this node's workers succeeded; cb.finished
+	 * reports it. NULL: passes at once. Returns 0 or -errno. */
+	int (*exit_barrier)(struct rdzv *r);
+	/* Optional. Leave for good: close the rendezvous when close (job done or
+	 * failed for good, not when stopped by a signal) and let a store host's
+	 * clients finish; cb.finished reports it. NULL: shutdown() when close,
+	 * then finished at once. Returns 0 or -errno. */
+	int (*finish)(struct rdzv *r, bool close);
 };
 
 struct rdzv {
@@ -53,7 +93,8 @@ struct rdzv {
 	const struct config *cfg; /* borrowed */
 	int local_world_size;
 	struct rdzv_callbacks cb;
-	void *backend; /* the backend's own state */
+	struct events *events; /* cb.events: where RdzvEvents go, may be NULL */
+	void *backend;         /* the backend's own state */
 };
 
 /* Create the rendezvous the config asks for. local_world_size is this node's
@@ -67,6 +108,14 @@ struct rdzv *rdzv_new(struct event_base *base, const struct config *cfg, int loc
 int rdzv_next(struct rdzv *r);
 int rdzv_num_nodes_waiting(struct rdzv *r);
 void rdzv_shutdown(struct rdzv *r);
+/* torch 2.x's exit barrier (agent/server/api.py _exit_barrier: every node adds
+ * itself to "torchelastic/agent/terminal_state/num_members" of the round store
+ * and waits for "last_member"); cb.finished reports it, at once for backends
+ * without one. Returns 0 or -errno. */
+int rdzv_exit_barrier(struct rdzv *r);
+/* Leave the rendezvous (see rdzv_backend_ops.finish); cb.finished reports it.
+ * Returns 0 or -errno. */
+int rdzv_finish(struct rdzv *r, bool close);
 void rdzv_free(struct rdzv *r);
 
 /* Release the members of a result filled by a backend. */
@@ -78,3 +127,4 @@ int rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host,
 
 /* Backends (rdzv_<name>.c). */
 extern const struct rdzv_backend_ops rdzv_static_ops;
+extern const struct rdzv_backend_ops rdzv_c10d_ops;

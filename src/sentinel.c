@@ -132,6 +132,19 @@ sentinel_forget(struct sentinel *s, pid_t pgid)
 	}
 }
 
+void
+sentinel_reaped(struct sentinel *s)
+{
+	if (!s) {
+		return;
+	}
+	if (s->fd >= 0) {
+		close(s->fd);
+		s->fd = -1;
+	}
+	s->pid = 0;
+}
+
 pid_t
 sentinel_pid(const struct sentinel *s)
 {

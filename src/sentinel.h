@@ -26,6 +26,10 @@ void sentinel_forget(struct sentinel *s, pid_t pgid);
 /* The sentinel's pid, or 0 for NULL. */
 pid_t sentinel_pid(const struct sentinel *s);
 
+/* The sentinel process died and was reaped: stop writing to it. Safe to keep
+ * using the handle (every call becomes a no-op). */
+void sentinel_reaped(struct sentinel *s);
+
 /* Close the pipe (the sentinel kills what is still registered and exits) and
  * free; accepts NULL. */
 void sentinel_free(struct sentinel *s);

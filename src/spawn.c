@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "numa.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -103,6 +104,18 @@ child_main(const struct spawn_args *a, pid_t parent, int status_fd)
 		close_range(3, (unsigned)status_fd - 1, 0);
 	}
 	close_range((unsigned)status_fd + 1, ~0U, 0);
+	if (a->binding) {
+		int r = numa_apply(a->binding);
+
+		if (r < 0) {
+			ssize_t n = write(2, a->binding->child_error, a->binding->child_error_len);
+
+			(void)n;
+			if (!a->binding->fallback) {
+				child_fail(status_fd, -r);
+			}
+		}
+	}
 	if (sigprocmask(SIG_SETMASK, a->sigmask, NULL) < 0) {
 		child_fail(status_fd, errno);
 	}

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+struct numa_binding;
+
 struct spawn_args {
 	char *const *argv;       /* argv[0] is looked up in path unless it has a '/' */
 	char *const *envp;       /* the complete environment */
@@ -18,6 +20,10 @@ struct spawn_args {
 	const sigset_t *sigmask; /* the mask to restore (the agent's mask before it blocked) */
 	const int *reset_signals; /* signals whose disposition the agent changed: set to SIG_DFL */
 	size_t n_reset_signals;
+	/* CPU/memory binding applied just before exec (numa_apply), NULL: none. If
+	 * the kernel refuses it the child writes binding->child_error to its stderr
+	 * and, unless binding->fallback, fails like an exec failure with the errno. */
+	const struct numa_binding *binding;
 };
 
 /* Exit statuses of a child that could not exec, as a shell and tini report them. */

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -406,6 +407,38 @@ path_lookup(const char *file, const char *path)
 }
 
 int
+proc_children(pid_t **ret_pids)
+{
+	char path[64], *buf = NULL, *p;
+	pid_t *pids = NULL;
+	int n = 0, r;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+	/* A proc file reports size 0: read_file reads until end of file. */
+	r = read_file(path, 1 << 20, &buf, NULL);
+	if (r < 0) {
+		return r;
+	}
+	for (p = buf; *p;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+
+		if (end == p) {
+			break;
+		}
+		pids = xrealloc(pids, (size_t)(n + 1) * sizeof(*pids));
+		pids[n++] = (pid_t)v;
+		p = end;
+		while (*p == ' ' || *p == '\n') {
+			p++;
+		}
+	}
+	free(buf);
+	*ret_pids = pids;
+	return n;
+}
+
+int
 cpus_allowed_count(void)
 {
 	cpu_set_t set;
@@ -423,21 +456,42 @@ const char *
 host_fqdn(void)
 {
 	static char name[256];
-	struct addrinfo hints = {.ai_flags = AI_CANONNAME}, *res = NULL;
+	char host[256] = "";
+	struct addrinfo *res = NULL;
+	struct hostent *he = NULL;
 
 	if (name[0]) {
 		return name;
 	}
-	if (gethostname(name, sizeof(name) - 1) < 0) {
-		snprintf(name, sizeof(name), "localhost");
+	if (gethostname(host, sizeof(host) - 1) < 0 || !host[0]) {
+		snprintf(host, sizeof(host), "localhost");
+	}
+	snprintf(name, sizeof(name), "%s", host);
+	/* As Python's socket.getfqdn(): the first of the reverse lookup's name and
+	 * aliases of the host's first address that contains a dot, else that name. */
+	if (getaddrinfo(host, NULL, NULL, &res) != 0 || !res) {
 		return name;
 	}
-	if (getaddrinfo(name, NULL, &hints, &res) == 0 && res && res->ai_canonname &&
-	    strchr(res->ai_canonname, '.')) {
-		snprintf(name, sizeof(name), "%s", res->ai_canonname);
+	if (res->ai_family == AF_INET) {
+		he = gethostbyaddr(&((struct sockaddr_in *)res->ai_addr)->sin_addr,
+				   sizeof(struct in_addr), AF_INET);
+	} else if (res->ai_family == AF_INET6) {
+		he = gethostbyaddr(&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr,
+				   sizeof(struct in6_addr), AF_INET6);
 	}
-	if (res) {
-		freeaddrinfo(res);
+	if (he && he->h_name) {
+		const char *pick = he->h_name;
+
+		if (!strchr(pick, '.')) {
+			for (char **al = he->h_aliases; al && *al; al++) {
+				if (strchr(*al, '.')) {
+					pick = *al;
+					break;
+				}
+			}
+		}
+		snprintf(name, sizeof(name), "%s", pick);
 	}
+	freeaddrinfo(res);
 	return name;
 }

@@ -83,6 +83,12 @@ int signal_from_name(const char *s);
  * "/usr/bin:/bin") that is executable. Returns a malloc'd path or NULL. */
 char *path_lookup(const char *file, const char *path);
 
+/* This process's children (from /proc/self/task/<pid>/children; the agent is
+ * single-threaded). Returns the count (>= 0) and a malloc'd array in
+ * *ret_pids, or -errno (e.g. -ENOENT without CONFIG_PROC_CHILDREN). */
+int
+proc_children(pid_t **ret_pids);
+
 /* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
 int cpus_allowed_count(void);
 

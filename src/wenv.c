@@ -237,6 +237,9 @@ wenv_build_env(char *const *base, const struct wenv_worker *w, char ***ret_env, 
 	if (w->set_omp_num_threads && !wenv_get(base, "OMP_NUM_THREADS")) {
 		env_set(&env, "OMP_NUM_THREADS", "1");
 	}
+	if (w->cuda_device_order && !wenv_get(base, "CUDA_DEVICE_ORDER")) {
+		env_set(&env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+	}
 	*ret_env = env;
 	return 0;
 }

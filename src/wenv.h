@@ -27,6 +27,7 @@ struct wenv_worker {
 	const char *error_file;   /* TORCHELASTIC_ERROR_FILE value ("" when disabled) */
 	bool set_omp_num_threads; /* add OMP_NUM_THREADS=1 when the base has none */
 	bool virtual_local_rank;  /* --virtual-local-rank */
+	bool cuda_device_order;   /* add CUDA_DEVICE_ORDER=PCI_BUS_ID when the base has none */
 };
 
 /* Python string.Template.safe_substitute: "$$" becomes "$", "$name" and
@@ -43,7 +44,8 @@ char *wenv_template_substitute(const char *tmpl, const char *const *keys, const 
  * TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
  * TORCHELASTIC_USE_AGENT_STORE "True"/"False", TORCHELASTIC_ERROR_FILE,
  * TORCH_NCCL_ASYNC_ERROR_HANDLING and NCCL_ASYNC_ERROR_HANDLING (base's value or
- * "1"), OMP_NUM_THREADS=1 when asked and unset). With virtual_local_rank
+ * "1"), OMP_NUM_THREADS=1 and CUDA_DEVICE_ORDER=PCI_BUS_ID when asked and
+ * unset). With virtual_local_rank
  * LOCAL_RANK is "0" and CUDA_VISIBLE_DEVICES the local_rank-th entry of the
  * base's list (or the local rank itself when the base has none).
  * Returns 0 and a new strv in *ret_env (strv_free), or -EINVAL with *reterr

@@ -37,7 +37,8 @@ close_fds(int *fds, size_t n)
 }
 
 int
-worker_start(struct worker *w, struct event_base *base, struct spawn_args *a, const char *prefix,
+worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
+	     struct console *const *consoles, const char *prefix,
 	     void (*eof_cb)(struct tee *t, void *arg), void *arg)
 {
 	int child_fd[2] = {-1, -1}, pipe_rd[2] = {-1, -1};
@@ -90,7 +91,7 @@ worker_start(struct worker *w, struct event_base *base, struct spawn_args *a, co
 	close_fds(child_fd, 2);
 	for (int s = 0; s < 2; s++) {
 		if (pipe_rd[s] >= 0) {
-			w->tee[s] = tee_new(base, pipe_rd[s], w->file_fd[s], s == 0 ? 1 : 2, prefix,
+			w->tee[s] = tee_new(base, pipe_rd[s], w->file_fd[s], consoles[s], prefix,
 					    eof_cb, arg);
 		}
 	}

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct console;
 struct event_base;
 struct spawn_args;
 struct tee;
@@ -22,6 +23,11 @@ struct worker {
 	int local_rank;
 	int global_rank;
 	int role_rank;
+	/* The binding (reference numa.h), borrowed from the agent's plan, which
+	 * outlives every group; NULL when none. */
+	const char *gpu;  /* PCI bus id of its GPU ("0000:34:00.0") */
+	const char *cpus; /* CPUs it is bound to, list form ("0-3,8-11"); NULL: unbound */
+	const char *mems; /* memory nodes it is bound to (--numa-membind), list form */
 
 	char *stream_path[2]; /* stdout.log / stderr.log, NULL when not written */
 	enum worker_stream_mode stream_mode[2];
@@ -47,11 +53,12 @@ struct worker {
 struct worker *worker_new(int local_rank, int global_rank, int role_rank);
 
 /* Open the stream files and pipes per stream_mode/stream_path, fork and exec
- * with a (whose stdout_fd/stderr_fd are filled in here). tees get
- * prefix and report end of file to eof_cb. Returns 0 or -errno (nothing
- * started, files closed). */
+ * with a (whose stdout_fd/stderr_fd are filled in here). Teed streams echo to
+ * consoles[0] (stdout) / consoles[1] (stderr) with prefix and report end of
+ * file to eof_cb. Returns 0 or -errno (nothing started, files closed). */
 int worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
-		 const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg);
+		 struct console *const *consoles, const char *prefix,
+		 void (*eof_cb)(struct tee *t, void *arg), void *arg);
 
 /* Record a waitpid(2) status for this worker's pid. */
 void worker_set_exit(struct worker *w, int wstatus);

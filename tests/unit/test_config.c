@@ -152,6 +152,10 @@ render(const struct config *cfg, const char *key)
 		return xasprintf("%d", cfg->virtual_local_rank);
 	} else if (strcmp(key, "event_log_handler") == 0) {
 		return str_or_null(cfg->event_log_handler);
+	} else if (strcmp(key, "event_log_file") == 0) {
+		return str_or_null(cfg->event_log_file);
+	} else if (strcmp(key, "event_ring_size") == 0) {
+		return xasprintf("%d", cfg->event_ring_size);
 	} else if (strcmp(key, "logs_specs") == 0) {
 		return str_or_null(cfg->logs_specs);
 	} else if (strcmp(key, "numa_binding") == 0) {
@@ -217,7 +221,7 @@ static const struct ok_case ok_cases[] = {
 		    {"filter", "(null)"},
 		    {"shutdown_timeout", "30"},
 		    {"virtual_local_rank", "0"},
-		    {"event_log_handler", "null"},
+		    {"event_log_handler", "file"},
 		    {"logs_specs", "(null)"},
 		    {"numa_binding", "(null)"},
 		    {"dup_out", "(null)"},
@@ -326,6 +330,20 @@ static const struct ok_case ok_cases[] = {
 	 .expect = {{"event_log_handler", "console"}}},
 	{.argv = ARGV("--event_log_handler=dynamic_rendezvous", "t"),
 	 .expect = {{"event_log_handler", "dynamic_rendezvous"}}},
+	{.argv = ARGV("t"), .expect = {{"event_log_file", "(null)"}, {"event_ring_size", "1024"}}},
+	{.argv = ARGV("--event-log-handler", "null", "t"),
+	 .expect = {{"event_log_handler", "null"}}},
+	{.argv = ARGV("--event-log-file", "/x/ev.jsonl", "t"),
+	 .expect = {{"event_log_handler", "file"}, {"event_log_file", "/x/ev.jsonl"}}},
+	{.argv = ARGV("--event_log_handler=file", "--event_log_file=e", "t"),
+	 .expect = {{"event_log_file", "e"}}},
+	{.argv = ARGV("--event-log-handler", "console", "--event-log-file=", "t"),
+	 .expect = {{"event_log_handler", "console"}, {"event_log_file", ""}}},
+	{.argv = ARGV("--event-ring-size", "0", "t"), .expect = {{"event_ring_size", "0"}}},
+	{.argv = ARGV("--event_ring_size=65536", "t"), .expect = {{"event_ring_size", "65536"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_EVENT_LOG_FILE=/e", "PET_EVENT_RING_SIZE=7"),
+	 .expect = {{"event_log_file", "/e"}, {"event_ring_size", "7"}}},
 	{.argv = ARGV("--duplicate-stdout-filters", "a,,b", "t"), .expect = {{"dup_out", "a,,b"}}},
 	{.argv = ARGV("--duplicate_stdout_filters=x", "t"), .expect = {{"dup_out", "x"}}},
 	{.argv = ARGV("--duplicate-stderr-filters", "err", "t"), .expect = {{"dup_err", "err"}}},
@@ -577,6 +595,23 @@ static const struct err_case err_cases[] = {
 	{ARGV("--numa-binding", "foo", "t"),
 	 NULL,
 	 {"--numa-binding: invalid value 'foo': expected node, socket, exclusive or core-complex"}},
+	/* events */
+	{ARGV("--event-log-handler", "syslog", "t"),
+	 NULL,
+	 {"--event-log-handler: invalid value 'syslog': expected null, console, file or "
+	  "dynamic_rendezvous"}},
+	{ARGV("--event-log-handler", "console", "--event-log-file", "f", "t"),
+	 NULL,
+	 {"--event-log-file: the events go to 'console', not to a file"}},
+	{ARGV("--event-log-file", "f", "t"),
+	 ENV("PET_EVENT_LOG_HANDLER=null"),
+	 {"--event-log-file: the events go to 'null'"}},
+	{ARGV("--event-ring-size", "-1", "t"),
+	 NULL,
+	 {"--event-ring-size: invalid value '-1': must be >= 0"}},
+	{ARGV("--event-ring-size", "65537", "t"),
+	 NULL,
+	 {"--event-ring-size: invalid value '65537': must be <= 65536"}},
 	{ARGV("--no-python", "-m", "t"),
 	 NULL,
 	 {"Don't use both the '--no-python' flag and the '--module' flag at the same time."}},
@@ -1004,6 +1039,8 @@ test_usage(void **state)
 		"--master-port",
 		"--local-addr",
 		"--event-log-handler",
+		"--event-log-file",
+		"--event-ring-size",
 		"--local-ranks-filter",
 		"--logs-specs",
 		"--numa-binding",

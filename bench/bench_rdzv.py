@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""bench_rdzv.py -- the c10d rendezvous at scale, elasticd against torchrun.
+
+    /usr/bin/python3 bench/bench_rdzv.py [--build build] [--agents 2,16,64,256]
+        [--swarm 1000,10000] [--torchrun 2,4,8] [--reps 3]
+
+Figures:
+  1  N real elasticd processes (`--nnodes N --rdzv-backend c10d`, one
+     `--no-python` worker each) on loopback: time from launching the first
+     agent to the moment the last worker runs (each worker stamps
+     CLOCK_REALTIME as it starts). Target: N = 2 <= 150 ms.
+  2  N rendezvous participants in one process (tests/rdzv_swarm: elasticd's
+     real c10d backend, one handler per participant, three connections each)
+     against one store server (tests/tcpstore_tool serve, its own process):
+     time until every participant has its round, rank exchange included.
+     Target: N = 1000 <= 2 s.
+  3  torchrun 1.13's c10d rendezvous with N agents on loopback, same worker,
+     same measure as 1, at the N it reaches within --torchrun-timeout.
+
+Standard library only; informational (exit 0 unless a run misbehaves badly).
+Runs on 2 CPUs take a while: every process of figure 1 is a real agent.
+"""
+
+import argparse
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PY = "/usr/bin/python3"
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+WORKER = "#!/bin/sh\ndate +%s.%N > \"$1/$RANK\"\n"
+
+TORCHRUN_CODE = r"""
+import re, runpy, sys
+from torch.distributed.elastic.multiprocessing import api as _api
+Std = _api.Std
+if Std.from_str("0") is None:
+    def _from_str(vm):
+        if re.match(_api._VALUE_REGEX, vm):
+            return Std(int(vm))
+        if re.match(_api._MAPPING_REGEX, vm):
+            return {int(k): Std(int(v)) for k, v in (p.split(":") for p in vm.split(","))}
+        raise ValueError(vm)
+    Std.from_str = staticmethod(_from_str)
+runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def raise_fd_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def run_agents(cmd_for, n, tmp, timeout):
+    """Start n agents (cmd_for(i, stamps) -> argv), return seconds to the last
+    worker's stamp, or None on failure/timeout."""
+    stamps = tempfile.mkdtemp(dir=tmp)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC_"))}
+    env["PYTHON_EXEC"] = PY
+    env["LOGLEVEL"] = "ERROR"
+    t0 = time.time()
+    procs = [subprocess.Popen(cmd_for(i, stamps), env=env, cwd=tmp, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for i in range(n)]
+    ok = True
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            rc = p.wait(max(0.1, deadline - time.monotonic()))
+            ok = ok and rc == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    files = os.listdir(stamps)
+    if not ok or len(files) < n:
+        return None
+    last = max(float(open(os.path.join(stamps, f)).read()) for f in files)
+    shutil.rmtree(stamps, ignore_errors=True)
+    return last - t0
+
+
+def elasticd_cmd(elasticd, worker, n, port):
+    def cmd(i, stamps):
+        return [elasticd, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", "127.0.0.1:%d" % port, "--rdzv-id", "bench%d" % port,
+                "--log-dir", "/dev/null", "--no-python", worker, stamps]
+    return cmd
+
+
+def torchrun_cmd(worker, n, port):
+    def cmd(i, stamps):
+        return [PY, "-c", TORCHRUN_CODE, "--nnodes", str(n), "--nproc_per_node", "1",
+                "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % port,
+                "--rdzv_id", "bench%d" % port, "--monitor_interval", "0.1",
+                "--rdzv_conf", "last_call_timeout=1", "--no_python", worker, stamps]
+    return cmd
+
+
+def swarm(build, n, timeout):
+    tool = os.path.join(build, "tests", "tcpstore_tool")
+    driver = os.path.join(build, "tests", "rdzv_swarm")
+    server = subprocess.Popen([tool, "serve", "0", str(4 * n + 64)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        t = time.monotonic()
+        res = subprocess.run([driver, str(n), "127.0.0.1:%d" % port,
+                              "is_host=false,join_timeout=%d" % timeout, "swarm%d" % n],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout + 30)
+        wall = time.monotonic() - t
+        line = res.stdout.decode().strip()
+        if res.returncode != 0:
+            return None, wall, line or res.stderr.decode()[-300:]
+        last = float(line.split("last=")[1].split()[0])
+        return last, wall, line
+    except subprocess.TimeoutExpired:
+        return None, None, "timeout"
+    finally:
+        server.stdin.close()
+        server.stdout.close()
+        server.wait()
+
+
+def fmt(x):
+    return "failed" if x is None else "%.3f s" % x
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--agents", default="2,16,64,256")
+    ap.add_argument("--swarm", default="1000,10000")
+    ap.add_argument("--torchrun", default="2,4,8")
+    ap.add_argument("--torchrun-timeout", type=int, default=120)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    elasticd = os.path.join(args.build, "src", "elasticd")
+    hard = raise_fd_limit()
+    tmp = tempfile.mkdtemp(prefix="bench-rdzv-")
+    worker = os.path.join(tmp, "stamp.sh")
+    with open(worker, "w") as f:
+        f.write(WORKER)
+    os.chmod(worker, 0o755)
+    print("fd limit %d; %d CPUs" % (hard, os.cpu_count()))
+
+    print("\n1  elasticd agents, start -> last worker running (median of %d)" % args.reps)
+    for n in [int(x) for x in args.agents.split(",") if x]:
+        reps = args.reps if n <= 64 else 1
+        times = [run_agents(elasticd_cmd(elasticd, worker, n, free_port()), n, tmp, 120)
+                 for _ in range(reps)]
+        good = [t for t in times if t is not None]
+        med = statistics.median(good) if good else None
+        extra = "  (target <= 0.150 s)" if n == 2 else ""
+        print("   N=%-5d %s%s  runs: %s" % (n, fmt(med), extra, ", ".join(fmt(t) for t in times)))
+
+    print("\n2  participants in one process against one store server")
+    for n in [int(x) for x in args.swarm.split(",") if x]:
+        if 3 * n + 64 > hard:
+            print("   N=%-6d skipped: needs %d fds, the limit is %d" % (n, 3 * n + 64, hard))
+            continue
+        last, wall, line = swarm(args.build, n, 300)
+        extra = "  (target <= 2 s)" if n == 1000 else ""
+        print("   N=%-6d %s%s  [%s]" % (n, fmt(last), extra, line))
+
+    print("\n3  torchrun 1.13 c10d agents, start -> last worker running")
+    for n in [int(x) for x in args.torchrun.split(",") if x]:
+        t = run_agents(torchrun_cmd(worker, n, free_port()), n, tmp, args.torchrun_timeout)
+        print("   N=%-5d %s" % (n, fmt(t)))
+        if t is None:
+            break
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

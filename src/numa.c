@@ -1,0 +1,1321 @@
+#include "numa.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <hwloc.h>
+#include <linux/mempolicy.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* ---- modes and bus ids ---------------------------------------------------- */
+
+static const char *const mode_names[] = {
+	[NUMA_MODE_NONE] = NULL,
+	[NUMA_MODE_NODE] = "node",
+	[NUMA_MODE_SOCKET] = "socket",
+	[NUMA_MODE_EXCLUSIVE] = "exclusive",
+	[NUMA_MODE_CORE_COMPLEX] = "core-complex",
+};
+
+int
+numa_mode_from_string(const char *s, enum numa_mode *ret)
+{
+	if (!s) {
+		*ret = NUMA_MODE_NONE;
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
+		if (mode_names[i] && strcmp(mode_names[i], s) == 0) {
+			*ret = (enum numa_mode)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *
+numa_mode_to_string(enum numa_mode m)
+{
+	switch (m) {
+	case NUMA_MODE_NONE:
+	case NUMA_MODE_NODE:
+	case NUMA_MODE_SOCKET:
+	case NUMA_MODE_EXCLUSIVE:
+	case NUMA_MODE_CORE_COMPLEX:
+		return mode_names[m];
+	}
+	return NULL;
+}
+
+/* Read 1..max hex digits at *p into *ret, advancing *p. */
+static bool
+scan_hex(const char **p, size_t max, unsigned *ret)
+{
+	unsigned v = 0;
+	size_t n = 0;
+
+	while (n < max && isxdigit((unsigned char)(*p)[n])) {
+		char c = (char)tolower((unsigned char)(*p)[n]);
+
+		v = v * 16 + (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+		n++;
+	}
+	if (n == 0 || isxdigit((unsigned char)(*p)[n])) {
+		return false;
+	}
+	*p += n;
+	*ret = v;
+	return true;
+}
+
+static int
+busid_scan(const char *s, unsigned *dom, unsigned *bus, unsigned *dev, unsigned *func)
+{
+	const char *p = s;
+	unsigned a, b;
+
+	/* "bb:dd.f" or "dddd:bb:dd.f": tell them apart by the number of colons. */
+	if (strchr(s, ':') != strrchr(s, ':')) {
+		if (!scan_hex(&p, 8, &a) || *p++ != ':') {
+			return -EINVAL;
+		}
+	} else {
+		a = 0;
+	}
+	if (!scan_hex(&p, 2, &b) || *p++ != ':') {
+		return -EINVAL;
+	}
+	*dom = a;
+	*bus = b;
+	if (!scan_hex(&p, 2, dev) || *dev > 0x1f || *p++ != '.' || !scan_hex(&p, 1, func) ||
+	    *func > 7 || *p) {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void
+busid_format(char ret[NUMA_BUSID_SIZE], unsigned dom, unsigned bus, unsigned dev, unsigned func)
+{
+	snprintf(ret, NUMA_BUSID_SIZE, "%04x:%02x:%02x.%x", dom, bus, dev, func);
+}
+
+int
+numa_busid_parse(const char *s, char ret[NUMA_BUSID_SIZE])
+{
+	unsigned dom, bus, dev, func;
+
+	if (busid_scan(s, &dom, &bus, &dev, &func) < 0) {
+		return -EINVAL;
+	}
+	busid_format(ret, dom, bus, dev, func);
+	return 0;
+}
+
+int
+numa_busid_list_parse(const char *list, char ***ret, char **reterr)
+{
+	char **ids = xcalloc(1, sizeof(char *));
+	const char *p = list;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		_cleanup_free_ char *entry = NULL;
+		char canon[NUMA_BUSID_SIZE];
+		const char *s;
+
+		while (len > 0 && isspace((unsigned char)*p)) {
+			p++;
+			len--;
+		}
+		entry = xstrndup(p, len);
+		while (len > 0 && isspace((unsigned char)entry[len - 1])) {
+			entry[--len] = '\0';
+		}
+		s = entry;
+		if (!*s) {
+			*reterr = xasprintf("invalid value '%s': empty bus id", list);
+			goto fail;
+		}
+		if (numa_busid_parse(s, canon) < 0) {
+			*reterr = xasprintf("invalid value '%s': '%s' is not a PCI bus id "
+					    "([DOMAIN:]BUS:DEVICE.FUNCTION, hexadecimal)",
+					    list, s);
+			goto fail;
+		}
+		for (size_t i = 0; ids[i]; i++) {
+			if (strcmp(ids[i], canon) == 0) {
+				*reterr = xasprintf("invalid value '%s': %s is listed twice", list,
+						    canon);
+				goto fail;
+			}
+		}
+		strv_push(&ids, canon);
+		p = strchr(p, ',');
+		if (!p) {
+			break;
+		}
+		p++;
+	}
+	*ret = ids;
+	return 0;
+
+fail:
+	strv_free(ids);
+	return -EINVAL;
+}
+
+/* ---- bitmaps ---------------------------------------------------------------- */
+
+/* "0-3,8-11" (hwloc's list form, as sysfs and numactl); "" for an empty set. */
+static char *
+bitmap_list(hwloc_const_bitmap_t b)
+{
+	char *s = NULL;
+
+	if (hwloc_bitmap_iszero(b)) {
+		return xstrdup("");
+	}
+	if (hwloc_bitmap_list_asprintf(&s, b) < 0 || !s) {
+		abort();
+	}
+	return s;
+}
+
+static hwloc_bitmap_t
+bitmap_new(void)
+{
+	hwloc_bitmap_t b = hwloc_bitmap_alloc();
+
+	if (!b) {
+		abort();
+	}
+	return b;
+}
+
+static hwloc_bitmap_t
+bitmap_dup(hwloc_const_bitmap_t src)
+{
+	hwloc_bitmap_t b = hwloc_bitmap_dup(src);
+
+	if (!b) {
+		abort();
+	}
+	return b;
+}
+
+static hwloc_bitmap_t
+bitmap_and(hwloc_const_bitmap_t a, hwloc_const_bitmap_t b)
+{
+	hwloc_bitmap_t r = bitmap_new();
+
+	hwloc_bitmap_and(r, a, b);
+	return r;
+}
+
+/* Parse a sysfs list ("0-3,8") from a file; NULL when unreadable. */
+static hwloc_bitmap_t
+bitmap_read(const char *path)
+{
+	_cleanup_free_ char *buf = NULL;
+	hwloc_bitmap_t b;
+
+	if (read_file(path, 65536, &buf, NULL) < 0) {
+		return NULL;
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+	b = bitmap_new();
+	if (*buf && hwloc_bitmap_list_sscanf(b, buf) < 0) {
+		hwloc_bitmap_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+/* ---- discovery -------------------------------------------------------------- */
+
+/* A device's NUMA node as sysfs gives it (numa_topology_set_device_node). */
+struct device_node {
+	char busid[NUMA_BUSID_SIZE];
+	int node;
+};
+
+struct numa_gpu {
+	hwloc_obj_t dev;
+	char busid[NUMA_BUSID_SIZE];
+	hwloc_bitmap_t home; /* CPU-bearing NUMA nodes it is attached to, OS indices */
+};
+
+struct numa_topology {
+	hwloc_topology_t topo;
+	char *source;   /* the XML file, or NULL for this machine */
+	bool live;      /* discovered here */
+	char *not_here; /* CPUs of a saved topology this machine lacks, NULL when none */
+	char *nodes_not_here;
+	hwloc_bitmap_t allowed;       /* CPUs the workers may use */
+	hwloc_bitmap_t allowed_nodes; /* memory nodes the workers may use */
+	hwloc_bitmap_t cpuless;       /* NUMA nodes sysfs says have no CPU */
+
+	struct device_node *dev_nodes;
+	size_t n_dev_nodes;
+
+	struct numa_gpu *gpus;
+	size_t n_gpus;
+	bool gpus_unknown; /* CUDA_VISIBLE_DEVICES names GPUs by UUID */
+	size_t n_unknown;  /* then: how many it names */
+	char *gpu_note;
+};
+
+/* This process's CPU affinity, or NULL when it cannot be read. */
+static hwloc_bitmap_t
+affinity_get(void)
+{
+	for (int ncpus = 1024; ncpus <= (1 << 20); ncpus *= 2) {
+		size_t size = CPU_ALLOC_SIZE(ncpus);
+		cpu_set_t *set = xcalloc(1, size);
+		hwloc_bitmap_t b;
+
+		if (sched_getaffinity(0, size, set) < 0) {
+			free(set);
+			if (errno == EINVAL) {
+				continue;
+			}
+			return NULL;
+		}
+		b = bitmap_new();
+		for (int i = 0; i < ncpus; i++) {
+			if (CPU_ISSET_S(i, size, set)) {
+				hwloc_bitmap_set(b, (unsigned)i);
+			}
+		}
+		free(set);
+		return b;
+	}
+	return NULL;
+}
+
+/* Whether every bit of want is in have (a sysfs list file); else *ret_missing
+ * lists the others. A missing file counts as fallback. */
+static bool
+bitmap_on_host(hwloc_const_bitmap_t want, const char *path, hwloc_const_bitmap_t fallback,
+	       char **ret_missing)
+{
+	hwloc_bitmap_t have = bitmap_read(path), missing = bitmap_new();
+	bool ok;
+
+	hwloc_bitmap_andnot(missing, want, have ? have : fallback);
+	ok = hwloc_bitmap_iszero(missing);
+	if (!ok) {
+		*ret_missing = bitmap_list(missing);
+	}
+	hwloc_bitmap_free(missing);
+	hwloc_bitmap_free(have);
+	return ok;
+}
+
+static void
+mark_cpuless_nodes(struct numa_topology *t)
+{
+	hwloc_obj_t n = NULL;
+
+	while ((n = hwloc_get_next_obj_by_type(t->topo, HWLOC_OBJ_NUMANODE, n))) {
+		char path[64];
+		hwloc_bitmap_t cpus;
+
+		snprintf(path, sizeof(path), "/sys/devices/system/node/node%u/cpulist",
+			 n->os_index);
+		cpus = bitmap_read(path);
+		if (cpus && hwloc_bitmap_iszero(cpus)) {
+			hwloc_bitmap_set(t->cpuless, n->os_index);
+		}
+		hwloc_bitmap_free(cpus);
+	}
+}
+
+int
+numa_topology_load(const char *xml_path, struct numa_topology **ret, char **reterr)
+{
+	/* Components that would re-bind us (x86 runs CPUID on every PU) or open a
+	 * GPU driver inside the daemon, and libpciaccess (pci: it reads config
+	 * space and leaks; the linux component reads PCI devices from sysfs).
+	 * Those not installed answer -1. */
+	static const char *const disabled[] = {"x86",  "opencl", "gl",        "pci",
+					       "cuda", "nvml",   "levelzero", "rsmi"};
+	struct numa_topology *t = xcalloc(1, sizeof(*t));
+	int r;
+
+	if (hwloc_topology_init(&t->topo) < 0) {
+		r = -errno;
+		*reterr = xasprintf("hwloc: cannot start: %s", strerror(-r));
+		free(t);
+		return r;
+	}
+	hwloc_topology_set_flags(t->topo, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED |
+						  HWLOC_TOPOLOGY_FLAG_DONT_CHANGE_BINDING);
+	hwloc_topology_set_io_types_filter(t->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+	for (size_t i = 0; i < ARRAY_SIZE(disabled); i++) {
+		(void)hwloc_topology_set_components(
+			t->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, disabled[i]);
+	}
+	if (xml_path) {
+		t->source = xstrdup(xml_path);
+		if (access(xml_path, R_OK) < 0) {
+			r = -errno;
+			*reterr = xasprintf("cannot read %s: %s", xml_path, strerror(-r));
+			goto fail;
+		}
+		if (hwloc_topology_set_xml(t->topo, xml_path) < 0) {
+			r = -EINVAL;
+			*reterr = xasprintf("%s is not an hwloc XML topology that hwloc %s reads "
+					    "(HWLOC_XML_VERBOSE=1 tells why)",
+					    xml_path, HWLOC_VERSION);
+			goto fail;
+		}
+	}
+	if (hwloc_topology_load(t->topo) < 0) {
+		r = xml_path ? -EINVAL : (errno ? -errno : -EIO);
+		*reterr = xml_path ? xasprintf("%s is not an hwloc XML topology that hwloc %s "
+					       "reads (HWLOC_XML_VERBOSE=1 tells why)",
+					       xml_path, HWLOC_VERSION)
+				   : xasprintf("hwloc cannot discover this machine: %s",
+					       strerror(-r));
+		goto fail;
+	}
+	t->live = hwloc_topology_is_thissystem(t->topo);
+	if (!t->live && !t->source) {
+		const char *env = getenv("HWLOC_XMLFILE");
+
+		t->source = xstrdup(env ? env : "the HWLOC_* environment");
+	}
+	t->allowed = bitmap_dup(hwloc_topology_get_allowed_cpuset(t->topo));
+	t->allowed_nodes = bitmap_dup(hwloc_topology_get_allowed_nodeset(t->topo));
+	t->cpuless = bitmap_new();
+	if (t->live) {
+		mark_cpuless_nodes(t);
+	} else {
+		/* Without sysfs: CPUs 0..n-1 and node 0. */
+		long n = sysconf(_SC_NPROCESSORS_CONF);
+		hwloc_bitmap_t host_fallback = bitmap_new();
+
+		hwloc_bitmap_set_range(host_fallback, 0, n > 0 ? (int)n - 1 : 0);
+		(void)bitmap_on_host(hwloc_topology_get_complete_cpuset(t->topo),
+				     "/sys/devices/system/cpu/online", host_fallback, &t->not_here);
+		hwloc_bitmap_only(host_fallback, 0);
+		(void)bitmap_on_host(hwloc_topology_get_complete_nodeset(t->topo),
+				     "/sys/devices/system/node/online", host_fallback,
+				     &t->nodes_not_here);
+		hwloc_bitmap_free(host_fallback);
+	}
+	if (t->live || !t->not_here) {
+		hwloc_bitmap_t aff = affinity_get();
+
+		if (aff) {
+			hwloc_bitmap_and(t->allowed, t->allowed, aff);
+			hwloc_bitmap_free(aff);
+		}
+	}
+	*ret = t;
+	return 0;
+
+fail:
+	numa_topology_free(t);
+	return r;
+}
+
+static void
+gpus_clear(struct numa_topology *t)
+{
+	for (size_t i = 0; i < t->n_gpus; i++) {
+		hwloc_bitmap_free(t->gpus[i].home);
+	}
+	free(t->gpus);
+	t->gpus = NULL;
+	t->n_gpus = 0;
+	t->gpus_unknown = false;
+	t->n_unknown = 0;
+	free(t->gpu_note);
+	t->gpu_note = NULL;
+}
+
+void
+numa_topology_free(struct numa_topology *t)
+{
+	if (!t) {
+		return;
+	}
+	gpus_clear(t);
+	hwloc_bitmap_free(t->allowed);
+	hwloc_bitmap_free(t->allowed_nodes);
+	hwloc_bitmap_free(t->cpuless);
+	if (t->topo) {
+		hwloc_topology_destroy(t->topo);
+	}
+	free(t->dev_nodes);
+	free(t->source);
+	free(t->not_here);
+	free(t->nodes_not_here);
+	free(t);
+}
+
+bool
+numa_topology_is_live(const struct numa_topology *t)
+{
+	return t->live;
+}
+
+char *
+numa_topology_allowed_cpus(const struct numa_topology *t)
+{
+	return bitmap_list(t->allowed);
+}
+
+int
+numa_topology_restrict(struct numa_topology *t, const char *list)
+{
+	hwloc_bitmap_t b = bitmap_new();
+
+	if (*list && hwloc_bitmap_list_sscanf(b, list) < 0) {
+		hwloc_bitmap_free(b);
+		return -EINVAL;
+	}
+	hwloc_bitmap_and(t->allowed, t->allowed, b);
+	hwloc_bitmap_free(b);
+	return 0;
+}
+
+static hwloc_obj_t
+find_pcidev(const struct numa_topology *t, const char *busid)
+{
+	unsigned dom, bus, dev, func;
+
+	if (busid_scan(busid, &dom, &bus, &dev, &func) < 0) {
+		return NULL;
+	}
+	return hwloc_get_pcidev_by_busid(t->topo, dom, bus, dev, func);
+}
+
+int
+numa_topology_set_device_node(struct numa_topology *t, const char *busid, int node)
+{
+	char canon[NUMA_BUSID_SIZE];
+
+	if (numa_busid_parse(busid, canon) < 0) {
+		return -EINVAL;
+	}
+	if (!find_pcidev(t, canon)) {
+		return -ENOENT;
+	}
+	for (size_t i = 0; i < t->n_dev_nodes; i++) {
+		if (strcmp(t->dev_nodes[i].busid, canon) == 0) {
+			t->dev_nodes[i].node = node;
+			return 0;
+		}
+	}
+	t->dev_nodes = xrealloc(t->dev_nodes, (t->n_dev_nodes + 1) * sizeof(*t->dev_nodes));
+	memcpy(t->dev_nodes[t->n_dev_nodes].busid, canon, sizeof(canon));
+	t->dev_nodes[t->n_dev_nodes].node = node;
+	t->n_dev_nodes++;
+	return 0;
+}
+
+/* The node sysfs gives for a device: recorded, else read on a live machine;
+ * -1 when unknown. */
+static int
+device_node(const struct numa_topology *t, const char *busid)
+{
+	_cleanup_free_ char *path = NULL, *buf = NULL;
+	long long v;
+
+	for (size_t i = 0; i < t->n_dev_nodes; i++) {
+		if (strcmp(t->dev_nodes[i].busid, busid) == 0) {
+			return t->dev_nodes[i].node;
+		}
+	}
+	if (!t->live) {
+		return -1;
+	}
+	path = xasprintf("/sys/bus/pci/devices/%s/numa_node", busid);
+	if (read_file(path, 64, &buf, NULL) < 0) {
+		return -1;
+	}
+	buf[strcspn(buf, "\n")] = '\0';
+	if (parse_int(buf, -1, INT32_MAX, &v) < 0) {
+		return -1;
+	}
+	return (int)v;
+}
+
+/* A NUMA node CPUs can be bound near: it has CPUs (not GPU memory, MCDRAM,
+ * NVM or another memory-only node). */
+static bool
+node_has_cpus(const struct numa_topology *t, hwloc_obj_t n)
+{
+	if (!n->cpuset || hwloc_bitmap_iszero(n->cpuset) ||
+	    hwloc_bitmap_isset(t->cpuless, n->os_index)) {
+		return false;
+	}
+	return !n->subtype || strcmp(n->subtype, "DRAM") == 0;
+}
+
+/* The CPU-bearing NUMA nodes a device is attached to. */
+static hwloc_bitmap_t
+device_home(const struct numa_topology *t, hwloc_obj_t dev, const char *busid)
+{
+	static const unsigned long tries[] = {
+		0,
+		HWLOC_LOCAL_NUMANODE_FLAG_SMALLER_LOCALITY,
+		HWLOC_LOCAL_NUMANODE_FLAG_LARGER_LOCALITY,
+	};
+	int nnodes = hwloc_get_nbobjs_by_type(t->topo, HWLOC_OBJ_NUMANODE);
+	hwloc_obj_t *nodes = xcalloc(nnodes > 0 ? (size_t)nnodes : 1, sizeof(*nodes));
+	hwloc_bitmap_t home = bitmap_new();
+	int sysfs = device_node(t, busid);
+
+	if (sysfs >= 0) {
+		hwloc_obj_t n = hwloc_get_numanode_obj_by_os_index(t->topo, (unsigned)sysfs);
+
+		if (n && node_has_cpus(t, n)) {
+			hwloc_bitmap_set(home, n->os_index);
+			free(nodes);
+			return home;
+		}
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(tries) && hwloc_bitmap_iszero(home); k++) {
+		struct hwloc_location loc = {
+			.type = HWLOC_LOCATION_TYPE_OBJECT,
+			.location.object = dev,
+		};
+		unsigned nr = (unsigned)nnodes;
+		int best = -1;
+
+		if (hwloc_get_local_numanode_objs(t->topo, &loc, &nr, nodes, tries[k]) < 0) {
+			continue;
+		}
+		for (unsigned i = 0; i < nr && i < (unsigned)nnodes; i++) {
+			int w = hwloc_bitmap_weight(nodes[i]->cpuset);
+
+			if (!node_has_cpus(t, nodes[i])) {
+				continue;
+			}
+			/* Of the nodes around the device, the closest ones. */
+			if (tries[k] == HWLOC_LOCAL_NUMANODE_FLAG_LARGER_LOCALITY) {
+				if (best >= 0 && w > best) {
+					continue;
+				}
+				if (best < 0 || w < best) {
+					hwloc_bitmap_zero(home);
+					best = w;
+				}
+			}
+			hwloc_bitmap_set(home, nodes[i]->os_index);
+		}
+	}
+	free(nodes);
+	return home;
+}
+
+static bool
+pci_is_gpu(hwloc_obj_t o, unsigned vendor)
+{
+	/* Server BMC display chips with a GPU vendor's id. */
+	static const struct {
+		unsigned short vendor, device;
+	} bmc[] = {
+		{0x1002, 0x515e}, /* ATI ES1000 */
+		{0x1002, 0x5159}, /* ATI Rage XL / Radeon 7000 */
+	};
+	const struct hwloc_pcidev_attr_s *p = &o->attr->pcidev;
+
+	if (p->vendor_id != vendor) {
+		return false;
+	}
+	/* Display (VGA, 3D, other) and processing accelerators. Everything else,
+	 * e.g. NVSwitch bridges (0x0680) and HDMI audio (0x0403), is not a GPU. */
+	if (p->class_id != 0x0300 && p->class_id != 0x0302 && p->class_id != 0x0380 &&
+	    p->class_id != 0x1200) {
+		return false;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bmc); i++) {
+		if (p->vendor_id == bmc[i].vendor && p->device_id == bmc[i].device) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static int
+cmp_pcidev(const void *a, const void *b)
+{
+	const struct hwloc_pcidev_attr_s *x = &(*(hwloc_obj_t const *)a)->attr->pcidev;
+	const struct hwloc_pcidev_attr_s *y = &(*(hwloc_obj_t const *)b)->attr->pcidev;
+
+	if (x->domain != y->domain) {
+		return x->domain < y->domain ? -1 : 1;
+	}
+	if (x->bus != y->bus) {
+		return x->bus < y->bus ? -1 : 1;
+	}
+	if (x->dev != y->dev) {
+		return x->dev < y->dev ? -1 : 1;
+	}
+	return x->func < y->func ? -1 : x->func > y->func ? 1 : 0;
+}
+
+/* The GPUs of one vendor (NVIDIA first, else AMD), ordered by bus id;
+ * *ret_other: AMD GPUs left out because there are NVIDIA ones. */
+static size_t
+find_gpus(struct numa_topology *t, hwloc_obj_t **ret, size_t *ret_other)
+{
+	static const unsigned vendors[] = {0x10de, 0x1002};
+	size_t count[ARRAY_SIZE(vendors)] = {0}, n = 0, pick = 0;
+	hwloc_obj_t o = NULL, *list;
+
+	while ((o = hwloc_get_next_pcidev(t->topo, o))) {
+		for (size_t v = 0; v < ARRAY_SIZE(vendors); v++) {
+			count[v] += pci_is_gpu(o, vendors[v]);
+		}
+	}
+	if (count[0] == 0) {
+		pick = 1;
+	}
+	*ret_other = count[pick == 0 ? 1 : 0];
+	list = xcalloc(count[pick] + 1, sizeof(*list));
+	while ((o = hwloc_get_next_pcidev(t->topo, o))) {
+		if (pci_is_gpu(o, vendors[pick])) {
+			list[n++] = o;
+		}
+	}
+	qsort(list, n, sizeof(*list), cmp_pcidev);
+	*ret = list;
+	return n;
+}
+
+static void
+gpu_add(struct numa_topology *t, hwloc_obj_t dev)
+{
+	struct numa_gpu *g;
+	const struct hwloc_pcidev_attr_s *p = &dev->attr->pcidev;
+
+	t->gpus = xrealloc(t->gpus, (t->n_gpus + 1) * sizeof(*t->gpus));
+	g = &t->gpus[t->n_gpus++];
+	g->dev = dev;
+	busid_format(g->busid, p->domain, p->bus, p->dev, p->func);
+	g->home = device_home(t, dev, g->busid);
+}
+
+/* Apply an integer CUDA_VISIBLE_DEVICES to found[0..n). */
+static void
+select_visible(struct numa_topology *t, hwloc_obj_t *found, size_t n, const char *cvd)
+{
+	bool *used = xcalloc(n + 1, sizeof(*used));
+	const char *p = cvd;
+
+	/* GPU-<uuid> or MIG-<...> anywhere: CUDA maps them with NVML, we cannot. */
+	for (const char *q = cvd; *q; q++) {
+		if ((q == cvd || q[-1] == ',' || isspace((unsigned char)q[-1])) &&
+		    (strncmp(q, "GPU-", 4) == 0 || strncmp(q, "MIG-", 4) == 0)) {
+			t->gpus_unknown = true;
+		}
+	}
+	if (t->gpus_unknown) {
+		for (const char *q = cvd;; q++) {
+			q += strspn(q, " \t");
+			t->n_unknown += *q && *q != ',';
+			q += strcspn(q, ",");
+			if (!*q) {
+				break;
+			}
+		}
+		t->gpu_note =
+			xasprintf("CUDA_VISIBLE_DEVICES=%s names GPUs by UUID, which elasticd "
+				  "cannot map to PCI devices (that needs NVML)",
+				  cvd);
+		free(used);
+		return;
+	}
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		_cleanup_free_ char *entry = xstrndup(p, len);
+		char *s = entry, *end;
+		long long idx;
+
+		while (isspace((unsigned char)*s)) {
+			s++;
+		}
+		end = s + strlen(s);
+		while (end > s && isspace((unsigned char)end[-1])) {
+			*--end = '\0';
+		}
+		/* CUDA stops at the first entry that is not a valid new index. */
+		if (parse_int(s, 0, (long long)n - 1, &idx) < 0 || used[idx]) {
+			break;
+		}
+		used[idx] = true;
+		gpu_add(t, found[idx]);
+		if (!p[len]) {
+			break;
+		}
+		p += len + 1;
+	}
+	free(used);
+}
+
+int
+numa_topology_select_gpus(struct numa_topology *t, const char *bus_ids, const char *cvd,
+			  char **reterr)
+{
+	hwloc_obj_t *found = NULL;
+	size_t n, other = 0;
+
+	gpus_clear(t);
+	if (bus_ids) {
+		char **ids = NULL;
+		char *err = NULL;
+
+		if (numa_busid_list_parse(bus_ids, &ids, &err) < 0) {
+			*reterr = xasprintf("--gpu-bus-ids: %s", err);
+			free(err);
+			return -EINVAL;
+		}
+		for (size_t i = 0; ids[i]; i++) {
+			hwloc_obj_t dev = find_pcidev(t, ids[i]);
+
+			if (!dev) {
+				*reterr = xasprintf("--gpu-bus-ids: no PCI device %s %s%s", ids[i],
+						    t->source ? "in " : "on this machine",
+						    t->source ? t->source : "");
+				strv_free(ids);
+				gpus_clear(t);
+				return -EINVAL;
+			}
+			gpu_add(t, dev);
+		}
+		strv_free(ids);
+		return (int)t->n_gpus;
+	}
+	n = find_gpus(t, &found, &other);
+	if (cvd) {
+		select_visible(t, found, n, cvd);
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			gpu_add(t, found[i]);
+		}
+	}
+	if (!t->gpu_note && other > 0) {
+		t->gpu_note = xasprintf("%zu AMD GPU%s ignored: local ranks use the NVIDIA GPUs",
+					other, other == 1 ? "" : "s");
+	}
+	free(found);
+	return (int)(t->gpus_unknown ? t->n_unknown : t->n_gpus);
+}
+
+const char *
+numa_topology_gpu_note(const struct numa_topology *t)
+{
+	return t->gpu_note;
+}
+
+/* ---- the plan ------------------------------------------------------------------ */
+
+/* The allowed CPUs of a set of NUMA nodes. */
+static hwloc_bitmap_t
+nodes_cpus(const struct numa_topology *t, hwloc_const_bitmap_t nodes)
+{
+	hwloc_bitmap_t cpus = bitmap_new();
+	unsigned i;
+
+	hwloc_bitmap_foreach_begin(i, nodes)
+	{
+		hwloc_obj_t n = hwloc_get_numanode_obj_by_os_index(t->topo, i);
+
+		if (n && node_has_cpus(t, n)) {
+			hwloc_bitmap_or(cpus, cpus, n->cpuset);
+		}
+	}
+	hwloc_bitmap_foreach_end();
+	hwloc_bitmap_and(cpus, cpus, t->allowed);
+	return cpus;
+}
+
+/* The package of the lowest allowed CPU of node n; NULL when it has none or
+ * the topology has no packages (*ret_none tells which). */
+static hwloc_obj_t
+node_package(const struct numa_topology *t, hwloc_obj_t n, bool *ret_none)
+{
+	hwloc_bitmap_t cpus = bitmap_and(n->cpuset, t->allowed);
+	int first = hwloc_bitmap_first(cpus);
+	hwloc_obj_t pu;
+
+	hwloc_bitmap_free(cpus);
+	*ret_none = first < 0;
+	if (first < 0) {
+		return NULL;
+	}
+	pu = hwloc_get_pu_obj_by_os_index(t->topo, (unsigned)first);
+	return pu ? hwloc_get_ancestor_obj_by_type(t->topo, HWLOC_OBJ_PACKAGE, pu) : NULL;
+}
+
+/* socket mode: every CPU-bearing node whose lowest allowed CPU lies in a
+ * package of the home nodes' lowest allowed CPUs. */
+static hwloc_bitmap_t
+socket_nodes(const struct numa_topology *t, hwloc_const_bitmap_t home)
+{
+	hwloc_bitmap_t pkgs = bitmap_new(), nodes = bitmap_new();
+	bool whole_machine = false;
+	hwloc_obj_t n = NULL;
+	unsigned i;
+
+	hwloc_bitmap_foreach_begin(i, home)
+	{
+		hwloc_obj_t h = hwloc_get_numanode_obj_by_os_index(t->topo, i);
+		bool none;
+		hwloc_obj_t pkg = h ? node_package(t, h, &none) : NULL;
+
+		if (pkg) {
+			hwloc_bitmap_set(pkgs, pkg->logical_index);
+		} else if (h && !none) {
+			whole_machine = true; /* no Package objects: one socket */
+		}
+	}
+	hwloc_bitmap_foreach_end();
+	while ((n = hwloc_get_next_obj_by_type(t->topo, HWLOC_OBJ_NUMANODE, n))) {
+		bool none;
+		hwloc_obj_t pkg;
+
+		if (!node_has_cpus(t, n)) {
+			continue;
+		}
+		pkg = node_package(t, n, &none);
+		if (none) {
+			continue;
+		}
+		if (whole_machine || (pkg && hwloc_bitmap_isset(pkgs, pkg->logical_index))) {
+			hwloc_bitmap_set(nodes, n->os_index);
+		}
+	}
+	hwloc_bitmap_free(pkgs);
+	return nodes;
+}
+
+/* CPUs grouped under a key (a core's or a cache's lowest CPU). */
+struct cpu_group {
+	int key;
+	hwloc_bitmap_t cpus;
+};
+
+struct cpu_groups {
+	size_t n;
+	struct cpu_group *g;
+};
+
+static void
+groups_add(struct cpu_groups *gs, int key, unsigned cpu)
+{
+	for (size_t i = 0; i < gs->n; i++) {
+		if (gs->g[i].key == key) {
+			hwloc_bitmap_set(gs->g[i].cpus, cpu);
+			return;
+		}
+	}
+	gs->g = xrealloc(gs->g, (gs->n + 1) * sizeof(*gs->g));
+	gs->g[gs->n].key = key;
+	gs->g[gs->n].cpus = bitmap_new();
+	hwloc_bitmap_set(gs->g[gs->n].cpus, cpu);
+	gs->n++;
+}
+
+static void
+groups_release(struct cpu_groups *gs)
+{
+	for (size_t i = 0; i < gs->n; i++) {
+		hwloc_bitmap_free(gs->g[i].cpus);
+	}
+	free(gs->g);
+}
+
+static int
+cmp_group_key(const void *a, const void *b)
+{
+	const struct cpu_group *x = a, *y = b;
+
+	return (x->key > y->key) - (x->key < y->key);
+}
+
+/* More allowed CPUs first, then the lower key. */
+static int
+cmp_group_size(const void *a, const void *b)
+{
+	const struct cpu_group *x = a, *y = b;
+	int wx = hwloc_bitmap_weight(x->cpus), wy = hwloc_bitmap_weight(y->cpus);
+
+	if (wx != wy) {
+		return wx > wy ? -1 : 1;
+	}
+	return cmp_group_key(a, b);
+}
+
+/* The key of a CPU's physical core: its lowest CPU, disallowed siblings
+ * included (as torch's thread_siblings_list). */
+static int
+core_key(const struct numa_topology *t, unsigned cpu)
+{
+	hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(t->topo, cpu);
+	hwloc_obj_t core = pu ? hwloc_get_ancestor_obj_by_type(t->topo, HWLOC_OBJ_CORE, pu) : NULL;
+
+	return core ? hwloc_bitmap_first(core->cpuset) : (int)cpu;
+}
+
+/* The key of a CPU's highest-level data or unified cache: its lowest CPU;
+ * -1 when the CPU has no cache. */
+static int
+cache_key(const struct numa_topology *t, unsigned cpu)
+{
+	hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(t->topo, cpu), best = NULL;
+
+	for (hwloc_obj_t o = pu ? pu->parent : NULL; o; o = o->parent) {
+		if (hwloc_obj_type_is_dcache(o->type) &&
+		    (!best || o->attr->cache.depth > best->attr->cache.depth)) {
+			best = o;
+		}
+	}
+	return best ? hwloc_bitmap_first(best->cpuset) : -1;
+}
+
+static void
+group_cpus(const struct numa_topology *t, hwloc_const_bitmap_t cpus,
+	   int (*key)(const struct numa_topology *, unsigned), struct cpu_groups *ret)
+{
+	unsigned i;
+
+	hwloc_bitmap_foreach_begin(i, cpus)
+	{
+		groups_add(ret, key(t, i), i);
+	}
+	hwloc_bitmap_foreach_end();
+}
+
+/* The GPUs on the same node(s) as GPU self: how many, and self's position. */
+static size_t
+node_peers(const struct numa_topology *t, size_t self, size_t *ret_pos)
+{
+	size_t count = 0;
+
+	for (size_t i = 0; i < t->n_gpus; i++) {
+		if (hwloc_bitmap_isequal(t->gpus[i].home, t->gpus[self].home)) {
+			if (i == self) {
+				*ret_pos = count;
+			}
+			count++;
+		}
+	}
+	return count;
+}
+
+static char *
+nodes_phrase(hwloc_const_bitmap_t nodes)
+{
+	_cleanup_free_ char *list = bitmap_list(nodes);
+
+	return xasprintf("NUMA node%s %s", hwloc_bitmap_weight(nodes) == 1 ? "" : "s", list);
+}
+
+static char *
+exclusive_cpus(const struct numa_topology *t, size_t gpu, hwloc_const_bitmap_t domain,
+	       hwloc_bitmap_t ret)
+{
+	struct cpu_groups cores = {0};
+	size_t pos = 0, ngpus = node_peers(t, gpu, &pos), base, extra, start, end;
+
+	group_cpus(t, domain, core_key, &cores);
+	qsort(cores.g, cores.n, sizeof(*cores.g), cmp_group_key);
+	base = cores.n / ngpus;
+	extra = cores.n % ngpus;
+	if (base < 1) {
+		_cleanup_free_ char *where = nodes_phrase(t->gpus[gpu].home);
+		char *err = xasprintf("There are only %zu physical cores on %s, but there are %zu "
+				      "GPUs associated with this NUMA node.",
+				      cores.n, where, ngpus);
+
+		groups_release(&cores);
+		return err;
+	}
+	start = pos * base + (pos < extra ? pos : extra);
+	end = start + base + (pos < extra ? 1 : 0);
+	for (size_t i = start; i < end; i++) {
+		hwloc_bitmap_or(ret, ret, cores.g[i].cpus);
+	}
+	groups_release(&cores);
+	return NULL;
+}
+
+static void
+core_complex_cpus(const struct numa_topology *t, size_t gpu, hwloc_const_bitmap_t domain,
+		  hwloc_bitmap_t ret)
+{
+	struct cpu_groups ccx = {0};
+	size_t pos = 0;
+
+	(void)node_peers(t, gpu, &pos);
+	group_cpus(t, domain, cache_key, &ccx);
+	qsort(ccx.g, ccx.n, sizeof(*ccx.g), cmp_group_size);
+	hwloc_bitmap_copy(ret, ccx.g[pos % ccx.n].cpus);
+	groups_release(&ccx);
+}
+
+/* Fill b's node list from a nodeset. */
+static void
+binding_set_nodes(struct numa_binding *b, hwloc_const_bitmap_t nodes)
+{
+	unsigned i;
+	int w = hwloc_bitmap_weight(nodes);
+
+	free(b->numa_nodes);
+	free(b->numa_nodes_list);
+	b->numa_nodes = xcalloc(w > 0 ? (size_t)w : 1, sizeof(int));
+	b->n_numa_nodes = 0;
+	hwloc_bitmap_foreach_begin(i, nodes)
+	{
+		b->numa_nodes[b->n_numa_nodes++] = (int)i;
+	}
+	hwloc_bitmap_foreach_end();
+	b->numa_nodes_list = bitmap_list(nodes);
+}
+
+static void
+binding_set_masks(struct numa_binding *b, hwloc_const_bitmap_t cpus, hwloc_const_bitmap_t mems)
+{
+	const size_t bits = 8 * sizeof(unsigned long);
+	unsigned i;
+
+	if (cpus) {
+		int n = hwloc_bitmap_last(cpus) + 1;
+
+		b->cpu_mask_size = CPU_ALLOC_SIZE(n);
+		b->cpu_mask = xcalloc(1, b->cpu_mask_size);
+		hwloc_bitmap_foreach_begin(i, cpus)
+		{
+			CPU_SET_S(i, b->cpu_mask_size, b->cpu_mask);
+		}
+		hwloc_bitmap_foreach_end();
+	}
+	if (mems) {
+		size_t words = (size_t)hwloc_bitmap_last(mems) / bits + 1;
+
+		b->mem_mask = xcalloc(words, sizeof(unsigned long));
+		/* The kernel reads maxnode - 1 bits. */
+		b->mem_maxnode = (unsigned long)(words * bits + 1);
+		hwloc_bitmap_foreach_begin(i, mems)
+		{
+			b->mem_mask[i / bits] |= 1UL << (i % bits);
+		}
+		hwloc_bitmap_foreach_end();
+	}
+}
+
+/* Plan one rank that has GPU gpu (an index into t->gpus, or t->n_gpus for
+ * none). Returns NULL, or why it cannot be bound (malloc'd). */
+static char *
+plan_rank(const struct numa_topology *t, const struct numa_request *req, size_t gpu,
+	  struct numa_binding *b)
+{
+	hwloc_bitmap_t domain_nodes = NULL, domain = NULL, cpus = NULL, nodes = NULL, mems = NULL;
+	hwloc_const_bitmap_t home;
+	char *err = NULL;
+	hwloc_obj_t n = NULL;
+
+	if (gpu >= t->n_gpus) {
+		return xasprintf("no GPU for this local rank (%zu GPU%s %s)", t->n_gpus,
+				 t->n_gpus == 1 ? "" : "s", t->n_gpus ? "to share out" : "found");
+	}
+	home = t->gpus[gpu].home;
+	if (hwloc_bitmap_iszero(home)) {
+		return xasprintf("hwloc cannot tell which NUMA node GPU %s is attached to",
+				 t->gpus[gpu].busid);
+	}
+	domain_nodes = req->mode == NUMA_MODE_SOCKET ? socket_nodes(t, home) : bitmap_dup(home);
+	domain = nodes_cpus(t, domain_nodes);
+	if (hwloc_bitmap_iszero(domain)) {
+		_cleanup_free_ char *where = nodes_phrase(home), *allowed = bitmap_list(t->allowed);
+
+		err = xasprintf("none of the CPUs of %s may be used here (allowed CPUs: %s); "
+				"Must bind to a non-empty set of CPU indices",
+				where, *allowed ? allowed : "none");
+		goto out;
+	}
+	cpus = bitmap_new();
+	switch (req->mode) {
+	case NUMA_MODE_NONE:
+	case NUMA_MODE_NODE:
+	case NUMA_MODE_SOCKET:
+		hwloc_bitmap_copy(cpus, domain);
+		break;
+	case NUMA_MODE_EXCLUSIVE:
+		err = exclusive_cpus(t, gpu, domain, cpus);
+		break;
+	case NUMA_MODE_CORE_COMPLEX:
+		core_complex_cpus(t, gpu, domain, cpus);
+		break;
+	}
+	if (err) {
+		goto out;
+	}
+	if (hwloc_bitmap_iszero(cpus)) {
+		err = xstrdup("Must bind to a non-empty set of CPU indices");
+		goto out;
+	}
+	if (!req->plan_only && t->not_here) {
+		err = xasprintf("the topology in %s is not this machine's (its CPUs %s are not "
+				"online here): its plan cannot be applied",
+				t->source, t->not_here);
+		goto out;
+	}
+	/* The nodes of the chosen CPUs. */
+	nodes = bitmap_new();
+	while ((n = hwloc_get_next_obj_by_type(t->topo, HWLOC_OBJ_NUMANODE, n))) {
+		if (hwloc_bitmap_isset(domain_nodes, n->os_index) && node_has_cpus(t, n) &&
+		    hwloc_bitmap_intersects(n->cpuset, cpus)) {
+			hwloc_bitmap_set(nodes, n->os_index);
+		}
+	}
+	if (req->membind) {
+		mems = bitmap_and(nodes, t->allowed_nodes);
+		if (hwloc_bitmap_iszero(mems)) {
+			_cleanup_free_ char *where = nodes_phrase(nodes),
+					    *allowed = bitmap_list(t->allowed_nodes);
+
+			err = xasprintf("--numa-membind: the memory of %s may not be used here "
+					"(allowed memory nodes: %s)",
+					where, *allowed ? allowed : "none");
+			goto out;
+		}
+		if (!req->plan_only && t->nodes_not_here) {
+			err = xasprintf("--numa-membind: the topology in %s is not this machine's "
+					"(its NUMA nodes %s are not online here)",
+					t->source, t->nodes_not_here);
+			goto out;
+		}
+		b->mems = bitmap_list(mems);
+	}
+	binding_set_nodes(b, nodes);
+	b->cpus = bitmap_list(cpus);
+	binding_set_masks(b, cpus, mems);
+	b->child_error = xasprintf(
+		"elasticd: local_rank %d: the kernel refused the NUMA binding "
+		"(CPUs %s%s%s); %s\n",
+		b->local_rank, b->cpus, b->mems ? ", memory nodes " : "", b->mems ? b->mems : "",
+		b->fallback ? "running unbound (--numa-fallback)" : "not starting the worker");
+	b->child_error_len = strlen(b->child_error);
+
+out:
+	hwloc_bitmap_free(domain_nodes);
+	hwloc_bitmap_free(domain);
+	hwloc_bitmap_free(cpus);
+	hwloc_bitmap_free(nodes);
+	hwloc_bitmap_free(mems);
+	return err;
+}
+
+int
+numa_plan_new(const struct numa_topology *t, const struct numa_request *req, struct numa_plan **ret,
+	      char **reterr)
+{
+	struct numa_plan *p = xcalloc(1, sizeof(*p));
+	bool bind = req->mode != NUMA_MODE_NONE && !t->gpus_unknown;
+	hwloc_bitmap_t none = bitmap_new();
+
+	p->mode = req->mode;
+	p->membind = req->membind && bind;
+	p->n = req->nproc > 0 ? (size_t)req->nproc : 0;
+	p->ranks = xcalloc(p->n + 1, sizeof(*p->ranks));
+	if (req->mode != NUMA_MODE_NONE && t->gpus_unknown) {
+		p->warning = xasprintf("%s: no worker is bound", t->gpu_note);
+	}
+	for (size_t r = 0; r < p->n; r++) {
+		struct numa_binding *b = &p->ranks[r];
+		size_t gpu = r < t->n_gpus ? r : t->n_gpus;
+		char *err;
+
+		b->local_rank = (int)r;
+		b->fallback = req->fallback;
+		if (gpu < t->n_gpus) {
+			b->gpu = xstrdup(t->gpus[gpu].busid);
+		}
+		if (!bind) {
+			binding_set_nodes(b, gpu < t->n_gpus ? t->gpus[gpu].home : none);
+			continue;
+		}
+		err = plan_rank(t, req, gpu, b);
+		if (!err) {
+			continue;
+		}
+		if (!req->fallback) {
+			*reterr = b->gpu ? xasprintf("local_rank %zu (GPU %s): %s", r, b->gpu, err)
+					 : xasprintf("local_rank %zu: %s", r, err);
+			free(err);
+			hwloc_bitmap_free(none);
+			numa_plan_free(p);
+			return -EINVAL;
+		}
+		b->error = err;
+		binding_set_nodes(b, gpu < t->n_gpus ? t->gpus[gpu].home : none);
+	}
+	hwloc_bitmap_free(none);
+	*ret = p;
+	return 0;
+}
+
+void
+numa_plan_free(struct numa_plan *p)
+{
+	if (!p) {
+		return;
+	}
+	for (size_t i = 0; i < p->n; i++) {
+		struct numa_binding *b = &p->ranks[i];
+
+		free(b->gpu);
+		free(b->numa_nodes);
+		free(b->numa_nodes_list);
+		free(b->cpus);
+		free(b->mems);
+		free(b->error);
+		free(b->cpu_mask);
+		free(b->mem_mask);
+		free(b->child_error);
+	}
+	free(p->ranks);
+	free(p->warning);
+	free(p);
+}
+
+json_t *
+numa_binding_to_json(const struct numa_plan *p, size_t local_rank)
+{
+	const struct numa_binding *b = &p->ranks[local_rank];
+	const char *mode = numa_mode_to_string(p->mode);
+	json_t *nodes = json_array();
+
+	for (size_t i = 0; i < b->n_numa_nodes; i++) {
+		json_array_append_new(nodes, json_integer(b->numa_nodes[i]));
+	}
+	return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o}", "local_rank", b->local_rank, "gpu",
+			 b->gpu ? json_string(b->gpu) : json_null(), "numa_nodes", nodes, "cpus",
+			 b->cpus ? json_string(b->cpus) : json_null(), "mems",
+			 b->mems ? json_string(b->mems) : json_null(), "mode",
+			 mode ? json_string(mode) : json_null());
+}
+
+int
+numa_apply(const struct numa_binding *b)
+{
+	if (b->cpu_mask && sched_setaffinity(0, b->cpu_mask_size, b->cpu_mask) < 0) {
+		return -errno;
+	}
+	if (b->mem_mask && syscall(SYS_set_mempolicy, MPOL_BIND, b->mem_mask, b->mem_maxnode) < 0) {
+		return -errno;
+	}
+	return 0;
+}

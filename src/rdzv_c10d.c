@@ -1,0 +1,1839 @@
+/* rdzv_c10d.c — torch's dynamic rendezvous on the c10d backend: the state
+ * lives in one key of a TCPStore ("/torch.rendezvous.<run_id>") hosted by the
+ * agent whose endpoint matches --rdzv-endpoint (or is_host=true); every node
+ * runs the exit / join / close / keep-alive operations of rdzv_dynamic.h as an
+ * asynchronous read / decide / compare-and-set loop that re-derives its action
+ * from the state the store returns after every lost race (torch 2.x
+ * _DistributedRendezvousOpExecutor).
+ *
+ * Waiting never polls: a write that waiting nodes must hear about bumps the
+ * state's gen and its writer sets "<key>/gen/<gen>"; every node keeps one WAIT
+ * on "<key>/gen/<gen+1>" (its watch connection), plus a timer for the next
+ * moment its own decision can change (heartbeat due, last-call deadline, join
+ * deadline, another node's heartbeat expiring).
+ *
+ * After a round completes, the nodes exchange role and local world size as
+ * torch 2.x's agent does (round store keys torchelastic/role_info/<rank>;
+ * group rank 0 publishes torchelastic/assigned_ranks/<rank>, MASTER_ADDR,
+ * MASTER_PORT, and elasticd/round with every node's role and size), and group
+ * rank 0 exposes a TCPStore server of its own as MASTER_ADDR:MASTER_PORT for
+ * the workers (TORCHELASTIC_USE_AGENT_STORE=True) unless
+ * TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1.
+ *
+ * Three connections per node: cmd (short requests), watch (the gen WAIT) and
+ * aux (long WAITs: rank exchange, exit barrier), so heartbeats never queue
+ * behind a wait. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "events.h"
+#include "rdzv.h"
+#include "rdzv_dynamic.h"
+#include "rdzv_state.h"
+#include "tcpstore_client.h"
+#include "tcpstore_server.h"
+#include "util.h"
+
+#define C10D_DEFAULT_PORT 29400
+/* torch's c10d backend pre-creates the state key with this value. */
+#define C10D_SENTINEL "Y2FuaW1hZGFt"
+/* How long the store host waits for its clients to leave at the end. */
+#define LINGER_USEC (10 * USEC_PER_SEC)
+/* Gen keys kept behind the newest one (older ones are deleted). */
+#define GEN_KEEP 64
+
+/* torch's _NodeDescGenerator: a process-wide counter, one id per handler. */
+static long long next_local_id;
+
+struct c10d;
+typedef void (*op_done_fn)(struct c10d *c, int err, enum rdzv_action a);
+
+struct c10d {
+	struct rdzv *r;
+	struct rdzv_settings settings;
+	uint64_t join_timeout;
+	uint64_t close_timeout;
+	uint64_t heartbeat_timeout;
+	uint64_t barrier_timeout;
+
+	char *host; /* the endpoint */
+	int port;
+	char *connect_host; /* what our clients connect to */
+	int connect_port;
+	struct tcpstore_server *server;        /* the rendezvous store, when hosting */
+	struct tcpstore_server *worker_server; /* MASTER_ADDR:MASTER_PORT, group rank 0 */
+	struct tcpstore_client *cmd, *watch, *aux;
+	int n_up;
+	bool up;
+	bool dead; /* the store connection is gone */
+	char *dead_msg;
+
+	char *key;
+	struct rdzv_node me;
+
+	/* The local copy and its fencing token (the value last read). */
+	struct rdzv_state st;
+	char *token;
+	size_t token_len;
+	bool dirty;
+	bool notable;
+	char *pending; /* the value a compare-and-set in flight tries to write */
+	size_t pending_len;
+	uint64_t pending_gen;
+
+	/* The operation under way. */
+	bool op_active;
+	enum rdzv_op op;
+	uint64_t op_deadline;
+	op_done_fn op_done;
+	bool in_sync;
+	bool io_pending; /* a GET or compare-and-set on cmd */
+	struct event *sync_timer;
+
+	/* Join turns: nodes that arrive together take a ticket and write their
+	 * join one after another instead of all losing compare-and-sets to each
+	 * other (torch's loop collapses near 128 nodes, reference §8). A hint
+	 * only: a node stops waiting for its turn after a bounded time. */
+	int64_t ticket;
+	bool turn_held;
+
+	/* The gen WAIT on watch. */
+	bool watching;
+	uint64_t watch_gen;
+
+	/* next_rendezvous */
+	bool next_active;
+	bool next_pending; /* asked before the store was reachable */
+	uint64_t next_deadline;
+	size_t last_count; /* participants last reported to the log */
+	bool last_waiting;
+
+	/* The round handed to the agent. */
+	bool running;
+	bool told;
+	bool barrier;
+	bool finishing;
+	int64_t round;
+	int rank;
+	int world;
+	char *prefix; /* "/torch.rendezvous.<run_id>.<round>/" */
+	char **exchange_keys;
+	struct rdzv_result result;
+	char **roles;
+	struct event *ka_timer;
+	struct event *linger_timer;
+	uint64_t linger_deadline;
+	enum node_state node_state;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static struct c10d *
+backend(struct rdzv *r)
+{
+	return r->backend;
+}
+
+static void emit(struct c10d *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+emit(struct c10d *c, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (!c->r->cb.progress) {
+		return;
+	}
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0) {
+		va_end(ap);
+		return;
+	}
+	va_end(ap);
+	c->r->cb.progress(msg, c->r->cb.arg);
+	free(msg);
+}
+
+static const char *
+node_state_str(enum node_state s)
+{
+	switch (s) {
+	case NODE_STATE_INIT:
+		return "INIT";
+	case NODE_STATE_RUNNING:
+		return "RUNNING";
+	case NODE_STATE_SUCCEEDED:
+		return "SUCCEEDED";
+	case NODE_STATE_FAILED:
+		return "FAILED";
+	}
+	return "?";
+}
+
+/* The one place this node's NodeState changes: an RdzvEvent for every step
+ * (torch's construct_and_record_rdzv_event) and a log line for a transition. */
+static void
+c10d_set_state(struct c10d *c, enum node_state s, const char *fn, const char *msg)
+{
+	/* The agent records next_rendezvous's own events for every backend. */
+	if (c->r->events && events_enabled(c->r->events) && strcmp(fn, "next_rendezvous") != 0) {
+		char *name = xasprintf("rdzv_c10d.c:%s", fn);
+
+		(void)events_record_rdzv(c->r->events, name, s, c->running ? c->rank : -1, "%s",
+					 msg);
+		free(name);
+	}
+	if (s != c->node_state) {
+		emit(c, "rendezvous node %s -> %s (%s)", node_state_str(c->node_state),
+		     node_state_str(s), msg);
+		c->node_state = s;
+	}
+}
+
+static void record_step(struct c10d *c, const char *fn, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void
+record_step(struct c10d *c, const char *fn, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (!c->r->events || !events_enabled(c->r->events)) {
+		return;
+	}
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0) {
+		va_end(ap);
+		return;
+	}
+	va_end(ap);
+	c10d_set_state(c, c->node_state == NODE_STATE_INIT ? NODE_STATE_RUNNING : c->node_state, fn,
+		       msg);
+	free(msg);
+}
+
+static char *
+gen_key(const struct c10d *c, uint64_t gen)
+{
+	return xasprintf("%s/gen/%" PRIu64, c->key, gen);
+}
+
+static char *
+round_key(const struct c10d *c, const char *what)
+{
+	return xasprintf("%s%s", c->prefix, what);
+}
+
+/* ---- deferred completions ------------------------------------------------ */
+
+struct deferred {
+	struct c10d *c;
+	int kind; /* 0 done, 1 finished, 2 failed, 3 nodes_waiting */
+	int err;
+	int n;
+	char *msg;
+};
+
+static void
+deferred_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct deferred *d = arg;
+	struct rdzv *r = d->c->r;
+
+	switch (d->kind) {
+	case 0:
+		r->cb.done(d->err, NULL, d->msg, r->cb.arg);
+		break;
+	case 1:
+		if (r->cb.finished) {
+			r->cb.finished(d->err, d->msg, r->cb.arg);
+		}
+		break;
+	case 2:
+		if (r->cb.failed) {
+			r->cb.failed(d->err, d->msg, r->cb.arg);
+		}
+		break;
+	case 3:
+		if (r->cb.nodes_waiting) {
+			r->cb.nodes_waiting(d->n, d->msg, r->cb.arg);
+		}
+		break;
+	}
+	free(d->msg);
+	free(d);
+}
+
+/* Tell the agent from a fresh loop turn: never inside a store callback chain
+ * that the agent's reaction (free, next) could cut short. */
+static void
+defer(struct c10d *c, int kind, int err, int n, const char *msg)
+{
+	struct deferred *d = xcalloc(1, sizeof(*d));
+
+	d->c = c;
+	d->kind = kind;
+	d->err = err;
+	d->n = n;
+	d->msg = msg ? xstrdup(msg) : NULL;
+	if (event_base_once(c->r->base, -1, EV_TIMEOUT, deferred_cb, d, NULL) < 0) {
+		free(d->msg);
+		free(d);
+	}
+}
+
+/* ---- the operation loop ------------------------------------------------- */
+
+static void op_read(struct c10d *c);
+static void op_step(struct c10d *c);
+static void turn_release(struct c10d *c);
+static void watch_update(struct c10d *c);
+static void next_fail(struct c10d *c, int err, const char *msg);
+static void store_gone(struct c10d *c, int err);
+
+static void
+op_end(struct c10d *c, int err, enum rdzv_action a)
+{
+	op_done_fn done = c->op_done;
+
+	c->op_active = false;
+	c->in_sync = false;
+	evtimer_del(c->sync_timer);
+	if (done) {
+		done(c, err, a);
+	}
+}
+
+static void
+op_start(struct c10d *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
+{
+	c->op_active = true;
+	c->op = op;
+	c->op_deadline = deadline;
+	c->op_done = done;
+	c->in_sync = false;
+	op_read(c);
+}
+
+static struct rdzv_ctx
+make_ctx(const struct c10d *c)
+{
+	struct rdzv_ctx ctx = {
+		.settings = &c->settings,
+		.node = &c->me,
+		.now_wall = (int64_t)wall_usec(),
+		.now_mono = now_usec(),
+		.op_deadline = c->op_deadline,
+	};
+
+	return ctx;
+}
+
+/* What a waiting node says about the round it waits for. */
+static void
+report_progress(struct c10d *c)
+{
+	const struct rdzv_state *st = &c->st;
+	char names[512];
+	size_t off = 0;
+	bool waiting = rdzv_state_find_wait(st, &c->me) >= 0;
+
+	if (!c->next_active ||
+	    (st->n_participants == c->last_count && waiting == c->last_waiting)) {
+		return;
+	}
+	c->last_count = st->n_participants;
+	c->last_waiting = waiting;
+	names[0] = '\0';
+	for (size_t i = 0; i < st->n_participants && off < sizeof(names) - 64; i++) {
+		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
+					st->participants[i].node.name);
+	}
+	if (off >= sizeof(names) - 64 && st->n_participants > 0) {
+		snprintf(names + off, sizeof(names) - off, ", ...");
+	}
+	if (st->complete && rdzv_state_find_participant(st, &c->me) >= 0) {
+		return;
+	}
+	if (st->complete) {
+		emit(c,
+		     "rendezvous '%s' round %" PRId64 " is running with %zu nodes; %s for the next "
+		     "round",
+		     c->r->cfg->rdzv_id, st->round, st->n_participants,
+		     waiting ? "waiting in the wait list" : "waiting");
+		return;
+	}
+	if (st->n_participants < (size_t)c->settings.min_nodes) {
+		emit(c,
+		     "rendezvous '%s' round %" PRId64
+		     ": %zu of %d nodes joined (%s); awaiting %zu more",
+		     c->r->cfg->rdzv_id, st->round, st->n_participants, c->settings.min_nodes,
+		     names, (size_t)c->settings.min_nodes - st->n_participants);
+	} else {
+		double left = st->deadline >= 0
+				      ? (double)(st->deadline - (int64_t)wall_usec()) / 1e6
+				      : 0.0;
+
+		emit(c,
+		     "rendezvous '%s' round %" PRId64
+		     ": %zu nodes joined (%s), min %d max %d; last "
+		     "call ends in %.1f s",
+		     c->r->cfg->rdzv_id, st->round, st->n_participants, names,
+		     c->settings.min_nodes, c->settings.max_nodes, left > 0 ? left : 0.0);
+	}
+}
+
+/* While a round runs: tell the agent once when it must re-form or stop. */
+static void
+observe(struct c10d *c)
+{
+	const struct rdzv_state *st = &c->st;
+	long me;
+	char *msg = NULL;
+
+	if (c->barrier && st->closed) {
+		/* The job ended elsewhere: nobody else will join the barrier. */
+		c->barrier = false;
+		defer(c, 1, 0, 0, NULL);
+		return;
+	}
+	if (!c->running || c->told) {
+		return;
+	}
+	me = rdzv_state_find_participant(st, &c->me);
+	if (st->closed) {
+		c->told = true;
+		defer(c, 2, -ECONNABORTED, 0,
+		      "the rendezvous was closed by another node (its workers failed or the job "
+		      "ended)");
+		return;
+	}
+	if (st->round != c->round || !st->complete || me < 0) {
+		msg = xasprintf("this node is no longer in round %" PRId64 " of the rendezvous",
+				c->round);
+		c->told = true;
+		defer(c, 3, 0, 0, msg);
+	} else if (st->n_participants < (size_t)c->world) {
+		msg = xasprintf("%zu of the %d nodes of round %" PRId64 " left",
+				(size_t)c->world - st->n_participants, c->world, c->round);
+		c->told = true;
+		defer(c, 3, 0, 0, msg);
+	} else if (st->n_wait_list > 0) {
+		msg = xasprintf("Detected %zu new nodes from group_rank=%d", st->n_wait_list,
+				c->rank);
+		c->told = true;
+		defer(c, 3, 0, (int)st->n_wait_list, msg);
+	}
+	free(msg);
+}
+
+/* Take the value the store returned as the new local copy. */
+static void
+adopt(struct c10d *c, const uint8_t *value, size_t len)
+{
+	struct rdzv_state st;
+	bool notable = false;
+	size_t dropped;
+
+	if (len == 0 || (len == strlen(C10D_SENTINEL) && memcmp(value, C10D_SENTINEL, len) == 0)) {
+		rdzv_state_init(&st);
+	} else if (rdzv_state_decode((const char *)value, len, &st) < 0) {
+		if (c->op_active) {
+			op_end(c, -EBADMSG, RDZV_ACTION_ERROR_CLOSED);
+		}
+		return;
+	}
+	rdzv_state_release(&c->st);
+	c->st = st;
+	free(c->token);
+	c->token = xmalloc(len + 1);
+	memcpy(c->token, value, len);
+	c->token_len = len;
+	c->dirty = false;
+	dropped = rdzv_sanitize(&c->st, &c->settings, (int64_t)wall_usec(), &notable);
+	c->notable = notable;
+	if (dropped > 0) {
+		record_step(c, "_sanitize",
+			    "%zu node(s) have been removed from the rendezvous '%s' since they had "
+			    "no heartbeat",
+			    dropped, c->r->cfg->rdzv_id);
+	}
+	observe(c);
+	report_progress(c);
+	watch_update(c);
+}
+
+static void
+got_state_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+
+	c->io_pending = false;
+	if (err < 0) {
+		store_gone(c, err);
+		return;
+	}
+	adopt(c, rep->value.data, rep->value.len);
+	if (c->op_active) {
+		op_step(c);
+	}
+}
+
+static void
+set_done_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+}
+
+static void
+cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	bool has_set;
+	uint64_t gen = c->pending_gen;
+
+	c->io_pending = false;
+	if (err < 0) {
+		store_gone(c, err);
+		return;
+	}
+	/* compare_set answers with what the key holds now: ours if we won. */
+	has_set = rep->value.len == c->pending_len &&
+		  memcmp(rep->value.data, c->pending, c->pending_len) == 0;
+	free(c->pending);
+	c->pending = NULL;
+	if (has_set && gen > 0) {
+		char *k = gen_key(c, gen);
+
+		/* Wake the nodes waiting for this change. */
+		tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
+		free(k);
+		if (gen > GEN_KEEP) {
+			k = gen_key(c, gen - GEN_KEEP);
+			tcpstore_client_delete(c->cmd, k, set_done_cb, c);
+			free(k);
+		}
+	}
+	record_step(
+		c, "sync",
+		has_set ? "%s has successfully synced its local changes with other nodes in "
+			  "the rendezvous '%s'."
+			: "%s has a stale state and failed to sync its local changes with other "
+			  "nodes in the rendezvous '%s'.",
+		c->me.name, c->r->cfg->rdzv_id);
+	adopt(c, rep->value.data, rep->value.len);
+	if (c->op_active) {
+		op_step(c);
+	}
+}
+
+static void
+op_read(struct c10d *c)
+{
+	if (c->dead) {
+		op_end(c, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
+		return;
+	}
+	c->io_pending = true;
+	if (tcpstore_client_get(c->cmd, c->key, got_state_cb, c) < 0) {
+		c->io_pending = false;
+		store_gone(c, -ECONNRESET);
+	}
+}
+
+static void
+op_write(struct c10d *c)
+{
+	c->pending_gen = 0;
+	if (c->notable) {
+		c->st.gen++;
+		c->pending_gen = c->st.gen;
+	}
+	free(c->pending);
+	c->pending = rdzv_state_encode(&c->st, &c->pending_len);
+	c->io_pending = true;
+	if (tcpstore_client_compare_set(c->cmd, c->key, c->token, c->token_len, c->pending,
+					c->pending_len, cas_cb, c) < 0) {
+		c->io_pending = false;
+		store_gone(c, -ECONNRESET);
+	}
+}
+
+static void
+record_action(struct c10d *c, enum rdzv_action a)
+{
+	const char *id = c->r->cfg->rdzv_id;
+
+	switch (a) {
+	case RDZV_ACTION_KEEP_ALIVE:
+		record_step(c, "_keep_alive",
+			    "%s updated its keep-alive heartbeat time for the rendezvous '%s'. "
+			    "Pending sync.",
+			    c->me.name, id);
+		break;
+	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
+		record_step(c, "_add_to_participants",
+			    "%s added itself to the participants of round %" PRId64
+			    " of the rendezvous '%s'. Pending sync.",
+			    c->me.name, c->st.round, id);
+		break;
+	case RDZV_ACTION_ADD_TO_WAIT_LIST:
+		record_step(c, "_add_to_wait_list",
+			    "%s added itself to the wait list of round %" PRId64
+			    " of the rendezvous '%s'. Pending sync.",
+			    c->me.name, c->st.round + 1, id);
+		break;
+	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
+		record_step(c, "_add_to_redundancy_list",
+			    "%s added itself to the redundancy list of round %" PRId64
+			    " of the rendezvous '%s'. Pending sync.",
+			    c->me.name, c->st.round + 1, id);
+		break;
+	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
+		record_step(c, "_remove_from_participants",
+			    "%s removed itself from the participants of round %" PRId64
+			    " of the rendezvous '%s'. Pending sync.",
+			    c->me.name, c->st.round, id);
+		break;
+	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
+		record_step(c, "_remove_from_wait_list",
+			    "%s removed itself from the wait list of round %" PRId64
+			    " of the rendezvous '%s'. Pending sync.",
+			    c->me.name, c->st.round + 1, id);
+		break;
+	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
+		record_step(c, "_remove_from_redundancy_list",
+			    "%s removed itself from the redundant list of round %" PRId64
+			    " of the rendezvous '%s'. Pending sync.",
+			    c->me.name, c->st.round + 1, id);
+		break;
+	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
+		c10d_set_state(c, NODE_STATE_SUCCEEDED, "_mark_rendezvous_complete",
+			       "this node marked the round of the rendezvous as complete. Pending "
+			       "sync.");
+		break;
+	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+		c10d_set_state(c, NODE_STATE_SUCCEEDED, "_mark_rendezvous_closed",
+			       "this node marked the rendezvous as closed. Pending sync.");
+		break;
+	case RDZV_ACTION_SYNC:
+	case RDZV_ACTION_ERROR_CLOSED:
+	case RDZV_ACTION_ERROR_TIMEOUT:
+	case RDZV_ACTION_GRACEFUL_EXIT:
+	case RDZV_ACTION_FINISH:
+		break;
+	}
+}
+
+static void
+sync_wake(struct c10d *c)
+{
+	if (c->op_active && c->in_sync && !c->io_pending) {
+		c->in_sync = false;
+		evtimer_del(c->sync_timer);
+		op_read(c);
+	}
+}
+
+static void
+sync_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	sync_wake(arg);
+}
+
+static void
+op_step(struct c10d *c)
+{
+	struct rdzv_ctx ctx = make_ctx(c);
+	enum rdzv_action a = rdzv_decide(c->op, &c->st, &ctx);
+
+	if (rdzv_action_is_mutation(a)) {
+		if (rdzv_apply(&c->st, a, &ctx)) {
+			c->notable = true;
+		}
+		if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST) {
+			/* A spare that may now join gets a fresh join timeout. */
+			c->op_deadline = now_usec() + c->join_timeout;
+			c->next_deadline = c->op_deadline;
+		}
+		record_action(c, a);
+		c->dirty = true;
+		op_write(c);
+		return;
+	}
+	if (a == RDZV_ACTION_SYNC) {
+		if (c->op == RDZV_OP_JOIN) {
+			/* Our join is written: the next node may go. */
+			turn_release(c);
+		}
+		int64_t wake = rdzv_next_wake_usec(c->op, &c->st, &ctx);
+		struct timeval tv = {(time_t)(wake / 1000000), (suseconds_t)(wake % 1000000)};
+
+		c->in_sync = true;
+		evtimer_add(c->sync_timer, &tv);
+		return;
+	}
+	op_end(c, 0, a);
+}
+
+/* ---- the gen watch ------------------------------------------------------ */
+
+static void
+observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+
+	c->io_pending = false;
+	if (err < 0) {
+		store_gone(c, err);
+		return;
+	}
+	if (c->op_active) {
+		/* An operation started meanwhile: it reads for itself. */
+		return;
+	}
+	adopt(c, rep->value.data, rep->value.len);
+}
+
+/* Outside operations (a round runs, the barrier, the exchange): read the
+ * state to see what changed. */
+static void
+observe_read(struct c10d *c)
+{
+	if (c->op_active || c->io_pending || c->dead || !c->up) {
+		return;
+	}
+	c->io_pending = true;
+	if (tcpstore_client_get(c->cmd, c->key, observe_read_cb, c) < 0) {
+		c->io_pending = false;
+	}
+}
+
+static void
+watch_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+
+	if (err == -ECANCELED) {
+		return;
+	}
+	c->watching = false;
+	if (err < 0) {
+		return; /* the closed callback reports a lost connection */
+	}
+	if (c->op_active) {
+		sync_wake(c);
+	} else if (c->running || c->barrier || c->next_active) {
+		observe_read(c);
+	}
+}
+
+static void
+watch_update(struct c10d *c)
+{
+	uint64_t want = c->st.gen + 1;
+	const char *keys[1];
+	char *k;
+
+	if (!c->up || c->dead || c->finishing) {
+		return;
+	}
+	if (c->watching && c->watch_gen == want) {
+		return;
+	}
+	if (c->watching) {
+		(void)tcpstore_client_cancel_wait(c->watch);
+	}
+	k = gen_key(c, want);
+	keys[0] = k;
+	if (tcpstore_client_keys(c->watch, TCPSTORE_CMD_WAIT, keys, 1, 0, watch_cb, c) == 0) {
+		c->watching = true;
+		c->watch_gen = want;
+	}
+	free(k);
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static void start_next(struct c10d *c);
+
+static void
+store_gone(struct c10d *c, int err)
+{
+	char *msg;
+
+	if (c->dead) {
+		return;
+	}
+	c->dead = true;
+	c->up = false;
+	msg = xasprintf("the rendezvous store at %s:%d is gone (%s)", c->host, c->connect_port,
+			strerror(-err));
+	c->dead_msg = xstrdup(msg);
+	evtimer_del(c->ka_timer);
+	if (c->op_active) {
+		/* Ends the operation; its completion reports the error below. */
+		op_end(c, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
+	} else if (c->next_active) {
+		next_fail(c, -ECONNRESET, msg);
+	} else if (c->barrier) {
+		c->barrier = false;
+		defer(c, 1, -ECONNRESET, 0, msg);
+	} else if (c->running && !c->told) {
+		c->told = true;
+		defer(c, 2, -ECONNRESET, 0, msg);
+	}
+	free(msg);
+}
+
+static void
+client_closed_cb(struct tcpstore_client *cl, int err, void *arg)
+{
+	store_gone(arg, err);
+}
+
+static void
+client_connected_cb(struct tcpstore_client *cl, int err, void *arg)
+{
+	struct c10d *c = arg;
+
+	if (c->dead) {
+		return;
+	}
+	if (err < 0) {
+		char *msg = xasprintf("cannot reach the rendezvous store at %s:%d within the join "
+				      "timeout: %s",
+				      c->host, c->connect_port, strerror(-err));
+
+		c->dead = true;
+		c->dead_msg = xstrdup(msg);
+		if (c->next_active) {
+			next_fail(c, err, msg);
+		}
+		free(msg);
+		return;
+	}
+	if (++c->n_up == 3) {
+		c->up = true;
+		if (c->next_pending) {
+			c->next_pending = false;
+			start_next(c);
+		}
+	}
+}
+
+static struct tcpstore_client *
+new_client(struct c10d *c)
+{
+	struct tcpstore_client_callbacks cb = {
+		.connected = client_connected_cb,
+		.closed = client_closed_cb,
+		.arg = c,
+	};
+
+	return tcpstore_client_new(c->r->base, c->connect_host, c->connect_port,
+				   TCPSTORE_DIALECT_V2, &cb);
+}
+
+/* ---- next_rendezvous ---------------------------------------------------- */
+
+static void
+next_fail(struct c10d *c, int err, const char *msg)
+{
+	turn_release(c);
+	c->next_active = false;
+	c10d_set_state(c, NODE_STATE_FAILED, "next_rendezvous", msg);
+	defer(c, 0, err, 0, msg);
+}
+
+static void keep_alive_arm(struct c10d *c);
+
+static void
+round_ready(struct c10d *c)
+{
+	struct rdzv_result *res = &c->result;
+	char *msg;
+
+	c->next_active = false;
+	c->running = true;
+	c->told = false;
+	msg = xasprintf("%s has joined round %" PRId64 " of the rendezvous '%s' as rank %d in a "
+			"world of size %d.",
+			c->me.name, c->round, c->r->cfg->rdzv_id, c->rank, c->world);
+	c10d_set_state(c, NODE_STATE_SUCCEEDED, "next_rendezvous", msg);
+	free(msg);
+	keep_alive_arm(c);
+	c->r->cb.done(0, res, NULL, c->r->cb.arg);
+	/* Anything that changed during the exchange is looked at now. */
+	observe(c);
+	observe_read(c);
+}
+
+static void
+exchange_fail(struct c10d *c, int err, const char *what)
+{
+	char *msg;
+
+	if (c->dead) {
+		msg = xstrdup(c->dead_msg);
+	} else if (err == -ETIMEDOUT) {
+		msg = xasprintf("round %" PRId64 " of the rendezvous: timed out waiting for %s",
+				c->round, what);
+	} else {
+		msg = xasprintf("round %" PRId64 " of the rendezvous: bad %s from the store",
+				c->round, what);
+	}
+	next_fail(c, err < 0 ? err : -EBADMSG, msg);
+	free(msg);
+}
+
+/* Parse elasticd/round: {"nodes": [[role, lws], ...], "use_agent_store": b}. */
+static int
+parse_round(struct c10d *c, const struct tcpstore_bytes *v)
+{
+	json_t *root = json_loadb((const char *)v->data, v->len, 0, NULL), *nodes, *n;
+	size_t i;
+
+	if (!root || !(nodes = json_object_get(root, "nodes")) || !json_is_array(nodes) ||
+	    json_array_size(nodes) != (size_t)c->world) {
+		json_decref(root);
+		return -EBADMSG;
+	}
+	c->result.nodes = xcalloc((size_t)c->world, sizeof(*c->result.nodes));
+	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
+	json_array_foreach(nodes, i, n)
+	{
+		json_t *role = json_array_get(n, 0), *lws = json_array_get(n, 1);
+
+		if (!json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
+		    json_integer_value(lws) > 1 << 20) {
+			json_decref(root);
+			return -EBADMSG;
+		}
+		c->roles[i] = xstrdup(json_string_value(role));
+		c->result.nodes[i].role = c->roles[i];
+		c->result.nodes[i].local_world_size = (int)json_integer_value(lws);
+	}
+	c->result.use_agent_store = json_is_true(json_object_get(root, "use_agent_store"));
+	json_decref(root);
+	return 0;
+}
+
+static void
+member_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	long long port;
+	char *s;
+
+	if (err < 0) {
+		exchange_fail(c, err, "group rank 0's rank assignment");
+		return;
+	}
+	if (rep->n != 3 || parse_round(c, &rep->values[0]) < 0 || rep->values[1].len == 0 ||
+	    rep->values[1].len > 1024) {
+		exchange_fail(c, -EBADMSG, "rank assignment");
+		return;
+	}
+	s = xstrndup((const char *)rep->values[2].data, rep->values[2].len);
+	if (parse_int(s, 1, 65535, &port) < 0) {
+		free(s);
+		exchange_fail(c, -EBADMSG, "MASTER_PORT");
+		return;
+	}
+	free(s);
+	c->result.master_addr = xstrndup((const char *)rep->values[1].data, rep->values[1].len);
+	c->result.master_port = (int)port;
+	round_ready(c);
+}
+
+static void
+member_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+
+	if (err < 0) {
+		exchange_fail(c, err, "group rank 0's rank assignment");
+		return;
+	}
+	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_MULTI_GET,
+				   (const char *const *)c->exchange_keys, 3, 0, member_cb, c);
+}
+
+/* A port nobody listens on now (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: worker
+ * RANK 0 binds it, as torch 1.13). */
+static int
+free_port(void)
+{
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -EADDRNOTAVAIL;
+
+	if (fd < 0) {
+		struct sockaddr_in s4 = {.sin_family = AF_INET};
+
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		len = sizeof(s4);
+		if (fd >= 0 && bind(fd, (struct sockaddr *)&s4, len) == 0 &&
+		    getsockname(fd, (struct sockaddr *)&s4, &len) == 0) {
+			port = ntohs(s4.sin_port);
+		}
+	} else if (bind(fd, (struct sockaddr *)&sa, len) == 0 &&
+		   getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+		port = ntohs(sa.sin6_port);
+	}
+	if (fd >= 0) {
+		close(fd);
+	}
+	return port;
+}
+
+static void
+leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	const struct config *cfg = c->r->cfg;
+	const char *share = getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
+	bool agent_store = !(share && strcmp(share, "1") == 0);
+	json_t *round, *nodes;
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET};
+	char **keys, **vals, addr[64], port[16], *round_json;
+	size_t n = (size_t)c->world + 4;
+
+	if (err < 0) {
+		exchange_fail(c, err, "the other nodes' role_info");
+		return;
+	}
+	/* Every node's role and size, in group rank order. */
+	c->result.nodes = xcalloc((size_t)c->world, sizeof(*c->result.nodes));
+	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
+	for (int i = 0; i < c->world; i++) {
+		json_t *o =
+			json_loadb((const char *)rep->values[i].data, rep->values[i].len, 0, NULL);
+		json_t *role = json_object_get(o, "role"),
+		       *lws = json_object_get(o, "local_world_size");
+
+		if (!json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
+		    json_integer_value(lws) > 1 << 20) {
+			json_decref(o);
+			exchange_fail(c, -EBADMSG, "role_info");
+			return;
+		}
+		c->roles[i] = xstrdup(json_string_value(role));
+		c->result.nodes[i].role = c->roles[i];
+		c->result.nodes[i].local_world_size = (int)json_integer_value(lws);
+		json_decref(o);
+	}
+	/* MASTER_ADDR:MASTER_PORT: our own store for the workers (torch 2.x's
+	 * shared store), or a free port for worker RANK 0 to bind. */
+	if (agent_store) {
+		char *e = NULL;
+		int ret = 0;
+
+		/* A fresh store per round: the previous round's workers are gone,
+		 * and one round's workers may disagree on their restart count. */
+		tcpstore_server_free(c->worker_server);
+		c->worker_server =
+			tcpstore_server_new(c->r->base, cfg->local_addr, 0, NULL, &ret, &e);
+		if (!c->worker_server) {
+			free(e);
+			exchange_fail(c, ret, "a port for the workers' store");
+			return;
+		}
+		tcpstore_server_set_merge_attempts(c->worker_server, true);
+	}
+	snprintf(port, sizeof(port), "%d",
+		 agent_store ? tcpstore_server_port(c->worker_server) : free_port());
+	if (cfg->local_addr && *cfg->local_addr) {
+		snprintf(addr, sizeof(addr), "%s", cfg->local_addr);
+	} else if (cfg->standalone) {
+		snprintf(addr, sizeof(addr), "localhost");
+	} else if (tcpstore_client_local_addr(c->cmd, addr, sizeof(addr)) < 0) {
+		/* The address the other nodes reach our store through. */
+		snprintf(addr, sizeof(addr), "%s", host_fqdn());
+	}
+	round = json_object();
+	nodes = json_array();
+	for (int i = 0; i < c->world; i++) {
+		json_array_append_new(
+			nodes, json_pack("[si]", c->roles[i], c->result.nodes[i].local_world_size));
+	}
+	json_object_set_new(round, "nodes", nodes);
+	json_object_set_new(round, "use_agent_store", json_boolean(agent_store));
+	round_json = json_dumps(round, JSON_COMPACT);
+	json_decref(round);
+
+	keys = xcalloc(n, sizeof(*keys));
+	vals = xcalloc(n, sizeof(*vals));
+	for (int i = 0; i < c->world; i++) {
+		struct ranks_info ri;
+		char what[64];
+
+		ranks_assign(c->result.nodes, (size_t)c->world, (size_t)i, &ri);
+		snprintf(what, sizeof(what), "torchelastic/assigned_ranks/%d", i);
+		keys[i] = round_key(c, what);
+		vals[i] = xasprintf("[%d, %d, %d, %d]", ri.base_global_rank, ri.global_world_size,
+				    ri.base_role_rank, ri.role_world_size);
+	}
+	keys[c->world] = round_key(c, "MASTER_ADDR");
+	vals[c->world] = xstrdup(addr);
+	keys[c->world + 1] = round_key(c, "MASTER_PORT");
+	vals[c->world + 1] = xstrdup(port);
+	keys[c->world + 2] = round_key(c, "elasticd/round");
+	vals[c->world + 2] = round_json;
+	n = (size_t)c->world + 3;
+	req.n = n;
+	req.keys = xcalloc(n, sizeof(*req.keys));
+	req.values = xcalloc(n, sizeof(*req.values));
+	for (size_t i = 0; i < n; i++) {
+		req.keys[i] = (struct tcpstore_bytes){(const uint8_t *)keys[i], strlen(keys[i])};
+		req.values[i] = (struct tcpstore_bytes){(const uint8_t *)vals[i], strlen(vals[i])};
+	}
+	(void)tcpstore_client_request(c->aux, &req, 0, NULL, NULL);
+	free(req.keys);
+	free(req.values);
+	strv_free(keys);
+	strv_free(vals);
+	c->result.master_addr = xstrdup(addr);
+	c->result.master_port = atoi(port);
+	c->result.use_agent_store = agent_store;
+	round_ready(c);
+}
+
+static void
+leader_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+
+	if (err < 0) {
+		exchange_fail(c, err, "the other nodes' role_info");
+		return;
+	}
+	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_MULTI_GET,
+				   (const char *const *)c->exchange_keys, (size_t)c->world, 0,
+				   leader_cb, c);
+}
+
+/* The round is complete: exchange roles and sizes (torch 2.x
+ * _assign_worker_ranks) and learn MASTER_ADDR / MASTER_PORT. */
+static void
+exchange_start(struct c10d *c)
+{
+	long me = rdzv_state_find_participant(&c->st, &c->me);
+	uint64_t now = now_usec();
+	uint64_t left = c->next_deadline > now ? c->next_deadline - now : 1;
+	char what[64], *k, *info;
+	json_t *o;
+
+	rdzv_result_release(&c->result);
+	strv_free(c->roles);
+	c->roles = NULL;
+	strv_free(c->exchange_keys);
+	c->exchange_keys = NULL;
+	c->round = c->st.round;
+	c->rank = c->st.participants[me].rank;
+	c->world = (int)c->st.n_participants;
+	free(c->prefix);
+	c->prefix = xasprintf("/torch.rendezvous.%s.%" PRId64 "/", c->r->cfg->rdzv_id, c->round);
+	c->result.round = (int)c->round;
+	c->result.group_rank = c->rank;
+	c->result.group_world_size = c->world;
+
+	o = json_pack("{sssisi}", "role", c->r->cfg->role, "rank", c->rank, "local_world_size",
+		      c->r->local_world_size);
+	info = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	snprintf(what, sizeof(what), "torchelastic/role_info/%d", c->rank);
+	k = round_key(c, what);
+	tcpstore_client_set(c->aux, k, info, strlen(info), NULL, NULL);
+	free(k);
+	free(info);
+	if (c->rank == 0) {
+		for (int i = 0; i < c->world; i++) {
+			snprintf(what, sizeof(what), "torchelastic/role_info/%d", i);
+			strv_consume(&c->exchange_keys, round_key(c, what));
+		}
+		(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT,
+					   (const char *const *)c->exchange_keys, (size_t)c->world,
+					   left, leader_wait_cb, c);
+	} else {
+		strv_consume(&c->exchange_keys, round_key(c, "elasticd/round"));
+		strv_consume(&c->exchange_keys, round_key(c, "MASTER_ADDR"));
+		strv_consume(&c->exchange_keys, round_key(c, "MASTER_PORT"));
+		(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT,
+					   (const char *const *)c->exchange_keys, 3, left,
+					   member_wait_cb, c);
+	}
+}
+
+static void
+join_done(struct c10d *c, int err, enum rdzv_action a)
+{
+	const char *id = c->r->cfg->rdzv_id;
+	char *msg = NULL;
+
+	if (err < 0) {
+		msg = c->dead ? xstrdup(c->dead_msg)
+			      : xasprintf("the rendezvous state in the store is corrupt (%s)",
+					  strerror(-err));
+		next_fail(c, err, msg);
+		free(msg);
+		return;
+	}
+	turn_release(c);
+	switch (a) {
+	case RDZV_ACTION_FINISH:
+		exchange_start(c);
+		return;
+	case RDZV_ACTION_ERROR_CLOSED:
+		msg = xasprintf("the rendezvous '%s' is closed", id);
+		next_fail(c, -ECONNABORTED, msg);
+		break;
+	case RDZV_ACTION_ERROR_TIMEOUT:
+		msg = xasprintf("the rendezvous '%s' did not complete within the join timeout of "
+				"%g s: %zu of at least %d nodes joined round %" PRId64,
+				id, (double)c->join_timeout / 1e6, c->st.n_participants,
+				c->settings.min_nodes, c->st.round);
+		next_fail(c, -ETIMEDOUT, msg);
+		break;
+	case RDZV_ACTION_GRACEFUL_EXIT:
+		msg = xasprintf("the rendezvous '%s' closed while this node waited as a spare; "
+				"terminating pending rendezvous",
+				id);
+		next_fail(c, RDZV_GRACEFUL_EXIT, msg);
+		break;
+	case RDZV_ACTION_KEEP_ALIVE:
+	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
+	case RDZV_ACTION_ADD_TO_WAIT_LIST:
+	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
+	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
+	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
+	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
+	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
+	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+	case RDZV_ACTION_SYNC:
+		msg = xasprintf("unexpected rendezvous action %s", rdzv_action_name(a));
+		next_fail(c, -EPROTO, msg);
+		break;
+	}
+	free(msg);
+}
+
+static void
+exit_done(struct c10d *c, int err, enum rdzv_action a)
+{
+	if (err < 0 || a != RDZV_ACTION_FINISH) {
+		join_done(c, err, a == RDZV_ACTION_FINISH ? RDZV_ACTION_ERROR_TIMEOUT : a);
+		return;
+	}
+	op_start(c, RDZV_OP_JOIN, c->next_deadline, join_done);
+}
+
+static void
+turn_release(struct c10d *c)
+{
+	char *k;
+
+	if (!c->turn_held || c->dead) {
+		c->turn_held = false;
+		return;
+	}
+	c->turn_held = false;
+	k = xasprintf("%s/served", c->key);
+	tcpstore_client_add(c->cmd, k, 1, NULL, NULL);
+	free(k);
+	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket + 1);
+	tcpstore_client_set(c->cmd, k, "", 0, NULL, NULL);
+	free(k);
+	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket);
+	tcpstore_client_delete(c->cmd, k, NULL, NULL);
+	free(k);
+}
+
+static void
+turn_go(struct c10d *c)
+{
+	if (!c->next_active) {
+		return;
+	}
+	c->turn_held = true;
+	op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+}
+
+static void
+turn_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+
+	if (err < 0 && err != -ETIMEDOUT) {
+		store_gone(c, err);
+		return;
+	}
+	turn_go(c);
+}
+
+static void
+served_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	int64_t ahead;
+	char *k;
+	const char *keys[1];
+
+	if (err < 0) {
+		store_gone(c, err);
+		return;
+	}
+	ahead = c->ticket - 1 - rep->i64;
+	if (ahead <= 0) {
+		turn_go(c);
+		return;
+	}
+	/* Wait for the node before us, a little longer the further back we are. */
+	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket);
+	keys[0] = k;
+	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, keys, 1,
+				   USEC_PER_SEC + (uint64_t)ahead * 10 * USEC_PER_MSEC, turn_wait_cb,
+				   c);
+	free(k);
+}
+
+static void
+ticket_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	char *k;
+
+	if (err < 0) {
+		store_gone(c, err);
+		return;
+	}
+	c->ticket = rep->i64;
+	k = xasprintf("%s/served", c->key);
+	tcpstore_client_add(c->cmd, k, 0, served_cb, c);
+	free(k);
+}
+
+static void
+start_next(struct c10d *c)
+{
+	char *k = xasprintf("%s/ticket", c->key);
+
+	tcpstore_client_add(c->cmd, k, 1, ticket_cb, c);
+	free(k);
+}
+
+static int
+c10d_next(struct rdzv *r)
+{
+	struct c10d *c = backend(r);
+	char *msg;
+
+	c->running = false;
+	c->told = false;
+	c->barrier = false;
+	evtimer_del(c->ka_timer);
+	c->next_active = true;
+	c->next_deadline = now_usec() + c->join_timeout;
+	c->last_count = (size_t)-1;
+	msg = xasprintf("%s attempts to join the next round of the rendezvous '%s'.", c->me.name,
+			r->cfg->rdzv_id);
+	c10d_set_state(c, NODE_STATE_RUNNING, "next_rendezvous", msg);
+	free(msg);
+	if (c->dead) {
+		next_fail(c, -ECONNRESET, c->dead_msg);
+		return 0;
+	}
+	if (c->op_active) {
+		/* A keep-alive under way: take over its loop with the exit op. */
+		c->op = RDZV_OP_EXIT;
+		c->op_deadline = c->next_deadline;
+		c->op_done = exit_done;
+		if (!c->io_pending) {
+			c->in_sync = false;
+			evtimer_del(c->sync_timer);
+			op_read(c);
+		}
+		return 0;
+	}
+	if (!c->up) {
+		c->next_pending = true;
+		return 0;
+	}
+	start_next(c);
+	return 0;
+}
+
+/* ---- keep-alive while a round runs -------------------------------------- */
+
+static void
+ka_done(struct c10d *c, int err, enum rdzv_action a)
+{
+	if (!c->dead && !c->finishing) {
+		keep_alive_arm(c);
+	}
+	if (err < 0 || a == RDZV_ACTION_ERROR_TIMEOUT) {
+		c10d_set_state(c, NODE_STATE_FAILED, "_keep_alive",
+			       "this node has failed to send a keep-alive heartbeat");
+		return;
+	}
+	if (a == RDZV_ACTION_KEEP_ALIVE || a == RDZV_ACTION_FINISH) {
+		record_step(c, "_keep_alive",
+			    "%s has sent a keep-alive heartbeat to the rendezvous "
+			    "'%s'.",
+			    c->me.name, c->r->cfg->rdzv_id);
+	}
+}
+
+static void
+ka_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct c10d *c = arg;
+
+	if (c->dead || c->finishing) {
+		return;
+	}
+	if (!c->op_active && !c->io_pending) {
+		op_start(c, RDZV_OP_KEEP_ALIVE, now_usec() + c->heartbeat_timeout, ka_done);
+	} else {
+		/* Busy: an operation writes our heartbeat when due anyway. */
+		keep_alive_arm(c);
+	}
+}
+
+/* Fire just after our heartbeat falls due (a timer of exactly the interval
+ * would find it not quite due half the time and skip a beat). */
+static void
+keep_alive_arm(struct c10d *c)
+{
+	long i = rdzv_state_find_heartbeat(&c->st, &c->me);
+	int64_t delay = c->settings.keep_alive_interval_usec;
+	struct timeval tv;
+
+	if (i >= 0) {
+		delay = c->st.heartbeats[i].usec + c->settings.keep_alive_interval_usec -
+			(int64_t)wall_usec() + 2000;
+	}
+	if (delay < 1000) {
+		delay = 1000;
+	}
+	if (delay > c->settings.keep_alive_interval_usec) {
+		delay = c->settings.keep_alive_interval_usec;
+	}
+	tv.tv_sec = (time_t)(delay / 1000000);
+	tv.tv_usec = (suseconds_t)(delay % 1000000);
+	evtimer_del(c->ka_timer);
+	evtimer_add(c->ka_timer, &tv);
+}
+
+/* ---- exit barrier and finish -------------------------------------------- */
+
+static void
+barrier_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	char *msg;
+
+	if (!c->barrier) {
+		return;
+	}
+	c->barrier = false;
+	if (err == 0) {
+		defer(c, 1, 0, 0, NULL);
+		return;
+	}
+	msg = err == -ETIMEDOUT
+		      ? xasprintf(
+				"the exit barrier timed out after %.0f s: not every node of round "
+				"%" PRId64 " finished",
+				(double)c->barrier_timeout / 1e6, c->round)
+		      : xstrdup(c->dead_msg ? c->dead_msg : strerror(-err));
+	defer(c, 1, err, 0, msg);
+	free(msg);
+}
+
+static void
+barrier_add_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	char *k = round_key(c, "torchelastic/agent/terminal_state/last_member");
+	const char *keys[1] = {k};
+
+	if (err < 0) {
+		barrier_wait_cb(err, NULL, c);
+		free(k);
+		return;
+	}
+	if (rep->i64 == c->world) {
+		tcpstore_client_set(c->aux, k, "1", 1, NULL, NULL);
+	}
+	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, keys, 1, c->barrier_timeout,
+				   barrier_wait_cb, c);
+	free(k);
+}
+
+static int
+c10d_exit_barrier(struct rdzv *r)
+{
+	struct c10d *c = backend(r);
+	char *k;
+
+	c->running = false;
+	if (!c->prefix || c->dead) {
+		defer(c, 1, c->dead ? -ECONNRESET : 0, 0, c->dead ? c->dead_msg : NULL);
+		return 0;
+	}
+	c->barrier = true;
+	k = round_key(c, "torchelastic/agent/terminal_state/num_members");
+	tcpstore_client_add(c->aux, k, 1, barrier_add_cb, c);
+	free(k);
+	return 0;
+}
+
+static void
+linger_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct c10d *c = arg;
+	struct timeval tv = {0, 5000};
+
+	if (c->server && now_usec() < c->linger_deadline &&
+	    (tcpstore_server_connections(c->server) > 0 ||
+	     tcpstore_server_pending_output(c->server) > 0)) {
+		evtimer_add(c->linger_timer, &tv);
+		return;
+	}
+	defer(c, 1, 0, 0, NULL);
+}
+
+/* Let the other nodes finish with our store before we go. */
+static void
+linger_start(struct c10d *c)
+{
+	tcpstore_client_free(c->cmd);
+	tcpstore_client_free(c->watch);
+	tcpstore_client_free(c->aux);
+	c->cmd = c->watch = c->aux = NULL;
+	c->up = false;
+	c->dead = true;
+	if (!c->dead_msg) {
+		c->dead_msg = xstrdup("the rendezvous was left");
+	}
+	c->linger_deadline = now_usec() + LINGER_USEC;
+	linger_cb(-1, 0, c);
+}
+
+static void
+close_done(struct c10d *c, int err, enum rdzv_action a)
+{
+	char *msg;
+
+	if (err == 0 && a == RDZV_ACTION_FINISH) {
+		msg = xasprintf("%s has closed the rendezvous '%s'.", c->me.name,
+				c->r->cfg->rdzv_id);
+		c10d_set_state(c, NODE_STATE_SUCCEEDED, "_close", msg);
+	} else {
+		msg = xasprintf("%s has failed to shutdown the rendezvous '%s' due to an error of "
+				"type %s.",
+				c->me.name, c->r->cfg->rdzv_id,
+				err < 0 ? "RendezvousConnectionError" : "RendezvousTimeoutError");
+		c10d_set_state(c, NODE_STATE_FAILED, "shutdown", msg);
+	}
+	free(msg);
+	linger_start(c);
+}
+
+static int
+c10d_finish(struct rdzv *r, bool close)
+{
+	struct c10d *c = backend(r);
+
+	c->running = false;
+	c->barrier = false;
+	c->next_active = false;
+	c->finishing = true;
+	evtimer_del(c->ka_timer);
+	if (c->watch && c->watching) {
+		(void)tcpstore_client_cancel_wait(c->watch);
+		c->watching = false;
+	}
+	if (close && !c->dead && c->up) {
+		if (c->op_active) {
+			/* Take over a keep-alive under way. */
+			c->op = RDZV_OP_CLOSE;
+			c->op_deadline = now_usec() + c->close_timeout;
+			c->op_done = close_done;
+			if (!c->io_pending) {
+				c->in_sync = false;
+				op_read(c);
+			}
+			return 0;
+		}
+		op_start(c, RDZV_OP_CLOSE, now_usec() + c->close_timeout, close_done);
+		return 0;
+	}
+	linger_start(c);
+	return 0;
+}
+
+static void
+c10d_shutdown(struct rdzv *r)
+{
+	struct c10d *c = backend(r);
+
+	if (!c->finishing) {
+		(void)c10d_finish(r, true);
+	}
+}
+
+static int
+c10d_num_nodes_waiting(struct rdzv *r)
+{
+	return (int)backend(r)->st.n_wait_list;
+}
+
+/* ---- set-up ------------------------------------------------------------- */
+
+/* torch's RendezvousParameters.get_as_bool. 1/0, -1 when malformed. */
+static int
+parse_bool(const char *s)
+{
+	static const char *const yes[] = {"1", "true", "t", "yes", "y"};
+	static const char *const no[] = {"0", "false", "f", "no", "n"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			return 1;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* A --rdzv-conf duration in seconds (> 0; fractions allowed). */
+static int
+conf_seconds(const struct config *cfg, const char *key, double def, uint64_t *ret, char **reterr)
+{
+	const char *v = config_rdzv_conf_get(cfg, key);
+	double d = def;
+
+	if (v && (parse_double(v, &d) < 0 || d <= 0 || d > 1e9)) {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for %s: expected a number of "
+				    "seconds > 0",
+				    v, key);
+		return -EINVAL;
+	}
+	*ret = (uint64_t)(d * 1e6);
+	return 0;
+}
+
+/* Whether host names this machine (torch's _matches_machine_hostname). */
+static bool
+host_is_local(const char *host)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL, *ai;
+	struct ifaddrs *ifs = NULL, *ifa;
+	char name[256];
+	bool local = false;
+
+	if (strcmp(host, "localhost") == 0 || strcmp(host, host_fqdn()) == 0 ||
+	    (gethostname(name, sizeof(name)) == 0 && strcmp(host, name) == 0)) {
+		return true;
+	}
+	if (getaddrinfo(host, NULL, &hints, &res) != 0) {
+		return false;
+	}
+	(void)getifaddrs(&ifs);
+	for (ai = res; ai && !local; ai = ai->ai_next) {
+		if (ai->ai_family == AF_INET) {
+			struct in_addr a = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+
+			local = (ntohl(a.s_addr) >> 24) == 127;
+			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next) {
+				local = ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET &&
+					((struct sockaddr_in *)ifa->ifa_addr)->sin_addr.s_addr ==
+						a.s_addr;
+			}
+		} else if (ai->ai_family == AF_INET6) {
+			struct in6_addr a = ((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+
+			local = IN6_IS_ADDR_LOOPBACK(&a);
+			for (ifa = ifs; ifa && !local; ifa = ifa->ifa_next) {
+				local = ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET6 &&
+					memcmp(&((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr,
+					       &a, sizeof(a)) == 0;
+			}
+		}
+	}
+	if (ifs) {
+		freeifaddrs(ifs);
+	}
+	freeaddrinfo(res);
+	return local;
+}
+
+static int
+c10d_init(struct rdzv *r, char **reterr)
+{
+	const struct config *cfg = r->cfg;
+	struct c10d *c = xcalloc(1, sizeof(*c));
+	const char *endpoint =
+		cfg->rdzv_endpoint && *cfg->rdzv_endpoint ? cfg->rdzv_endpoint : "localhost";
+	const char *v;
+	uint64_t ka, lc;
+	long long n = 3;
+	int is_host = -1, err = 0;
+	uint64_t deadline;
+
+	r->backend = c;
+	c->r = r;
+	c->node_state = NODE_STATE_INIT;
+	rdzv_state_init(&c->st);
+	if (rdzv_parse_endpoint(endpoint, C10D_DEFAULT_PORT, &c->host, &c->port) < 0) {
+		*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': expected HOST[:PORT] or "
+				    "[IPV6]:PORT",
+				    endpoint);
+		return -EINVAL;
+	}
+	if (conf_seconds(cfg, "join_timeout", 600, &c->join_timeout, reterr) < 0 ||
+	    conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
+	    conf_seconds(cfg, "close_timeout", 30, &c->close_timeout, reterr) < 0 ||
+	    conf_seconds(cfg, "heartbeat_timeout", 5, &c->heartbeat_timeout, reterr) < 0 ||
+	    conf_seconds(cfg, "keep_alive_interval", 5, &ka, reterr) < 0 ||
+	    conf_seconds(cfg, "exit_barrier_timeout", 300, &c->barrier_timeout, reterr) < 0) {
+		return -EINVAL;
+	}
+	v = config_rdzv_conf_get(cfg, "keep_alive_max_attempt");
+	if (v && parse_int(v, 1, 1000000, &n) < 0) {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for keep_alive_max_attempt: "
+				    "expected an integer >= 1",
+				    v);
+		return -EINVAL;
+	}
+	v = config_rdzv_conf_get(cfg, "is_host");
+	if (v && (is_host = parse_bool(v)) < 0) {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for is_host: expected true or "
+				    "false",
+				    v);
+		return -EINVAL;
+	}
+	c->settings.min_nodes = cfg->min_nodes;
+	c->settings.max_nodes = cfg->max_nodes;
+	c->settings.last_call_usec = (int64_t)lc;
+	c->settings.keep_alive_interval_usec = (int64_t)ka;
+	c->settings.keep_alive_max_attempt = (int)n;
+	if (rdzv_node_init(&c->me,
+			   cfg->local_addr && *cfg->local_addr ? cfg->local_addr : host_fqdn(),
+			   (long long)getpid(), next_local_id++) < 0) {
+		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces or control "
+				    "characters",
+				    cfg->local_addr ? cfg->local_addr : host_fqdn());
+		return -EINVAL;
+	}
+	c->key = xasprintf("/torch.rendezvous.%s", cfg->rdzv_id);
+
+	/* Host the store when the endpoint is ours; with several agents on the
+	 * endpoint host the first one to bind hosts, the others connect. */
+	if (is_host != 0 &&
+	    (is_host == 1 || cfg->standalone || c->port == 0 || host_is_local(c->host))) {
+		char *e = NULL;
+
+		c->server = tcpstore_server_new(r->base, NULL, c->port, NULL, &err, &e);
+		if (!c->server && (is_host == 1 || err != -EADDRINUSE || c->port == 0)) {
+			*reterr = xasprintf("--rdzv-endpoint: cannot host the rendezvous store on "
+					    "port %d: %s",
+					    c->port, e ? e : strerror(-err));
+			free(e);
+			return -EINVAL;
+		}
+		free(e);
+	}
+	if (c->server) {
+		c->connect_host = xstrdup(strchr(c->host, ':') ? "::1" : "127.0.0.1");
+		c->connect_port = tcpstore_server_port(c->server);
+		c10d_set_state(c, NODE_STATE_INIT, "_create_tcp_store",
+			       "this process hosts the TCP store for the C10d rendezvous backend.");
+	} else {
+		c->connect_host = xstrdup(c->host);
+		c->connect_port = c->port;
+	}
+	if (c->port == 0) {
+		/* --standalone: the port the system gave us. */
+		c->port = c->connect_port;
+	}
+	c->sync_timer = evtimer_new(r->base, sync_timer_cb, c);
+	c->ka_timer = evtimer_new(r->base, ka_timer_cb, c);
+	c->linger_timer = evtimer_new(r->base, linger_cb, c);
+	c->cmd = new_client(c);
+	c->watch = new_client(c);
+	c->aux = new_client(c);
+	deadline = now_usec() + c->join_timeout;
+	tcpstore_client_connect(c->cmd, deadline);
+	tcpstore_client_connect(c->watch, deadline);
+	tcpstore_client_connect(c->aux, deadline);
+	return 0;
+}
+
+static void
+c10d_free(struct rdzv *r)
+{
+	struct c10d *c = r->backend;
+
+	if (!c) {
+		return;
+	}
+	tcpstore_client_free(c->cmd);
+	tcpstore_client_free(c->watch);
+	tcpstore_client_free(c->aux);
+	tcpstore_server_free(c->server);
+	tcpstore_server_free(c->worker_server);
+	if (c->sync_timer) {
+		event_free(c->sync_timer);
+	}
+	if (c->ka_timer) {
+		event_free(c->ka_timer);
+	}
+	if (c->linger_timer) {
+		event_free(c->linger_timer);
+	}
+	rdzv_state_release(&c->st);
+	rdzv_node_release(&c->me);
+	rdzv_result_release(&c->result);
+	strv_free(c->roles);
+	strv_free(c->exchange_keys);
+	free(c->token);
+	free(c->pending);
+	free(c->key);
+	free(c->prefix);
+	free(c->host);
+	free(c->connect_host);
+	free(c->dead_msg);
+	free(c);
+	r->backend = NULL;
+}
+
+const struct rdzv_backend_ops rdzv_c10d_ops = {
+	.name = "c10d",
+	.init = c10d_init,
+	.next = c10d_next,
+	.num_nodes_waiting = c10d_num_nodes_waiting,
+	.shutdown = c10d_shutdown,
+	.free = c10d_free,
+	.exit_barrier = c10d_exit_barrier,
+	.finish = c10d_finish,
+};

@@ -1,0 +1,350 @@
+/* rdzv_dynamic.c — the dynamic rendezvous decisions (see the header). */
+#include "rdzv_dynamic.h"
+
+#include <stdlib.h>
+
+const char *
+rdzv_action_name(enum rdzv_action a)
+{
+	switch (a) {
+	case RDZV_ACTION_KEEP_ALIVE:
+		return "KEEP_ALIVE";
+	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
+		return "ADD_TO_PARTICIPANTS";
+	case RDZV_ACTION_ADD_TO_WAIT_LIST:
+		return "ADD_TO_WAIT_LIST";
+	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
+		return "ADD_TO_REDUNDANCY_LIST";
+	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
+		return "REMOVE_FROM_PARTICIPANTS";
+	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
+		return "REMOVE_FROM_WAIT_LIST";
+	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
+		return "REMOVE_FROM_REDUNDANCY_LIST";
+	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
+		return "MARK_RENDEZVOUS_COMPLETE";
+	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+		return "MARK_RENDEZVOUS_CLOSED";
+	case RDZV_ACTION_SYNC:
+		return "SYNC";
+	case RDZV_ACTION_ERROR_CLOSED:
+		return "ERROR_CLOSED";
+	case RDZV_ACTION_ERROR_TIMEOUT:
+		return "ERROR_TIMEOUT";
+	case RDZV_ACTION_GRACEFUL_EXIT:
+		return "GRACEFUL_EXIT";
+	case RDZV_ACTION_FINISH:
+		return "FINISH";
+	}
+	return "?";
+}
+
+const char *
+rdzv_op_name(enum rdzv_op op)
+{
+	switch (op) {
+	case RDZV_OP_EXIT:
+		return "exit";
+	case RDZV_OP_JOIN:
+		return "join";
+	case RDZV_OP_CLOSE:
+		return "close";
+	case RDZV_OP_KEEP_ALIVE:
+		return "keep-alive";
+	}
+	return "?";
+}
+
+bool
+rdzv_action_is_mutation(enum rdzv_action a)
+{
+	switch (a) {
+	case RDZV_ACTION_KEEP_ALIVE:
+	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
+	case RDZV_ACTION_ADD_TO_WAIT_LIST:
+	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
+	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
+	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
+	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
+	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
+	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+		return true;
+	case RDZV_ACTION_SYNC:
+	case RDZV_ACTION_ERROR_CLOSED:
+	case RDZV_ACTION_ERROR_TIMEOUT:
+	case RDZV_ACTION_GRACEFUL_EXIT:
+	case RDZV_ACTION_FINISH:
+		return false;
+	}
+	return false;
+}
+
+bool
+rdzv_should_keep_alive(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
+{
+	long i = rdzv_state_find_heartbeat(st, ctx->node);
+
+	return i >= 0 &&
+	       st->heartbeats[i].usec <= ctx->now_wall - ctx->settings->keep_alive_interval_usec;
+}
+
+static enum rdzv_action
+decide_join(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
+{
+	const struct rdzv_settings *s = ctx->settings;
+	bool participant = rdzv_state_find_participant(st, ctx->node) >= 0;
+	bool waiting = rdzv_state_find_wait(st, ctx->node) >= 0;
+	bool redundant = rdzv_state_find_redundant(st, ctx->node) >= 0;
+	size_t n = st->n_participants;
+
+	/* A closed rendezvous takes nobody; a parked spare leaves quietly. */
+	if (st->closed) {
+		return redundant ? RDZV_ACTION_GRACEFUL_EXIT : RDZV_ACTION_ERROR_CLOSED;
+	}
+	/* A spare waits (no join timeout) until a slot frees up. */
+	if (redundant) {
+		if (n >= (size_t)s->max_nodes) {
+			return rdzv_should_keep_alive(st, ctx) ? RDZV_ACTION_KEEP_ALIVE
+							       : RDZV_ACTION_SYNC;
+		}
+		return RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST;
+	}
+	if (st->complete && participant) {
+		return RDZV_ACTION_FINISH;
+	}
+	if (ctx->now_mono > ctx->op_deadline) {
+		/* Roll back what we can for a short while, then give up. */
+		if (ctx->now_mono <= ctx->op_deadline + (uint64_t)RDZV_ROLLBACK_USEC) {
+			if (participant) {
+				return RDZV_ACTION_REMOVE_FROM_PARTICIPANTS;
+			}
+			if (waiting) {
+				return RDZV_ACTION_REMOVE_FROM_WAIT_LIST;
+			}
+		}
+		return RDZV_ACTION_ERROR_TIMEOUT;
+	}
+	if (st->complete) {
+		/* Not in this round: wait for the next, or park as a spare. */
+		if (n < (size_t)s->max_nodes) {
+			if (!waiting) {
+				return RDZV_ACTION_ADD_TO_WAIT_LIST;
+			}
+		} else if (!waiting) {
+			return RDZV_ACTION_ADD_TO_REDUNDANCY_LIST;
+		}
+	} else if (participant) {
+		/* Enough of us and the last call is over: complete the round. */
+		if (n >= (size_t)s->min_nodes && n <= (size_t)s->max_nodes && st->deadline >= 0 &&
+		    st->deadline < ctx->now_wall) {
+			return RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE;
+		}
+	} else {
+		return RDZV_ACTION_ADD_TO_PARTICIPANTS;
+	}
+	if (rdzv_should_keep_alive(st, ctx)) {
+		return RDZV_ACTION_KEEP_ALIVE;
+	}
+	return RDZV_ACTION_SYNC;
+}
+
+enum rdzv_action
+rdzv_decide(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx *ctx)
+{
+	switch (op) {
+	case RDZV_OP_EXIT:
+		if (rdzv_state_find_participant(st, ctx->node) >= 0) {
+			return ctx->now_mono > ctx->op_deadline
+				       ? RDZV_ACTION_ERROR_TIMEOUT
+				       : RDZV_ACTION_REMOVE_FROM_PARTICIPANTS;
+		}
+		return RDZV_ACTION_FINISH;
+	case RDZV_OP_JOIN:
+		return decide_join(st, ctx);
+	case RDZV_OP_CLOSE:
+		if (st->closed) {
+			return RDZV_ACTION_FINISH;
+		}
+		return ctx->now_mono > ctx->op_deadline ? RDZV_ACTION_ERROR_TIMEOUT
+							: RDZV_ACTION_MARK_RENDEZVOUS_CLOSED;
+	case RDZV_OP_KEEP_ALIVE:
+		if (rdzv_should_keep_alive(st, ctx)) {
+			return ctx->now_mono > ctx->op_deadline ? RDZV_ACTION_ERROR_TIMEOUT
+								: RDZV_ACTION_KEEP_ALIVE;
+		}
+		return RDZV_ACTION_FINISH;
+	}
+	return RDZV_ACTION_ERROR_TIMEOUT;
+}
+
+/* torch's _remove_participant_epilogue. Returns whether it was notable. */
+static bool
+epilogue(struct rdzv_state *st, const struct rdzv_settings *s)
+{
+	if (st->complete) {
+		if (st->n_participants == 0) {
+			st->complete = false;
+			st->round++;
+		}
+		/* A running round lost a member: its nodes must re-form. */
+		return true;
+	}
+	if (st->n_participants < (size_t)s->min_nodes && st->deadline >= 0) {
+		st->deadline = -1;
+		return true;
+	}
+	return false;
+}
+
+static void
+mark_complete(struct rdzv_state *st)
+{
+	st->complete = true;
+	st->deadline = -1;
+	/* Ranks are positions in node order; the array is kept sorted. */
+	for (size_t i = 0; i < st->n_participants; i++) {
+		st->participants[i].rank = (int)i;
+	}
+}
+
+bool
+rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx)
+{
+	const struct rdzv_settings *s = ctx->settings;
+	const struct rdzv_node *me = ctx->node;
+	bool notable = false;
+
+	switch (a) {
+	case RDZV_ACTION_KEEP_ALIVE:
+		rdzv_state_set_heartbeat(st, me, ctx->now_wall);
+		break;
+	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
+		rdzv_state_remove_wait(st, me);
+		rdzv_state_add_participant(st, me, 0);
+		rdzv_state_set_heartbeat(st, me, ctx->now_wall);
+		if (st->n_participants == (size_t)s->min_nodes) {
+			st->deadline = ctx->now_wall + s->last_call_usec;
+			notable = true;
+		}
+		if (st->n_participants == (size_t)s->max_nodes) {
+			mark_complete(st);
+			notable = true;
+		}
+		break;
+	case RDZV_ACTION_ADD_TO_WAIT_LIST:
+		rdzv_state_remove_redundant(st, me);
+		rdzv_state_add_wait(st, me);
+		rdzv_state_set_heartbeat(st, me, ctx->now_wall);
+		notable = true;
+		break;
+	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
+		rdzv_state_add_redundant(st, me);
+		rdzv_state_set_heartbeat(st, me, ctx->now_wall);
+		break;
+	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
+		rdzv_state_remove_participant(st, me);
+		rdzv_state_remove_heartbeat(st, me);
+		notable = epilogue(st, s);
+		break;
+	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
+		rdzv_state_remove_wait(st, me);
+		rdzv_state_remove_heartbeat(st, me);
+		break;
+	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
+		rdzv_state_remove_redundant(st, me);
+		rdzv_state_remove_heartbeat(st, me);
+		break;
+	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
+		mark_complete(st);
+		notable = true;
+		break;
+	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+		st->closed = true;
+		notable = true;
+		break;
+	case RDZV_ACTION_SYNC:
+	case RDZV_ACTION_ERROR_CLOSED:
+	case RDZV_ACTION_ERROR_TIMEOUT:
+	case RDZV_ACTION_GRACEFUL_EXIT:
+	case RDZV_ACTION_FINISH:
+		break;
+	}
+	return notable;
+}
+
+size_t
+rdzv_sanitize(struct rdzv_state *st, const struct rdzv_settings *s, int64_t now_wall,
+	      bool *ret_notable)
+{
+	int64_t expire = now_wall - s->keep_alive_interval_usec * s->keep_alive_max_attempt;
+	bool participant_removed = false, notable = false;
+	size_t dropped = 0;
+
+	for (size_t i = 0; i < st->n_heartbeats;) {
+		struct rdzv_node dead;
+
+		if (st->heartbeats[i].usec >= expire) {
+			i++;
+			continue;
+		}
+		rdzv_node_copy(&dead, &st->heartbeats[i].node);
+		rdzv_state_remove_heartbeat(st, &dead);
+		if (rdzv_state_remove_participant(st, &dead)) {
+			participant_removed = true;
+		}
+		if (rdzv_state_remove_wait(st, &dead)) {
+			notable = true;
+		}
+		rdzv_state_remove_redundant(st, &dead);
+		rdzv_node_release(&dead);
+		dropped++;
+	}
+	if (participant_removed && epilogue(st, s)) {
+		notable = true;
+	}
+	if (ret_notable) {
+		*ret_notable = notable;
+	}
+	return dropped;
+}
+
+int64_t
+rdzv_next_wake_usec(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx *ctx)
+{
+	const struct rdzv_settings *s = ctx->settings;
+	int64_t wake = s->keep_alive_interval_usec;
+	int64_t expire_span = s->keep_alive_interval_usec * s->keep_alive_max_attempt;
+	long me = rdzv_state_find_heartbeat(st, ctx->node);
+
+	if (me >= 0) {
+		int64_t due = st->heartbeats[me].usec + s->keep_alive_interval_usec - ctx->now_wall;
+
+		if (due < wake) {
+			wake = due;
+		}
+	}
+	if (op == RDZV_OP_JOIN && !st->complete && st->deadline >= 0 &&
+	    rdzv_state_find_participant(st, ctx->node) >= 0) {
+		/* Just past the deadline: completion requires deadline < now. */
+		int64_t d = st->deadline - ctx->now_wall + 1000;
+
+		if (d < wake) {
+			wake = d;
+		}
+	}
+	if (ctx->op_deadline > ctx->now_mono) {
+		int64_t d = (int64_t)(ctx->op_deadline - ctx->now_mono) + 1000;
+
+		if (d < wake) {
+			wake = d;
+		}
+	}
+	for (size_t i = 0; i < st->n_heartbeats; i++) {
+		int64_t d = st->heartbeats[i].usec + expire_span - ctx->now_wall + 1000;
+
+		if ((long)i != me && d < wake) {
+			wake = d;
+		}
+	}
+	return wake < 1000 ? 1000 : wake;
+}

@@ -1,0 +1,107 @@
+/* rdzv_dynamic.h — the decisions of torch's dynamic rendezvous as pure
+ * functions of (shared state, this node, now): which action an operation
+ * takes next (torch 2.x _RendezvousExitOp / _RendezvousJoinOp /
+ * _RendezvousCloseOp / _RendezvousKeepAliveOp, reference rendezvous.md §3.3),
+ * what each action does to the state (§3.2, §3.4, §3.5) and dead-node
+ * sanitising (§3.6). The caller (rdzv_c10d.c) runs the sync / compare-and-set
+ * loop and re-derives the action from fresh state after every lost race.
+ *
+ * Times: "now_wall" is wall clock usec (compared with the shared deadline and
+ * heartbeats, as torch compares UTC datetimes); "now_mono" and op deadlines
+ * are CLOCK_MONOTONIC usec. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rdzv_state.h"
+
+/* Seconds of grace after the join deadline during which a node still tries to
+ * take itself out of the round (torch's rollback_period). */
+#define RDZV_ROLLBACK_USEC (5 * 1000000LL)
+
+struct rdzv_settings {
+	int min_nodes;
+	int max_nodes;
+	int64_t last_call_usec;           /* last_call_timeout, default 30 s */
+	int64_t keep_alive_interval_usec; /* default 5 s */
+	int keep_alive_max_attempt;       /* default 3 */
+};
+
+enum rdzv_op {
+	RDZV_OP_EXIT,       /* leave the previous round (start of next_rendezvous) */
+	RDZV_OP_JOIN,       /* join the next round and wait for its completion */
+	RDZV_OP_CLOSE,      /* mark the rendezvous closed */
+	RDZV_OP_KEEP_ALIVE, /* refresh this node's heartbeat when due */
+};
+
+/* torch 2.x's _Action, in its order. */
+enum rdzv_action {
+	RDZV_ACTION_KEEP_ALIVE,
+	RDZV_ACTION_ADD_TO_PARTICIPANTS,
+	RDZV_ACTION_ADD_TO_WAIT_LIST,
+	RDZV_ACTION_ADD_TO_REDUNDANCY_LIST,
+	RDZV_ACTION_REMOVE_FROM_PARTICIPANTS,
+	RDZV_ACTION_REMOVE_FROM_WAIT_LIST,
+	RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST,
+	RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE,
+	RDZV_ACTION_MARK_RENDEZVOUS_CLOSED,
+	RDZV_ACTION_SYNC,
+	RDZV_ACTION_ERROR_CLOSED,
+	RDZV_ACTION_ERROR_TIMEOUT,
+	/* torch 2.x raises RendezvousGracefulExitError: a spare node (redundancy
+	 * list) sees the rendezvous closed. Not a failure. */
+	RDZV_ACTION_GRACEFUL_EXIT,
+	RDZV_ACTION_FINISH,
+};
+
+/* Everything a decision looks at besides the state. */
+struct rdzv_ctx {
+	const struct rdzv_settings *settings;
+	const struct rdzv_node *node; /* this node */
+	int64_t now_wall;
+	uint64_t now_mono;
+	uint64_t op_deadline; /* monotonic deadline of the running operation */
+};
+
+/* "KEEP_ALIVE" etc. Static storage. */
+const char *rdzv_action_name(enum rdzv_action a);
+const char *rdzv_op_name(enum rdzv_op op);
+
+/* Whether a is a change to the local copy (to be written with
+ * compare-and-set), as opposed to SYNC / FINISH / an error. */
+bool rdzv_action_is_mutation(enum rdzv_action a);
+
+/* The next action of op on st for ctx's node. Pure. */
+enum rdzv_action rdzv_decide(enum rdzv_op op, const struct rdzv_state *st,
+			     const struct rdzv_ctx *ctx);
+
+/* Apply a mutating action to the local copy, as torch's
+ * _DistributedRendezvousOpExecutor does (ADD_TO_PARTICIPANTS also sets the
+ * last-call deadline when the count reaches min_nodes, and completes the round
+ * when it reaches max_nodes; REMOVE_FROM_PARTICIPANTS runs the epilogue).
+ * Returns whether the change is one that waiting nodes must hear about
+ * (round, completion, closing, last-call deadline, wait list growth, a
+ * completed round losing a member): the caller then bumps st->gen before
+ * writing. Non-mutating actions are ignored (returns false). */
+bool rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx);
+
+/* torch's _sanitize: drop every node whose heartbeat is older than
+ * keep_alive_interval * keep_alive_max_attempt from the heartbeats and every
+ * list, then the epilogue if a participant went. Returns the number of nodes
+ * dropped; *ret_notable (may be NULL) is set when waiting nodes must hear
+ * about it (see rdzv_apply). */
+size_t rdzv_sanitize(struct rdzv_state *st, const struct rdzv_settings *s, int64_t now_wall,
+		     bool *ret_notable);
+
+/* torch's _should_keep_alive: the node has a heartbeat and it is at least
+ * keep_alive_interval old. */
+bool rdzv_should_keep_alive(const struct rdzv_state *st, const struct rdzv_ctx *ctx);
+
+/* After SYNC: microseconds (wall clock span) until the decision could change
+ * without anybody writing: my heartbeat falling due, the last-call deadline
+ * passing while I am a participant of a round with >= min_nodes, the op
+ * deadline (and its rollback window), the oldest heartbeat of another node
+ * expiring. Never below 1 ms; at most keep_alive_interval. */
+int64_t rdzv_next_wake_usec(enum rdzv_op op, const struct rdzv_state *st,
+			    const struct rdzv_ctx *ctx);

@@ -1,0 +1,633 @@
+/* rdzv_state.c — rendezvous state, node descriptors, encoding (see header). */
+#include "rdzv_state.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define STATE_MAGIC "elasticd-rdzv 1"
+
+/* ---- nodes ------------------------------------------------------------- */
+
+static bool
+addr_ok(const char *s, size_t len)
+{
+	if (len == 0 || len > RDZV_MAX_NODE_LEN - 48) {
+		return false;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c <= 0x20 || c == 0x7f) {
+			return false;
+		}
+	}
+	return true;
+}
+
+int
+rdzv_node_init(struct rdzv_node *ret, const char *addr, long long pid, long long local_id)
+{
+	size_t len = strlen(addr);
+
+	if (!addr_ok(addr, len) || pid < 0 || local_id < 0) {
+		return -EINVAL;
+	}
+	ret->name = xasprintf("%s_%lld_%lld", addr, pid, local_id);
+	ret->addr_len = len;
+	ret->pid = pid;
+	ret->local_id = local_id;
+	return 0;
+}
+
+/* A decimal number >= 0 filling s[0..len). */
+static int
+parse_dec(const char *s, size_t len, long long *ret)
+{
+	long long v = 0;
+
+	if (len == 0 || len > 18) {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9') {
+			return -EINVAL;
+		}
+		v = v * 10 + (s[i] - '0');
+	}
+	*ret = v;
+	return 0;
+}
+
+int
+rdzv_node_parse(struct rdzv_node *ret, const char *s, size_t len)
+{
+	const char *u2 = NULL, *u1 = NULL;
+	long long pid, lid;
+
+	if (len == 0 || len >= RDZV_MAX_NODE_LEN) {
+		return -EINVAL;
+	}
+	for (size_t i = len; i > 0; i--) {
+		if (s[i - 1] == '_') {
+			if (!u2) {
+				u2 = s + i - 1;
+			} else {
+				u1 = s + i - 1;
+				break;
+			}
+		}
+	}
+	if (!u1 || !addr_ok(s, (size_t)(u1 - s)) ||
+	    parse_dec(u1 + 1, (size_t)(u2 - u1 - 1), &pid) < 0 ||
+	    parse_dec(u2 + 1, (size_t)(s + len - u2 - 1), &lid) < 0) {
+		return -EINVAL;
+	}
+	ret->name = xstrndup(s, len);
+	ret->addr_len = (size_t)(u1 - s);
+	ret->pid = pid;
+	ret->local_id = lid;
+	return 0;
+}
+
+void
+rdzv_node_copy(struct rdzv_node *ret, const struct rdzv_node *n)
+{
+	*ret = *n;
+	ret->name = xstrdup(n->name);
+}
+
+void
+rdzv_node_release(struct rdzv_node *n)
+{
+	free(n->name);
+	n->name = NULL;
+}
+
+int
+rdzv_node_cmp(const struct rdzv_node *a, const struct rdzv_node *b)
+{
+	size_t n = a->addr_len < b->addr_len ? a->addr_len : b->addr_len;
+	int r = memcmp(a->name, b->name, n);
+
+	if (r != 0) {
+		return r;
+	}
+	if (a->addr_len != b->addr_len) {
+		return a->addr_len < b->addr_len ? -1 : 1;
+	}
+	if (a->pid != b->pid) {
+		return a->pid < b->pid ? -1 : 1;
+	}
+	if (a->local_id != b->local_id) {
+		return a->local_id < b->local_id ? -1 : 1;
+	}
+	return 0;
+}
+
+/* ---- sorted arrays whose elements start with a struct rdzv_node --------- */
+
+static const struct rdzv_node *
+elem(const void *arr, size_t size, size_t i)
+{
+	return (const struct rdzv_node *)((const char *)arr + i * size);
+}
+
+/* Index of n, or -(insertion point) - 1. */
+static long
+search(const void *arr, size_t count, size_t size, const struct rdzv_node *n)
+{
+	size_t lo = 0, hi = count;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = rdzv_node_cmp(elem(arr, size, mid), n);
+
+		if (c == 0) {
+			return (long)mid;
+		}
+		if (c < 0) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return -(long)lo - 1;
+}
+
+/* Arrays are allocated in powers of two: room for count elements is
+ * capacity(count) (0 for none), so that appending N nodes costs O(N). */
+static size_t
+capacity(size_t count)
+{
+	size_t c = 1;
+
+	if (count == 0) {
+		return 0;
+	}
+	while (c < count) {
+		c *= 2;
+	}
+	return c;
+}
+
+/* Insert a zeroed element for n at its place; returns it (with node set). */
+static void *
+insert(void **arr, size_t *count, size_t size, long pos, const struct rdzv_node *n)
+{
+	size_t at = (size_t)(-pos - 1);
+	char *base;
+
+	if (*count + 1 > capacity(*count)) {
+		*arr = xrealloc(*arr, capacity(*count + 1) * size);
+	}
+	base = *arr;
+	memmove(base + (at + 1) * size, base + at * size, (*count - at) * size);
+	memset(base + at * size, 0, size);
+	rdzv_node_copy((struct rdzv_node *)(base + at * size), n);
+	(*count)++;
+	return base + at * size;
+}
+
+static void
+erase(void *arr, size_t *count, size_t size, long pos)
+{
+	char *base = arr;
+
+	rdzv_node_release((struct rdzv_node *)(base + (size_t)pos * size));
+	memmove(base + (size_t)pos * size, base + ((size_t)pos + 1) * size,
+		(*count - (size_t)pos - 1) * size);
+	(*count)--;
+}
+
+long
+rdzv_state_find_participant(const struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i = search(st->participants, st->n_participants, sizeof(*st->participants), n);
+
+	return i < 0 ? -1 : i;
+}
+
+long
+rdzv_state_find_wait(const struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i = search(st->wait_list, st->n_wait_list, sizeof(*st->wait_list), n);
+
+	return i < 0 ? -1 : i;
+}
+
+long
+rdzv_state_find_redundant(const struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i =
+		search(st->redundancy_list, st->n_redundancy_list, sizeof(*st->redundancy_list), n);
+
+	return i < 0 ? -1 : i;
+}
+
+long
+rdzv_state_find_heartbeat(const struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i = search(st->heartbeats, st->n_heartbeats, sizeof(*st->heartbeats), n);
+
+	return i < 0 ? -1 : i;
+}
+
+bool
+rdzv_state_add_participant(struct rdzv_state *st, const struct rdzv_node *n, int rank)
+{
+	long i = search(st->participants, st->n_participants, sizeof(*st->participants), n);
+	struct rdzv_participant *p;
+
+	if (i >= 0) {
+		if (st->participants[i].rank == rank) {
+			return false;
+		}
+		st->participants[i].rank = rank;
+		return true;
+	}
+	p = insert((void **)&st->participants, &st->n_participants, sizeof(*p), i, n);
+	p->rank = rank;
+	return true;
+}
+
+bool
+rdzv_state_remove_participant(struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i = search(st->participants, st->n_participants, sizeof(*st->participants), n);
+
+	if (i < 0) {
+		return false;
+	}
+	erase(st->participants, &st->n_participants, sizeof(*st->participants), i);
+	return true;
+}
+
+bool
+rdzv_state_add_wait(struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i = search(st->wait_list, st->n_wait_list, sizeof(*st->wait_list), n);
+
+	if (i >= 0) {
+		return false;
+	}
+	insert((void **)&st->wait_list, &st->n_wait_list, sizeof(*st->wait_list), i, n);
+	return true;
+}
+
+bool
+rdzv_state_remove_wait(struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i = search(st->wait_list, st->n_wait_list, sizeof(*st->wait_list), n);
+
+	if (i < 0) {
+		return false;
+	}
+	erase(st->wait_list, &st->n_wait_list, sizeof(*st->wait_list), i);
+	return true;
+}
+
+bool
+rdzv_state_add_redundant(struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i =
+		search(st->redundancy_list, st->n_redundancy_list, sizeof(*st->redundancy_list), n);
+
+	if (i >= 0) {
+		return false;
+	}
+	insert((void **)&st->redundancy_list, &st->n_redundancy_list, sizeof(*st->redundancy_list),
+	       i, n);
+	return true;
+}
+
+bool
+rdzv_state_remove_redundant(struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i =
+		search(st->redundancy_list, st->n_redundancy_list, sizeof(*st->redundancy_list), n);
+
+	if (i < 0) {
+		return false;
+	}
+	erase(st->redundancy_list, &st->n_redundancy_list, sizeof(*st->redundancy_list), i);
+	return true;
+}
+
+bool
+rdzv_state_set_heartbeat(struct rdzv_state *st, const struct rdzv_node *n, int64_t usec)
+{
+	long i = search(st->heartbeats, st->n_heartbeats, sizeof(*st->heartbeats), n);
+	struct rdzv_heartbeat *h;
+
+	if (i >= 0) {
+		if (st->heartbeats[i].usec == usec) {
+			return false;
+		}
+		st->heartbeats[i].usec = usec;
+		return true;
+	}
+	h = insert((void **)&st->heartbeats, &st->n_heartbeats, sizeof(*h), i, n);
+	h->usec = usec;
+	return true;
+}
+
+bool
+rdzv_state_remove_heartbeat(struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long i = search(st->heartbeats, st->n_heartbeats, sizeof(*st->heartbeats), n);
+
+	if (i < 0) {
+		return false;
+	}
+	erase(st->heartbeats, &st->n_heartbeats, sizeof(*st->heartbeats), i);
+	return true;
+}
+
+/* ---- whole state ------------------------------------------------------- */
+
+void
+rdzv_state_init(struct rdzv_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->deadline = -1;
+}
+
+void
+rdzv_state_release(struct rdzv_state *st)
+{
+	for (size_t i = 0; i < st->n_participants; i++) {
+		rdzv_node_release(&st->participants[i].node);
+	}
+	for (size_t i = 0; i < st->n_wait_list; i++) {
+		rdzv_node_release(&st->wait_list[i]);
+	}
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		rdzv_node_release(&st->redundancy_list[i]);
+	}
+	for (size_t i = 0; i < st->n_heartbeats; i++) {
+		rdzv_node_release(&st->heartbeats[i].node);
+	}
+	free(st->participants);
+	free(st->wait_list);
+	free(st->redundancy_list);
+	free(st->heartbeats);
+	rdzv_state_init(st);
+}
+
+void
+rdzv_state_copy(struct rdzv_state *ret, const struct rdzv_state *st)
+{
+	*ret = *st;
+	ret->participants = st->n_participants ? xcalloc(capacity(st->n_participants),
+							 sizeof(*st->participants))
+					       : NULL;
+	ret->wait_list =
+		st->n_wait_list ? xcalloc(capacity(st->n_wait_list), sizeof(*st->wait_list)) : NULL;
+	ret->redundancy_list = st->n_redundancy_list ? xcalloc(capacity(st->n_redundancy_list),
+							       sizeof(*st->redundancy_list))
+						     : NULL;
+	ret->heartbeats = st->n_heartbeats
+				  ? xcalloc(capacity(st->n_heartbeats), sizeof(*st->heartbeats))
+				  : NULL;
+	for (size_t i = 0; i < st->n_participants; i++) {
+		rdzv_node_copy(&ret->participants[i].node, &st->participants[i].node);
+		ret->participants[i].rank = st->participants[i].rank;
+	}
+	for (size_t i = 0; i < st->n_wait_list; i++) {
+		rdzv_node_copy(&ret->wait_list[i], &st->wait_list[i]);
+	}
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		rdzv_node_copy(&ret->redundancy_list[i], &st->redundancy_list[i]);
+	}
+	for (size_t i = 0; i < st->n_heartbeats; i++) {
+		rdzv_node_copy(&ret->heartbeats[i].node, &st->heartbeats[i].node);
+		ret->heartbeats[i].usec = st->heartbeats[i].usec;
+	}
+}
+
+/* ---- encoding ---------------------------------------------------------- */
+
+struct out {
+	char *buf;
+	size_t len;
+	size_t cap;
+};
+
+static void
+out_reserve(struct out *o, size_t n)
+{
+	if (o->cap - o->len < n) {
+		size_t cap = o->cap ? o->cap : 256;
+
+		while (cap - o->len < n) {
+			cap *= 2;
+		}
+		o->buf = xrealloc(o->buf, cap);
+		o->cap = cap;
+	}
+}
+
+static void
+out_line(struct out *o, char tag, const struct rdzv_node *n, bool with_num, long long num)
+{
+	size_t len = strlen(n->name);
+
+	out_reserve(o, len + 32);
+	o->buf[o->len++] = tag;
+	o->buf[o->len++] = ' ';
+	memcpy(o->buf + o->len, n->name, len);
+	o->len += len;
+	if (with_num) {
+		o->len += (size_t)snprintf(o->buf + o->len, 24, " %lld", num);
+	}
+	o->buf[o->len++] = '\n';
+}
+
+char *
+rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len)
+{
+	struct out o = {0};
+
+	out_reserve(&o, 128);
+	o.len = (size_t)snprintf(
+		o.buf, 128, STATE_MAGIC " %" PRId64 " %" PRIu64 " %d %d %" PRId64 "\n", st->round,
+		st->gen, st->complete ? 1 : 0, st->closed ? 1 : 0, st->deadline);
+	for (size_t i = 0; i < st->n_participants; i++) {
+		out_line(&o, 'p', &st->participants[i].node, true, st->participants[i].rank);
+	}
+	for (size_t i = 0; i < st->n_wait_list; i++) {
+		out_line(&o, 'w', &st->wait_list[i], false, 0);
+	}
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		out_line(&o, 'r', &st->redundancy_list[i], false, 0);
+	}
+	for (size_t i = 0; i < st->n_heartbeats; i++) {
+		out_line(&o, 'h', &st->heartbeats[i].node, true, st->heartbeats[i].usec);
+	}
+	*ret_len = o.len;
+	return o.buf;
+}
+
+/* A signed decimal filling s[0..len). */
+static int
+parse_i64(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *ret)
+{
+	char tmp[24];
+	long long v;
+
+	if (len == 0 || len >= sizeof(tmp)) {
+		return -EINVAL;
+	}
+	memcpy(tmp, s, len);
+	tmp[len] = '\0';
+	if (parse_int(tmp, lo, hi, &v) < 0) {
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+/* Split one line into at most max space-separated fields. */
+static size_t
+fields(const char *s, size_t len, const char **f, size_t *flen, size_t max)
+{
+	size_t n = 0, i = 0;
+
+	while (i < len && n < max) {
+		size_t start = i;
+
+		while (i < len && s[i] != ' ') {
+			i++;
+		}
+		f[n] = s + start;
+		flen[n] = i - start;
+		n++;
+		if (i < len) {
+			i++;
+			if (n == max) {
+				return max + 1; /* too many */
+			}
+		}
+	}
+	return n;
+}
+
+static int
+decode_entry(struct rdzv_state *st, char tag, const char **f, size_t *fl, size_t nf)
+{
+	struct rdzv_node node;
+	int64_t num = 0;
+	long pos;
+	int r = -EBADMSG;
+
+	if (nf != (tag == 'p' || tag == 'h' ? 3u : 2u) || rdzv_node_parse(&node, f[1], fl[1]) < 0) {
+		return -EBADMSG;
+	}
+	if (nf == 3 && parse_i64(f[2], fl[2], tag == 'p' ? 0 : INT64_MIN,
+				 tag == 'p' ? RDZV_MAX_NODES : INT64_MAX, &num) < 0) {
+		goto out;
+	}
+	/* Appending in order: each node must sort after the previous one. */
+	switch (tag) {
+	case 'p':
+		if (st->n_participants &&
+		    rdzv_node_cmp(&st->participants[st->n_participants - 1].node, &node) >= 0) {
+			goto out;
+		}
+		pos = -(long)st->n_participants - 1;
+		((struct rdzv_participant *)insert((void **)&st->participants, &st->n_participants,
+						   sizeof(*st->participants), pos, &node))
+			->rank = (int)num;
+		break;
+	case 'w':
+		if (st->n_wait_list &&
+		    rdzv_node_cmp(&st->wait_list[st->n_wait_list - 1], &node) >= 0) {
+			goto out;
+		}
+		insert((void **)&st->wait_list, &st->n_wait_list, sizeof(*st->wait_list),
+		       -(long)st->n_wait_list - 1, &node);
+		break;
+	case 'r':
+		if (st->n_redundancy_list &&
+		    rdzv_node_cmp(&st->redundancy_list[st->n_redundancy_list - 1], &node) >= 0) {
+			goto out;
+		}
+		insert((void **)&st->redundancy_list, &st->n_redundancy_list,
+		       sizeof(*st->redundancy_list), -(long)st->n_redundancy_list - 1, &node);
+		break;
+	case 'h':
+		if (st->n_heartbeats &&
+		    rdzv_node_cmp(&st->heartbeats[st->n_heartbeats - 1].node, &node) >= 0) {
+			goto out;
+		}
+		((struct rdzv_heartbeat *)insert((void **)&st->heartbeats, &st->n_heartbeats,
+						 sizeof(*st->heartbeats),
+						 -(long)st->n_heartbeats - 1, &node))
+			->usec = num;
+		break;
+	default:
+		goto out;
+	}
+	r = 0;
+out:
+	rdzv_node_release(&node);
+	return r;
+}
+
+int
+rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
+{
+	struct rdzv_state st;
+	const char *p = buf, *end = buf + len, *nl;
+	const char *f[8];
+	size_t fl[8], nf, total = 0;
+	int64_t v[5];
+
+	rdzv_state_init(&st);
+	nl = memchr(p, '\n', len);
+	if (!nl || (size_t)(nl - p) < sizeof(STATE_MAGIC) ||
+	    memcmp(p, STATE_MAGIC " ", sizeof(STATE_MAGIC)) != 0) {
+		return -EBADMSG;
+	}
+	nf = fields(p + sizeof(STATE_MAGIC), (size_t)(nl - p) - sizeof(STATE_MAGIC), f, fl, 5);
+	if (nf != 5 || parse_i64(f[0], fl[0], 0, INT64_MAX, &v[0]) < 0 ||
+	    parse_i64(f[1], fl[1], 0, INT64_MAX, &v[1]) < 0 ||
+	    parse_i64(f[2], fl[2], 0, 1, &v[2]) < 0 || parse_i64(f[3], fl[3], 0, 1, &v[3]) < 0 ||
+	    parse_i64(f[4], fl[4], -1, INT64_MAX, &v[4]) < 0) {
+		return -EBADMSG;
+	}
+	st.round = v[0];
+	st.gen = (uint64_t)v[1];
+	st.complete = v[2] != 0;
+	st.closed = v[3] != 0;
+	st.deadline = v[4];
+	p = nl + 1;
+	while (p < end) {
+		char tag;
+
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl || nl - p < 3 || p[1] != ' ' || ++total > 4 * (size_t)RDZV_MAX_NODES) {
+			goto bad;
+		}
+		tag = p[0];
+		nf = fields(p, (size_t)(nl - p), f, fl, 3);
+		if (nf > 3 || decode_entry(&st, tag, f, fl, nf) < 0) {
+			goto bad;
+		}
+		p = nl + 1;
+	}
+	if (st.n_participants > RDZV_MAX_NODES || st.n_wait_list > RDZV_MAX_NODES ||
+	    st.n_redundancy_list > RDZV_MAX_NODES || st.n_heartbeats > RDZV_MAX_NODES) {
+		goto bad;
+	}
+	*ret = st;
+	return 0;
+bad:
+	rdzv_state_release(&st);
+	return -EBADMSG;
+}

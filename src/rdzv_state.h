@@ -1,0 +1,113 @@
+/* rdzv_state.h — the shared state of the dynamic rendezvous (torch's
+ * _RendezvousState, reference rendezvous.md §2.1) and its encoding in the
+ * store. Pure: no I/O, no clock.
+ *
+ * Fields are torch 2.x's: round, complete, deadline, closed, participants
+ * (node -> rank), wait_list, redundancy_list, last_heartbeats; times are wall
+ * clock microseconds since the epoch (torch: UTC datetimes). elasticd adds one
+ * field, gen: a counter bumped by every write that a waiting node must react
+ * to (see rdzv_dynamic.h); nodes block on the store key "<state key>/gen/<n>"
+ * instead of polling.
+ *
+ * Encoding: ASCII lines, versioned, node lists sorted by node order:
+ *   "elasticd-rdzv 1 <round> <gen> <complete> <closed> <deadline|-1>\n"
+ *   "p <node> <rank>\n" per participant, "w <node>\n" per waiting node,
+ *   "r <node>\n" per redundant node, "h <node> <usec>\n" per heartbeat.
+ * torch pickles its state; nodes of torchrun and elasticd cannot share one
+ * rendezvous anyway (reference §5.1). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bounds on a decoded state (a corrupt or hostile value fails to decode). */
+#define RDZV_MAX_NODE_LEN 512
+#define RDZV_MAX_NODES (1u << 20)
+
+/* A node descriptor (torch's _NodeDesc): "<addr>_<pid>_<local_id>". */
+struct rdzv_node {
+	char *name;      /* the whole descriptor, owned */
+	size_t addr_len; /* bytes of name before "_<pid>_<local_id>" */
+	long long pid;
+	long long local_id;
+};
+
+struct rdzv_participant {
+	struct rdzv_node node;
+	int rank; /* 0 while the round gathers; the sorted position once complete */
+};
+
+struct rdzv_heartbeat {
+	struct rdzv_node node;
+	int64_t usec; /* wall clock of the node's last keep-alive */
+};
+
+struct rdzv_state {
+	int64_t round;
+	uint64_t gen;
+	bool complete;
+	bool closed;
+	int64_t deadline; /* wall usec of the last call, or -1 */
+	/* Each array sorted by node order, no duplicates. */
+	struct rdzv_participant *participants;
+	size_t n_participants;
+	struct rdzv_node *wait_list;
+	size_t n_wait_list;
+	struct rdzv_node *redundancy_list;
+	size_t n_redundancy_list;
+	struct rdzv_heartbeat *heartbeats;
+	size_t n_heartbeats;
+};
+
+/* Make a node from its parts. addr must be non-empty and free of whitespace
+ * and control bytes. Returns 0 or -EINVAL; *ret owned by the caller
+ * (rdzv_node_release). */
+int rdzv_node_init(struct rdzv_node *ret, const char *addr, long long pid, long long local_id);
+
+/* Parse "<addr>_<pid>_<local_id>" (pid and local_id decimal, >= 0). Returns
+ * 0 or -EINVAL. */
+int rdzv_node_parse(struct rdzv_node *ret, const char *s, size_t len);
+
+/* Deep copy. */
+void rdzv_node_copy(struct rdzv_node *ret, const struct rdzv_node *n);
+void rdzv_node_release(struct rdzv_node *n);
+
+/* torch's _NodeDesc order: addr (bytewise, = code point order of UTF-8), then
+ * pid, then local_id. <0, 0, >0. */
+int rdzv_node_cmp(const struct rdzv_node *a, const struct rdzv_node *b);
+
+/* A fresh state: round 0, nothing in it, deadline -1. */
+void rdzv_state_init(struct rdzv_state *st);
+/* Free every member and re-init. */
+void rdzv_state_release(struct rdzv_state *st);
+/* Deep copy into *ret (overwritten). */
+void rdzv_state_copy(struct rdzv_state *ret, const struct rdzv_state *st);
+
+/* Lookups (binary search). Index or -1. */
+long rdzv_state_find_participant(const struct rdzv_state *st, const struct rdzv_node *n);
+long rdzv_state_find_wait(const struct rdzv_state *st, const struct rdzv_node *n);
+long rdzv_state_find_redundant(const struct rdzv_state *st, const struct rdzv_node *n);
+long rdzv_state_find_heartbeat(const struct rdzv_state *st, const struct rdzv_node *n);
+
+/* Set operations keeping the arrays sorted. Adding an existing node updates
+ * it (rank, usec); removing a missing one does nothing. Each returns whether
+ * the state changed. */
+bool rdzv_state_add_participant(struct rdzv_state *st, const struct rdzv_node *n, int rank);
+bool rdzv_state_remove_participant(struct rdzv_state *st, const struct rdzv_node *n);
+bool rdzv_state_add_wait(struct rdzv_state *st, const struct rdzv_node *n);
+bool rdzv_state_remove_wait(struct rdzv_state *st, const struct rdzv_node *n);
+bool rdzv_state_add_redundant(struct rdzv_state *st, const struct rdzv_node *n);
+bool rdzv_state_remove_redundant(struct rdzv_state *st, const struct rdzv_node *n);
+bool rdzv_state_set_heartbeat(struct rdzv_state *st, const struct rdzv_node *n, int64_t usec);
+bool rdzv_state_remove_heartbeat(struct rdzv_state *st, const struct rdzv_node *n);
+
+/* Encode into a malloc'd buffer (not NUL-terminated; *ret_len bytes). */
+char *rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len);
+
+/* Decode buf[0..len) into *ret (overwritten; release with
+ * rdzv_state_release). Returns 0, or -EBADMSG for anything malformed:
+ * unknown version, bad numbers, unsorted or duplicate nodes, names that are
+ * not node descriptors, a node count over RDZV_MAX_NODES (torch raises
+ * RendezvousStateError for a state it cannot read). */
+int rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret);

@@ -1,0 +1,687 @@
+/* tcpstore_client.c — the asynchronous TCPStore client (see the header). */
+#include "tcpstore_client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util.h"
+
+struct creq {
+	TAILQ_ENTRY(creq) link;
+	enum tcpstore_cmd cmd;
+	size_t n; /* keys of a MULTI_GET */
+	uint8_t *frame;
+	size_t len;
+	uint64_t timeout_usec;
+	tcpstore_reply_fn fn;
+	void *arg;
+	bool internal; /* handshake PING */
+	int err;       /* completion status of an entry on the done list */
+};
+
+TAILQ_HEAD(creq_list, creq);
+
+enum client_state {
+	CLIENT_IDLE,
+	CLIENT_CONNECTING,
+	CLIENT_HANDSHAKE,
+	CLIENT_UP,
+	CLIENT_DEAD,
+};
+
+struct tcpstore_client {
+	struct event_base *base;
+	char *host;
+	int port;
+	enum tcpstore_dialect dialect;
+	struct tcpstore_client_callbacks cb;
+	struct tcpstore_limits lim;
+
+	enum client_state state;
+	struct bufferevent *bev;
+	uint64_t deadline;
+	uint64_t backoff;
+	int attempt;
+	int last_err;
+	uint32_t nonce;
+
+	struct event *retry;   /* next connect attempt */
+	struct event *timeout; /* the in-flight WAIT's timeout */
+	struct event *kick;    /* completes requests that have no reply */
+
+	struct creq_list queue; /* not sent yet */
+	struct creq_list done;  /* sent, no reply expected: complete from kick */
+	struct creq *inflight;
+	bool cancelling;
+	int cancel_err; /* what the cancelled WAIT completes with */
+
+	int busy;
+	bool free_pending;
+};
+
+static void
+creq_free(struct creq *q)
+{
+	free(q->frame);
+	free(q);
+}
+
+static void
+client_really_free(struct tcpstore_client *c)
+{
+	struct creq *q;
+
+	if (c->bev) {
+		bufferevent_free(c->bev);
+	}
+	while ((q = TAILQ_FIRST(&c->queue))) {
+		TAILQ_REMOVE(&c->queue, q, link);
+		creq_free(q);
+	}
+	while ((q = TAILQ_FIRST(&c->done))) {
+		TAILQ_REMOVE(&c->done, q, link);
+		creq_free(q);
+	}
+	if (c->inflight) {
+		creq_free(c->inflight);
+	}
+	event_free(c->retry);
+	event_free(c->timeout);
+	event_free(c->kick);
+	free(c->host);
+	free(c);
+}
+
+/* Guard around every entry from libevent: the user may free the client from a
+ * callback; the free then happens on the way out. */
+static void
+client_enter(struct tcpstore_client *c)
+{
+	c->busy++;
+}
+
+static bool
+client_leave(struct tcpstore_client *c)
+{
+	if (--c->busy == 0 && c->free_pending) {
+		client_really_free(c);
+		return false;
+	}
+	return true;
+}
+
+static void
+complete(struct tcpstore_client *c, struct creq *q, int err, const struct tcpstore_reply *rep)
+{
+	if (q->fn && !c->free_pending) {
+		q->fn(err, err < 0 ? NULL : rep, q->arg);
+	}
+	creq_free(q);
+}
+
+/* Fail everything outstanding with err, then tell the owner. */
+static void
+client_die(struct tcpstore_client *c, int err)
+{
+	enum client_state was = c->state;
+	struct creq_list all;
+	struct creq *q;
+
+	c->state = CLIENT_DEAD;
+	if (c->bev) {
+		bufferevent_free(c->bev);
+		c->bev = NULL;
+	}
+	evtimer_del(c->timeout);
+	TAILQ_INIT(&all);
+	if (c->inflight) {
+		TAILQ_INSERT_TAIL(&all, c->inflight, link);
+		c->inflight = NULL;
+	}
+	TAILQ_CONCAT(&all, &c->done, link);
+	TAILQ_CONCAT(&all, &c->queue, link);
+	c->cancelling = false;
+	while ((q = TAILQ_FIRST(&all))) {
+		TAILQ_REMOVE(&all, q, link);
+		complete(c, q, q->internal ? err : (err == -ETIMEDOUT ? -ECONNRESET : err), NULL);
+	}
+	if (c->free_pending) {
+		return;
+	}
+	if (was == CLIENT_UP) {
+		if (c->cb.closed) {
+			c->cb.closed(c, err, c->cb.arg);
+		}
+	} else if (c->cb.connected) {
+		c->cb.connected(c, err, c->cb.arg);
+	}
+}
+
+static void
+client_send_next(struct tcpstore_client *c)
+{
+	while (c->state == CLIENT_UP && !c->inflight && !TAILQ_EMPTY(&c->queue)) {
+		struct creq *q = TAILQ_FIRST(&c->queue);
+
+		TAILQ_REMOVE(&c->queue, q, link);
+		bufferevent_write(c->bev, q->frame, q->len);
+		if (!tcpstore_cmd_has_reply(q->cmd)) {
+			TAILQ_INSERT_TAIL(&c->done, q, link);
+			event_active(c->kick, EV_TIMEOUT, 0);
+			continue;
+		}
+		c->inflight = q;
+		if (q->cmd == TCPSTORE_CMD_WAIT && q->timeout_usec > 0) {
+			struct timeval tv = {(time_t)(q->timeout_usec / USEC_PER_SEC),
+					     (suseconds_t)(q->timeout_usec % USEC_PER_SEC)};
+
+			evtimer_add(c->timeout, &tv);
+		}
+	}
+}
+
+static void
+kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tcpstore_client *c = arg;
+	struct tcpstore_reply none = {0};
+	struct creq *q;
+
+	client_enter(c);
+	while (!c->free_pending && (q = TAILQ_FIRST(&c->done))) {
+		TAILQ_REMOVE(&c->done, q, link);
+		complete(c, q, q->err, &none);
+	}
+	client_leave(c);
+}
+
+/* Abandon the in-flight WAIT; it completes with err. Inside client_enter. */
+static void
+cancel_inflight(struct tcpstore_client *c, int err)
+{
+	struct tcpstore_buf b = {0};
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_CANCEL_WAIT};
+
+	evtimer_del(c->timeout);
+	if (c->cancelling) {
+		return;
+	}
+	if (c->dialect == TCPSTORE_DIALECT_V2) {
+		/* The server answers 01 (after 00 if the wait completed meanwhile). */
+		c->cancelling = true;
+		c->cancel_err = err;
+		(void)tcpstore_req_encode(&b, c->dialect, &req);
+		bufferevent_write(c->bev, b.data, b.len);
+		tcpstore_buf_release(&b);
+	} else {
+		/* 1.13 cannot cancel: a late 00 would desync the stream. */
+		struct creq *q = c->inflight;
+
+		c->inflight = NULL;
+		complete(c, q, err, NULL);
+		if (!c->free_pending) {
+			client_die(c, err);
+		}
+	}
+}
+
+static void
+timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tcpstore_client *c = arg;
+
+	if (!c->inflight || c->state != CLIENT_UP) {
+		return;
+	}
+	client_enter(c);
+	cancel_inflight(c, -ETIMEDOUT);
+	client_leave(c);
+}
+
+int
+tcpstore_client_cancel_wait(struct tcpstore_client *c)
+{
+	struct creq *q, *next;
+	int r = -ENOENT;
+
+	for (q = TAILQ_FIRST(&c->queue); q; q = next) {
+		next = TAILQ_NEXT(q, link);
+		if (q->cmd == TCPSTORE_CMD_WAIT) {
+			TAILQ_REMOVE(&c->queue, q, link);
+			q->err = -ECANCELED;
+			TAILQ_INSERT_TAIL(&c->done, q, link);
+			event_active(c->kick, EV_TIMEOUT, 0);
+			r = 0;
+		}
+	}
+	if (c->inflight && c->inflight->cmd == TCPSTORE_CMD_WAIT && c->state == CLIENT_UP) {
+		client_enter(c);
+		cancel_inflight(c, -ECANCELED);
+		client_leave(c);
+		r = 0;
+	}
+	return r;
+}
+
+static void
+client_handshake_done(struct tcpstore_client *c)
+{
+	c->state = CLIENT_UP;
+	if (c->cb.connected) {
+		c->cb.connected(c, 0, c->cb.arg);
+	}
+	if (!c->free_pending) {
+		client_send_next(c);
+	}
+}
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	struct tcpstore_client *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	client_enter(c);
+	while (!c->free_pending && c->state != CLIENT_DEAD) {
+		size_t len = evbuffer_get_length(in), used = 0;
+		struct tcpstore_reply rep;
+		struct creq *q = c->inflight;
+		uint8_t *p;
+		int r;
+
+		if (len == 0) {
+			break;
+		}
+		if (!q) {
+			/* Bytes nobody asked for. */
+			client_die(c, -EPROTO);
+			break;
+		}
+		p = evbuffer_pullup(in, -1);
+		if (c->cancelling) {
+			if (p[0] == TCPSTORE_STOP_WAITING) {
+				evbuffer_drain(in, 1);
+				continue;
+			}
+			c->cancelling = false;
+			c->inflight = NULL;
+			evbuffer_drain(in, 1);
+			complete(c, q, c->cancel_err, NULL);
+			client_send_next(c);
+			continue;
+		}
+		r = tcpstore_reply_decode(q->cmd, q->n, p, len, &c->lim, &rep, &used);
+		if (r == 0) {
+			break;
+		}
+		if (r < 0) {
+			client_die(c, r);
+			break;
+		}
+		c->inflight = NULL;
+		evtimer_del(c->timeout);
+		if (q->internal) {
+			bool ok = rep.u32 == c->nonce;
+
+			evbuffer_drain(in, used);
+			creq_free(q);
+			if (!ok) {
+				client_die(c, -EPROTO);
+				break;
+			}
+			client_handshake_done(c);
+			continue;
+		}
+		complete(c, q, 0, &rep);
+		tcpstore_reply_release(&rep);
+		if (c->free_pending || c->state == CLIENT_DEAD) {
+			break;
+		}
+		evbuffer_drain(in, used);
+		client_send_next(c);
+	}
+	client_leave(c);
+}
+
+static void client_attempt(struct tcpstore_client *c);
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tcpstore_client *c = arg;
+
+	client_enter(c);
+	client_attempt(c);
+	client_leave(c);
+}
+
+/* A connect attempt failed with err: retry before the deadline, else give up. */
+static void
+client_attempt_failed(struct tcpstore_client *c, int err)
+{
+	uint64_t now = now_usec();
+	uint32_t rnd = 0;
+	struct timeval tv;
+	uint64_t delay;
+
+	c->last_err = err;
+	if (c->bev) {
+		bufferevent_free(c->bev);
+		c->bev = NULL;
+	}
+	if (now >= c->deadline) {
+		c->state = CLIENT_CONNECTING;
+		client_die(c, err);
+		return;
+	}
+	(void)getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
+	delay = c->backoff / 2 + (c->backoff ? rnd % c->backoff : 0);
+	if (now + delay > c->deadline) {
+		delay = c->deadline - now;
+	}
+	c->backoff = c->backoff * 2 > USEC_PER_SEC ? USEC_PER_SEC : c->backoff * 2;
+	tv.tv_sec = (time_t)(delay / USEC_PER_SEC);
+	tv.tv_usec = (suseconds_t)(delay % USEC_PER_SEC);
+	evtimer_add(c->retry, &tv);
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct tcpstore_client *c = arg;
+
+	client_enter(c);
+	if (what & BEV_EVENT_CONNECTED) {
+		int one = 1;
+
+		(void)setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one,
+				 sizeof(one));
+		if (c->dialect == TCPSTORE_DIALECT_V2) {
+			struct tcpstore_buf b = {0};
+			struct tcpstore_req v = {.cmd = TCPSTORE_CMD_VALIDATE,
+						 .u32 = TCPSTORE_VALIDATE_MAGIC};
+			struct tcpstore_req ping = {.cmd = TCPSTORE_CMD_PING, .u32 = c->nonce};
+			struct creq *q = xcalloc(1, sizeof(*q));
+
+			(void)tcpstore_req_encode(&b, c->dialect, &v);
+			(void)tcpstore_req_encode(&b, c->dialect, &ping);
+			bufferevent_write(bev, b.data, b.len);
+			tcpstore_buf_release(&b);
+			q->cmd = TCPSTORE_CMD_PING;
+			q->internal = true;
+			c->inflight = q;
+			c->state = CLIENT_HANDSHAKE;
+		} else {
+			client_handshake_done(c);
+		}
+	} else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		int err = EVUTIL_SOCKET_ERROR();
+
+		err = (what & BEV_EVENT_EOF) || err == 0 ? -ECONNRESET : -err;
+		if (c->state == CLIENT_CONNECTING) {
+			client_attempt_failed(c, err);
+		} else if (c->state == CLIENT_HANDSHAKE) {
+			struct creq *q = c->inflight;
+
+			c->inflight = NULL;
+			if (q) {
+				creq_free(q);
+			}
+			client_attempt_failed(c, err);
+		} else {
+			client_die(c, err);
+		}
+	}
+	client_leave(c);
+}
+
+static void
+client_attempt(struct tcpstore_client *c)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res = NULL, *ai;
+	char port[16];
+	int n = 0, i, rc;
+
+	c->state = CLIENT_CONNECTING;
+	snprintf(port, sizeof(port), "%d", c->port);
+	rc = getaddrinfo(c->host, port, &hints, &res);
+	if (rc != 0) {
+		client_attempt_failed(c, -EHOSTUNREACH);
+		return;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		n++;
+	}
+	/* Cycle through the addresses of a name, one per attempt. */
+	for (ai = res, i = c->attempt++ % n; i > 0; i--) {
+		ai = ai->ai_next;
+	}
+	c->bev = bufferevent_socket_new(c->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	bufferevent_setcb(c->bev, read_cb, NULL, event_cb, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	if (bufferevent_socket_connect(c->bev, ai->ai_addr, (int)ai->ai_addrlen) < 0) {
+		int err = errno ? -errno : -ECONNREFUSED;
+
+		freeaddrinfo(res);
+		client_attempt_failed(c, err);
+		return;
+	}
+	freeaddrinfo(res);
+	if (c->bev) {
+		/* libevent's socket is not CLOEXEC: workers must not inherit it. */
+		int fd = bufferevent_getfd(c->bev);
+
+		if (fd >= 0) {
+			evutil_make_socket_closeonexec(fd);
+		}
+	}
+}
+
+struct tcpstore_client *
+tcpstore_client_new(struct event_base *base, const char *host, int port, enum tcpstore_dialect d,
+		    const struct tcpstore_client_callbacks *cb)
+{
+	struct tcpstore_client *c = xcalloc(1, sizeof(*c));
+
+	c->base = base;
+	c->host = xstrdup(host);
+	c->port = port;
+	c->dialect = d;
+	if (cb) {
+		c->cb = *cb;
+	}
+	tcpstore_limits_default(&c->lim);
+	c->lim.max_value = 256u * 1024u * 1024u;
+	c->nonce = (uint32_t)getpid();
+	c->retry = evtimer_new(base, retry_cb, c);
+	c->timeout = evtimer_new(base, timeout_cb, c);
+	c->kick = event_new(base, -1, 0, kick_cb, c);
+	TAILQ_INIT(&c->queue);
+	TAILQ_INIT(&c->done);
+	return c;
+}
+
+int
+tcpstore_client_connect(struct tcpstore_client *c, uint64_t deadline_usec)
+{
+	if (c->state != CLIENT_IDLE && c->state != CLIENT_DEAD) {
+		return -EALREADY;
+	}
+	c->deadline = deadline_usec;
+	c->backoff = 20 * USEC_PER_MSEC;
+	client_enter(c);
+	client_attempt(c);
+	client_leave(c);
+	return 0;
+}
+
+int
+tcpstore_client_request(struct tcpstore_client *c, const struct tcpstore_req *req,
+			uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
+{
+	struct tcpstore_buf b = {0};
+	struct creq *q;
+	int r;
+
+	if (c->state == CLIENT_DEAD || c->free_pending) {
+		return -ENOTCONN;
+	}
+	r = tcpstore_req_encode(&b, c->dialect, req);
+	if (r < 0) {
+		tcpstore_buf_release(&b);
+		return r;
+	}
+	q = xcalloc(1, sizeof(*q));
+	q->cmd = req->cmd;
+	q->n = req->n;
+	q->frame = b.data;
+	q->len = b.len;
+	q->timeout_usec = timeout_usec;
+	q->fn = fn;
+	q->arg = arg;
+	TAILQ_INSERT_TAIL(&c->queue, q, link);
+	client_send_next(c);
+	return 0;
+}
+
+static struct tcpstore_bytes
+str_bytes(const char *s)
+{
+	struct tcpstore_bytes b = {(const uint8_t *)s, strlen(s)};
+
+	return b;
+}
+
+int
+tcpstore_client_set(struct tcpstore_client *c, const char *key, const void *value, size_t len,
+		    tcpstore_reply_fn fn, void *arg)
+{
+	struct tcpstore_req req = {
+		.cmd = TCPSTORE_CMD_SET, .key = str_bytes(key), .value = {value, len}};
+
+	return tcpstore_client_request(c, &req, 0, fn, arg);
+}
+
+int
+tcpstore_client_get(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn, void *arg)
+{
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_GET, .key = str_bytes(key)};
+
+	return tcpstore_client_request(c, &req, 0, fn, arg);
+}
+
+int
+tcpstore_client_add(struct tcpstore_client *c, const char *key, int64_t delta, tcpstore_reply_fn fn,
+		    void *arg)
+{
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_ADD, .key = str_bytes(key), .delta = delta};
+
+	return tcpstore_client_request(c, &req, 0, fn, arg);
+}
+
+int
+tcpstore_client_compare_set(struct tcpstore_client *c, const char *key, const void *expected,
+			    size_t explen, const void *desired, size_t deslen, tcpstore_reply_fn fn,
+			    void *arg)
+{
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_COMPARE_SET,
+				   .key = str_bytes(key),
+				   .value = {expected, explen},
+				   .desired = {desired, deslen}};
+
+	return tcpstore_client_request(c, &req, 0, fn, arg);
+}
+
+int
+tcpstore_client_delete(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn, void *arg)
+{
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_DELETE_KEY, .key = str_bytes(key)};
+
+	return tcpstore_client_request(c, &req, 0, fn, arg);
+}
+
+int
+tcpstore_client_keys(struct tcpstore_client *c, enum tcpstore_cmd cmd, const char *const *keys,
+		     size_t n, uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
+{
+	struct tcpstore_bytes *k = n ? xcalloc(n, sizeof(*k)) : NULL;
+	struct tcpstore_req req = {.cmd = cmd, .n = n, .keys = k};
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		k[i] = str_bytes(keys[i]);
+	}
+	r = tcpstore_client_request(c, &req, timeout_usec, fn, arg);
+	free(k);
+	return r;
+}
+
+size_t
+tcpstore_client_pending(const struct tcpstore_client *c)
+{
+	size_t n = c->inflight ? 1 : 0;
+	struct creq *q;
+
+	TAILQ_FOREACH(q, &c->queue, link)
+	{
+		n++;
+	}
+	return n;
+}
+
+int
+tcpstore_client_local_addr(const struct tcpstore_client *c, char *buf, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd;
+
+	if (!c->bev || (fd = bufferevent_getfd(c->bev)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+		return -ENOTCONN;
+	}
+	if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+			inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], buf, (socklen_t)size);
+		} else {
+			inet_ntop(AF_INET6, &s6->sin6_addr, buf, (socklen_t)size);
+		}
+	} else {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf, (socklen_t)size);
+	}
+	return 0;
+}
+
+void
+tcpstore_client_free(struct tcpstore_client *c)
+{
+	if (!c) {
+		return;
+	}
+	if (c->busy > 0) {
+		c->free_pending = true;
+		if (c->bev) {
+			bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+		}
+		evtimer_del(c->retry);
+		evtimer_del(c->timeout);
+		return;
+	}
+	client_really_free(c);
+}

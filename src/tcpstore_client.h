@@ -1,0 +1,93 @@
+/* tcpstore_client.h — an asynchronous c10d TCPStore client in the event loop.
+ *
+ * One TCP connection, requests queued and sent one at a time (as torch's own
+ * client: a WAIT's late reply must never be mistaken for the next request's).
+ * Works against elasticd's server (either dialect) and against a real torch
+ * TCPStore server of the matching dialect (1.13: legacy; >= 2.2: v2, with the
+ * VALIDATE + PING handshake). Each frame goes out in one write: the 1.13
+ * server blocks on half frames. Keys are sent as given (torch's own client
+ * prepends "/" to user keys; callers that want to share keys with torch
+ * clients add it themselves). */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tcpstore_proto.h"
+
+struct event_base;
+struct tcpstore_client;
+
+/* Completion of one request: err 0 and rep valid for the duration of the call
+ * (slices into the receive buffer), or err -errno and rep NULL:
+ *   -ETIMEDOUT   a WAIT ran past its timeout (v2: cancelled with CANCEL_WAIT,
+ *                the connection stays usable; legacy: the connection is
+ *                closed, as the reference advises, since 1.13 cannot cancel);
+ *   -ECONNRESET  the connection was lost or closed before the reply;
+ *   -ECANCELED   the client was freed (never: free runs no callbacks).
+ * The callback may queue new requests and may free the client. */
+typedef void (*tcpstore_reply_fn)(int err, const struct tcpstore_reply *rep, void *arg);
+
+struct tcpstore_client_callbacks {
+	/* tcpstore_client_connect finished: err 0 (connected, handshake done) or
+	 * the last connect error (-ECONNREFUSED, -ETIMEDOUT, ...) once the
+	 * deadline passed. May free the client. */
+	void (*connected)(struct tcpstore_client *c, int err, void *arg);
+	/* A connected client lost its connection (EOF, error, protocol error):
+	 * every queued request has been completed with an error first. May free
+	 * the client. */
+	void (*closed)(struct tcpstore_client *c, int err, void *arg);
+	void *arg;
+};
+
+/* A client for host:port (an IPv4/IPv6 literal or a name, resolved at
+ * connect time; names may block on DNS once) speaking dialect d. Nothing
+ * happens until tcpstore_client_connect. */
+struct tcpstore_client *tcpstore_client_new(struct event_base *base, const char *host, int port,
+					    enum tcpstore_dialect d,
+					    const struct tcpstore_client_callbacks *cb);
+
+/* Connect, retrying refused or failed attempts with a growing delay (20 ms to
+ * 1 s, jittered) until deadline_usec (CLOCK_MONOTONIC, as now_usec()); the
+ * outcome arrives through cb.connected. Requests may be queued before the
+ * connection is up. Returns 0, or -EALREADY when connecting or connected. */
+int tcpstore_client_connect(struct tcpstore_client *c, uint64_t deadline_usec);
+
+/* Queue req (copied at once; slices may be freed after the call). A
+ * timeout_usec > 0 bounds a WAIT (ignored for other commands). fn may be NULL
+ * for requests without a reply worth hearing. Returns 0 or -ENOTCONN after the
+ * connection was lost. */
+int tcpstore_client_request(struct tcpstore_client *c, const struct tcpstore_req *req,
+			    uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg);
+
+/* Shorthands for string keys. */
+int tcpstore_client_set(struct tcpstore_client *c, const char *key, const void *value, size_t len,
+			tcpstore_reply_fn fn, void *arg);
+int tcpstore_client_get(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn,
+			void *arg);
+int tcpstore_client_add(struct tcpstore_client *c, const char *key, int64_t delta,
+			tcpstore_reply_fn fn, void *arg);
+int tcpstore_client_compare_set(struct tcpstore_client *c, const char *key, const void *expected,
+				size_t explen, const void *desired, size_t deslen,
+				tcpstore_reply_fn fn, void *arg);
+int tcpstore_client_delete(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn,
+			   void *arg);
+/* WAIT, CHECK or MULTI_GET over n string keys. */
+int tcpstore_client_keys(struct tcpstore_client *c, enum tcpstore_cmd cmd, const char *const *keys,
+			 size_t n, uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg);
+
+/* Give up every WAIT queued or in flight: each completes with -ECANCELED
+ * (v2: CANCEL_WAIT, the connection stays usable; legacy: the connection is
+ * closed). Returns 0, or -ENOENT when there was none. */
+int tcpstore_client_cancel_wait(struct tcpstore_client *c);
+
+/* Requests queued or in flight. */
+size_t tcpstore_client_pending(const struct tcpstore_client *c);
+
+/* The local address of the connection, numeric ("127.0.0.1", "::1"), into buf
+ * (at least 64 bytes). Returns 0 or -ENOTCONN. */
+int tcpstore_client_local_addr(const struct tcpstore_client *c, char *buf, size_t size);
+
+/* Close and free. Queued requests are dropped without their callbacks.
+ * Accepts NULL; may be called from any callback of this client. */
+void tcpstore_client_free(struct tcpstore_client *c);

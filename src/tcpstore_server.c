@@ -1,0 +1,948 @@
+/* tcpstore_server.c — the c10d TCPStore server (see the header). */
+#include "tcpstore_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tcpstore_proto.h"
+#include "util.h"
+
+/* Stop reading a connection's requests while this much output is queued. */
+#define OUTPUT_PAUSE (1u << 20)
+
+struct wait_rec;
+
+/* One key of one pending WAIT, linked on the key's entry. */
+struct wait_node {
+	LIST_ENTRY(wait_node) link;
+	struct wait_rec *rec;
+	struct entry *e; /* NULL once fired */
+};
+
+/* The (at most one) pending WAIT of a connection. */
+struct wait_rec {
+	struct conn *c;
+	size_t remaining; /* nodes not fired yet */
+	size_t n;
+	struct wait_node nodes[];
+};
+
+/* A key: its value (when set) and the waiters on it. An entry without a value
+ * lives only while someone waits for it. */
+struct entry {
+	struct entry *next; /* hash chain */
+	uint64_t hash;
+	uint8_t *key;
+	size_t klen;
+	uint8_t *val;
+	size_t vlen;
+	bool has_value;
+	LIST_HEAD(, wait_node) waiters;
+};
+
+struct conn {
+	LIST_ENTRY(conn) link;
+	struct tcpstore_server *s;
+	struct bufferevent *bev;
+	struct event *stall;
+	bool dialect_known;
+	enum tcpstore_dialect dialect;
+	size_t need; /* bytes the next parse needs */
+	struct wait_rec *wait;
+	bool paused;
+	bool closing;
+};
+
+struct tcpstore_server {
+	struct event_base *base;
+	struct evconnlistener *listener;
+	int port;
+	struct tcpstore_server_limits lim;
+	struct tcpstore_limits plim;
+	struct entry **buckets;
+	size_t nbuckets;
+	size_t nentries;
+	size_t nkeys;
+	size_t bytes;
+	LIST_HEAD(, conn) conns;
+	size_t nconns;
+	struct tcpstore_server_stats stats;
+	bool merge_attempts;
+};
+
+void
+tcpstore_server_limits_default(struct tcpstore_server_limits *ret)
+{
+	ret->max_key = TCPSTORE_MAX_KEY_LEN;
+	ret->max_value = TCPSTORE_MAX_VALUE_LEN;
+	ret->max_keys = TCPSTORE_MAX_KEYS;
+	ret->max_store_bytes = (size_t)1 << 30;
+	ret->max_connections = 16384;
+	ret->max_output = (size_t)64 << 20;
+	ret->frame_stall_ms = 60000;
+}
+
+/* ---- the key table ----------------------------------------------------- */
+
+static uint64_t
+hash_bytes(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static struct entry **
+table_slot(struct tcpstore_server *s, const uint8_t *key, size_t klen, uint64_t h)
+{
+	struct entry **pp = &s->buckets[h & (s->nbuckets - 1)];
+
+	for (; *pp; pp = &(*pp)->next) {
+		struct entry *e = *pp;
+
+		if (e->hash == h && e->klen == klen &&
+		    (klen == 0 || memcmp(e->key, key, klen) == 0)) {
+			break;
+		}
+	}
+	return pp;
+}
+
+static struct entry *
+table_find(struct tcpstore_server *s, const struct tcpstore_bytes *k)
+{
+	return *table_slot(s, k->data, k->len, hash_bytes(k->data, k->len));
+}
+
+static void
+table_grow(struct tcpstore_server *s)
+{
+	size_t n = s->nbuckets * 2;
+	struct entry **b = xcalloc(n, sizeof(*b));
+
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		struct entry *e = s->buckets[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			e->next = b[e->hash & (n - 1)];
+			b[e->hash & (n - 1)] = e;
+		}
+	}
+	free(s->buckets);
+	s->buckets = b;
+	s->nbuckets = n;
+}
+
+static struct entry *
+table_get_or_add(struct tcpstore_server *s, const struct tcpstore_bytes *k)
+{
+	uint64_t h = hash_bytes(k->data, k->len);
+	struct entry **pp = table_slot(s, k->data, k->len, h);
+	struct entry *e;
+
+	if (*pp) {
+		return *pp;
+	}
+	e = xcalloc(1, sizeof(*e));
+	e->hash = h;
+	e->key = xmalloc(k->len ? k->len : 1);
+	memcpy(e->key, k->data, k->len);
+	e->klen = k->len;
+	LIST_INIT(&e->waiters);
+	*pp = e;
+	s->nentries++;
+	if (s->nentries > s->nbuckets) {
+		table_grow(s);
+	}
+	return e;
+}
+
+static void
+entry_clear_value(struct tcpstore_server *s, struct entry *e)
+{
+	if (e->has_value) {
+		s->bytes -= e->klen + e->vlen;
+		s->nkeys--;
+	}
+	free(e->val);
+	e->val = NULL;
+	e->vlen = 0;
+	e->has_value = false;
+}
+
+/* Drop e from the table when it holds nothing and nobody waits on it. */
+static void
+entry_maybe_free(struct tcpstore_server *s, struct entry *e)
+{
+	struct entry **pp;
+
+	if (e->has_value || !LIST_EMPTY(&e->waiters)) {
+		return;
+	}
+	pp = table_slot(s, e->key, e->klen, e->hash);
+	*pp = e->next;
+	s->nentries--;
+	free(e->key);
+	free(e);
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static void conn_process(struct conn *c);
+
+static void
+conn_free_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	bufferevent_free(c->bev);
+	if (c->stall) {
+		event_free(c->stall);
+	}
+	free(c);
+}
+
+static void
+wait_drop(struct conn *c)
+{
+	struct wait_rec *w = c->wait;
+
+	if (!w) {
+		return;
+	}
+	for (size_t i = 0; i < w->n; i++) {
+		struct entry *e = w->nodes[i].e;
+
+		if (e) {
+			LIST_REMOVE(&w->nodes[i], link);
+			w->nodes[i].e = NULL;
+			entry_maybe_free(c->s, e);
+		}
+	}
+	free(w);
+	c->wait = NULL;
+}
+
+/* Close c (protocol error, limit, EOF). Freed on the next loop turn: we may be
+ * inside its own callbacks. */
+static void
+conn_close(struct conn *c, bool violation)
+{
+	struct tcpstore_server *s = c->s;
+
+	if (c->closing) {
+		return;
+	}
+	c->closing = true;
+	if (violation) {
+		s->stats.dropped++;
+	}
+	wait_drop(c);
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	if (c->stall) {
+		event_del(c->stall);
+	}
+	LIST_REMOVE(c, link);
+	s->nconns--;
+	event_base_once(s->base, -1, EV_TIMEOUT, conn_free_deferred, c, NULL);
+}
+
+static void
+conn_write(struct conn *c, const void *data, size_t len)
+{
+	struct evbuffer *out;
+
+	if (c->closing) {
+		return;
+	}
+	out = bufferevent_get_output(c->bev);
+	evbuffer_add(out, data, len);
+	if (evbuffer_get_length(out) > c->s->lim.max_output) {
+		/* A peer that does not read its replies. */
+		conn_close(c, true);
+	}
+}
+
+static void
+reply_u8(struct conn *c, uint8_t v)
+{
+	conn_write(c, &v, 1);
+}
+
+static void
+reply_i64(struct conn *c, int64_t v)
+{
+	struct tcpstore_buf b = {0};
+
+	tcpstore_buf_put_u64(&b, (uint64_t)v);
+	conn_write(c, b.data, b.len);
+	tcpstore_buf_release(&b);
+}
+
+static void
+reply_vec(struct conn *c, const uint8_t *data, size_t len)
+{
+	struct evbuffer *out;
+	struct tcpstore_buf b = {0};
+
+	if (c->closing) {
+		return;
+	}
+	/* Length and data in one evbuffer, so one write: no corked empty vec. */
+	tcpstore_buf_put_u64(&b, len);
+	out = bufferevent_get_output(c->bev);
+	evbuffer_add(out, b.data, b.len);
+	tcpstore_buf_release(&b);
+	conn_write(c, data, len);
+}
+
+/* Every waiter on e: one key fewer to wait for; answer those now complete. */
+static void
+entry_wake(struct tcpstore_server *s, struct entry *e)
+{
+	struct wait_node *n;
+
+	while ((n = LIST_FIRST(&e->waiters))) {
+		struct wait_rec *w = n->rec;
+
+		LIST_REMOVE(n, link);
+		n->e = NULL;
+		if (--w->remaining == 0) {
+			struct conn *wc = w->c;
+
+			wc->wait = NULL;
+			free(w);
+			reply_u8(wc, TCPSTORE_STOP_WAITING);
+		}
+	}
+}
+
+/* Store a value; false when the store would exceed its byte limit. */
+static bool
+store_set(struct tcpstore_server *s, const struct tcpstore_bytes *k, const uint8_t *v, size_t vlen)
+{
+	struct entry *e = table_get_or_add(s, k);
+	size_t old = e->has_value ? e->klen + e->vlen : 0;
+
+	if (s->bytes - old + k->len + vlen > s->lim.max_store_bytes) {
+		entry_maybe_free(s, e);
+		return false;
+	}
+	entry_clear_value(s, e);
+	e->val = xmalloc(vlen ? vlen : 1);
+	memcpy(e->val, v, vlen);
+	e->vlen = vlen;
+	e->has_value = true;
+	s->bytes += e->klen + vlen;
+	s->nkeys++;
+	entry_wake(s, e);
+	return true;
+}
+
+static bool
+key_exists(struct tcpstore_server *s, const struct tcpstore_bytes *k)
+{
+	struct entry *e = table_find(s, k);
+
+	return e && e->has_value;
+}
+
+static void
+handle_wait(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_server *s = c->s;
+	struct wait_rec *w;
+	size_t missing = 0;
+
+	for (size_t i = 0; i < req->n; i++) {
+		if (!key_exists(s, &req->keys[i])) {
+			missing++;
+		}
+	}
+	if (missing == 0) {
+		reply_u8(c, TCPSTORE_STOP_WAITING);
+		return;
+	}
+	w = xcalloc(1, sizeof(*w) + missing * sizeof(w->nodes[0]));
+	w->c = c;
+	w->n = missing;
+	w->remaining = missing;
+	for (size_t i = 0, j = 0; i < req->n; i++) {
+		struct entry *e;
+
+		if (key_exists(s, &req->keys[i])) {
+			continue;
+		}
+		/* A key listed twice is waited for twice, as 1.13. */
+		e = table_get_or_add(s, &req->keys[i]);
+		w->nodes[j].rec = w;
+		w->nodes[j].e = e;
+		LIST_INSERT_HEAD(&e->waiters, &w->nodes[j], link);
+		j++;
+	}
+	c->wait = w;
+}
+
+static void
+reply_missing(struct conn *c)
+{
+	/* 1.13 closes the connection on GET of a missing key; 2.x (libuv)
+	 * answers an empty value. */
+	if (c->dialect == TCPSTORE_DIALECT_LEGACY) {
+		conn_close(c, true);
+	} else {
+		reply_vec(c, NULL, 0);
+	}
+}
+
+#define ATTEMPT_PREFIX "//worker/attempt_"
+
+/* The length of key once "//worker/attempt_<digits>/" lost its digits, with
+ * the result in out (at least key->len bytes), or 0 when key has no such
+ * prefix. */
+static size_t
+merge_attempt(const struct tcpstore_bytes *key, uint8_t *out)
+{
+	size_t p = sizeof(ATTEMPT_PREFIX) - 1, d = p;
+
+	if (key->len <= p || memcmp(key->data, ATTEMPT_PREFIX, p) != 0) {
+		return 0;
+	}
+	while (d < key->len && key->data[d] >= '0' && key->data[d] <= '9') {
+		d++;
+	}
+	if (d == p || d >= key->len || key->data[d] != '/') {
+		return 0;
+	}
+	memcpy(out, key->data, p);
+	memcpy(out + p, key->data + d, key->len - d);
+	return p + key->len - d;
+}
+
+/* Rewrite req's keys (see tcpstore_server_set_merge_attempts) into *ret_buf
+ * (malloc'd, freed by the caller) and ret_keys (an array of req->n). */
+static void
+merge_keys(struct tcpstore_req *req, uint8_t **ret_buf, struct tcpstore_bytes **ret_keys)
+{
+	size_t total = req->key.len;
+	uint8_t *buf, *p;
+
+	for (size_t i = 0; i < req->n; i++) {
+		total += req->keys[i].len;
+	}
+	buf = p = xmalloc(total + 1);
+	if (req->key.len) {
+		size_t n = merge_attempt(&req->key, p);
+
+		if (n) {
+			req->key = (struct tcpstore_bytes){p, n};
+			p += n;
+		}
+	}
+	if (req->n) {
+		*ret_keys = xcalloc(req->n, sizeof(**ret_keys));
+		for (size_t i = 0; i < req->n; i++) {
+			size_t n = merge_attempt(&req->keys[i], p);
+
+			(*ret_keys)[i] = n ? (struct tcpstore_bytes){p, n} : req->keys[i];
+			p += n;
+		}
+		req->keys = *ret_keys;
+	}
+	*ret_buf = buf;
+}
+
+static void
+handle(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_server *s = c->s;
+	struct entry *e;
+	int64_t v;
+	char num[32];
+	int n;
+
+	s->stats.requests++;
+	if (c->wait && req->cmd != TCPSTORE_CMD_CANCEL_WAIT) {
+		/* The client gave up on its WAIT (a 1.13 timeout). */
+		wait_drop(c);
+	}
+	switch (req->cmd) {
+	case TCPSTORE_CMD_VALIDATE:
+		if (req->u32 != TCPSTORE_VALIDATE_MAGIC) {
+			conn_close(c, true);
+		}
+		return;
+	case TCPSTORE_CMD_PING: {
+		struct tcpstore_buf b = {0};
+
+		tcpstore_buf_put_u32(&b, req->u32);
+		conn_write(c, b.data, b.len);
+		tcpstore_buf_release(&b);
+		return;
+	}
+	case TCPSTORE_CMD_SET:
+		if (!store_set(s, &req->key, req->value.data, req->value.len)) {
+			conn_close(c, true);
+		}
+		return;
+	case TCPSTORE_CMD_COMPARE_SET:
+		e = table_find(s, &req->key);
+		if (!e || !e->has_value) {
+			if (req->value.len != 0) {
+				/* Missing key, non-empty expectation: echo the
+				 * expectation, as torch does. */
+				reply_vec(c, req->value.data, req->value.len);
+				return;
+			}
+		} else if (e->vlen != req->value.len ||
+			   (e->vlen && memcmp(e->val, req->value.data, e->vlen) != 0)) {
+			reply_vec(c, e->val, e->vlen);
+			return;
+		}
+		if (!store_set(s, &req->key, req->desired.data, req->desired.len)) {
+			conn_close(c, true);
+			return;
+		}
+		reply_vec(c, req->desired.data, req->desired.len);
+		return;
+	case TCPSTORE_CMD_GET:
+		e = table_find(s, &req->key);
+		if (!e || !e->has_value) {
+			reply_missing(c);
+			return;
+		}
+		reply_vec(c, e->val, e->vlen);
+		return;
+	case TCPSTORE_CMD_ADD:
+		e = table_find(s, &req->key);
+		v = req->delta;
+		if (e && e->has_value) {
+			int64_t old;
+
+			if (tcpstore_parse_i64(e->val, e->vlen, &old) < 0) {
+				/* 1.13: std::stoll throws, the connection closes. */
+				conn_close(c, true);
+				return;
+			}
+			v = (int64_t)((uint64_t)old + (uint64_t)req->delta);
+		}
+		n = snprintf(num, sizeof(num), "%" PRId64, v);
+		/* The adder hears first, then the waiters (1.13's order). */
+		reply_i64(c, v);
+		if (!store_set(s, &req->key, (const uint8_t *)num, (size_t)n)) {
+			conn_close(c, true);
+		}
+		return;
+	case TCPSTORE_CMD_CHECK:
+		for (size_t i = 0; i < req->n; i++) {
+			if (!key_exists(s, &req->keys[i])) {
+				reply_u8(c, TCPSTORE_NOT_READY);
+				return;
+			}
+		}
+		reply_u8(c, TCPSTORE_READY);
+		return;
+	case TCPSTORE_CMD_WAIT:
+		handle_wait(c, req);
+		return;
+	case TCPSTORE_CMD_GETNUMKEYS:
+		reply_i64(c, (int64_t)s->nkeys);
+		return;
+	case TCPSTORE_CMD_WATCH_KEY:
+		/* Nothing in torch's Python, elastic or gloo calls watchKey. */
+		conn_close(c, true);
+		return;
+	case TCPSTORE_CMD_DELETE_KEY:
+		e = table_find(s, &req->key);
+		if (e && e->has_value) {
+			entry_clear_value(s, e);
+			entry_maybe_free(s, e);
+			reply_i64(c, 1);
+		} else {
+			reply_i64(c, 0);
+		}
+		return;
+	case TCPSTORE_CMD_APPEND:
+		e = table_find(s, &req->key);
+		if (e && e->has_value) {
+			uint8_t *buf;
+			bool ok;
+
+			if (e->vlen + req->value.len > s->lim.max_value) {
+				conn_close(c, true);
+				return;
+			}
+			buf = xmalloc(e->vlen + req->value.len + 1);
+			memcpy(buf, e->val, e->vlen);
+			memcpy(buf + e->vlen, req->value.data, req->value.len);
+			ok = store_set(s, &req->key, buf, e->vlen + req->value.len);
+			free(buf);
+			if (!ok) {
+				conn_close(c, true);
+			}
+		} else if (!store_set(s, &req->key, req->value.data, req->value.len)) {
+			conn_close(c, true);
+		}
+		return;
+	case TCPSTORE_CMD_MULTI_GET:
+		for (size_t i = 0; i < req->n; i++) {
+			e = table_find(s, &req->keys[i]);
+			if (!e || !e->has_value) {
+				reply_missing(c);
+				if (c->closing) {
+					return;
+				}
+				continue;
+			}
+			reply_vec(c, e->val, e->vlen);
+		}
+		return;
+	case TCPSTORE_CMD_MULTI_SET:
+		for (size_t i = 0; i < req->n; i++) {
+			if (!store_set(s, &req->keys[i], req->values[i].data, req->values[i].len)) {
+				conn_close(c, true);
+				return;
+			}
+		}
+		return;
+	case TCPSTORE_CMD_CANCEL_WAIT:
+		/* 00 was sent already if the wait completed; 01 either way. */
+		wait_drop(c);
+		reply_u8(c, TCPSTORE_WAIT_CANCELED);
+		return;
+	}
+}
+
+static void
+conn_arm_stall(struct conn *c)
+{
+	struct timeval tv = {c->s->lim.frame_stall_ms / 1000,
+			     (c->s->lim.frame_stall_ms % 1000) * 1000};
+
+	if (!evtimer_pending(c->stall, NULL)) {
+		evtimer_add(c->stall, &tv);
+	}
+}
+
+static void
+conn_process(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	while (!c->closing) {
+		size_t len = evbuffer_get_length(in), used = 0;
+		struct tcpstore_req req;
+		uint8_t *p;
+		int r;
+
+		if (len == 0) {
+			evtimer_del(c->stall);
+			return;
+		}
+		if (len < c->need) {
+			conn_arm_stall(c);
+			return;
+		}
+		if (evbuffer_get_length(out) > OUTPUT_PAUSE) {
+			/* Backpressure: resume from the write callback. */
+			c->paused = true;
+			bufferevent_disable(c->bev, EV_READ);
+			return;
+		}
+		p = evbuffer_pullup(in, -1);
+		if (!c->dialect_known) {
+			r = tcpstore_detect_dialect(p, len, &c->dialect);
+			if (r == 0) {
+				c->need = len + 1;
+				continue;
+			}
+			c->dialect_known = true;
+		}
+		r = tcpstore_req_decode(p, len, c->dialect, &c->s->plim, &req, &used);
+		if (r < 0) {
+			conn_close(c, true);
+			return;
+		}
+		if (r == 0) {
+			c->need = used;
+			conn_arm_stall(c);
+			return;
+		}
+		if (c->s->merge_attempts) {
+			struct tcpstore_bytes *orig = req.keys, *merged = NULL;
+			uint8_t *buf = NULL;
+
+			merge_keys(&req, &buf, &merged);
+			handle(c, &req);
+			free(buf);
+			free(merged);
+			req.keys = orig;
+		} else {
+			handle(c, &req);
+		}
+		tcpstore_req_release(&req);
+		if (c->closing) {
+			return;
+		}
+		evbuffer_drain(in, used);
+		c->need = 1;
+		evtimer_del(c->stall);
+	}
+}
+
+static void
+conn_read_cb(struct bufferevent *bev, void *arg)
+{
+	conn_process(arg);
+}
+
+static void
+conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->paused && !c->closing) {
+		c->paused = false;
+		bufferevent_enable(c->bev, EV_READ);
+		conn_process(c);
+	}
+}
+
+static void
+conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		conn_close(c, false);
+	}
+}
+
+static void
+conn_stall_cb(evutil_socket_t fd, short what, void *arg)
+{
+	/* Half a frame for too long: slowloris, or a dead peer. */
+	conn_close(arg, true);
+}
+
+static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
+{
+	struct tcpstore_server *s = arg;
+	struct conn *c;
+	int one = 1;
+
+	if (s->nconns >= s->lim.max_connections) {
+		s->stats.refused++;
+		close(fd);
+		return;
+	}
+	s->stats.accepted++;
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c = xcalloc(1, sizeof(*c));
+	c->s = s;
+	c->need = 1;
+	c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!c->bev) {
+		close(fd);
+		free(c);
+		return;
+	}
+	c->stall = evtimer_new(s->base, conn_stall_cb, c);
+	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_WRITE, OUTPUT_PAUSE / 2, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	LIST_INSERT_HEAD(&s->conns, c, link);
+	s->nconns++;
+}
+
+/* ---- the listener ------------------------------------------------------ */
+
+static int
+listen_fd(const char *host, int port, int *ret_port, char **reterr)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res = NULL, *ai;
+	char portstr[16];
+	int err = -EADDRNOTAVAIL, rc;
+	bool any = !host || !*host || strcmp(host, "::") == 0;
+
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	if (any) {
+		hints.ai_family = AF_INET6;
+	}
+	rc = getaddrinfo(any ? "::" : host, portstr, &hints, &res);
+	if (rc != 0 && any) {
+		hints.ai_family = AF_INET;
+		rc = getaddrinfo("0.0.0.0", portstr, &hints, &res);
+	}
+	if (rc != 0) {
+		*reterr = xasprintf("cannot resolve '%s': %s", host ? host : "", gai_strerror(rc));
+		return -EADDRNOTAVAIL;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				ai->ai_protocol);
+		int one = 1, zero = 0;
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		if (fd < 0) {
+			err = -errno;
+			continue;
+		}
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6 && any) {
+			/* Dual-stack: 1.13 clients come in through v4-mapped addresses. */
+			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+		}
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0 ||
+		    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+			err = -errno;
+			close(fd);
+			continue;
+		}
+		*ret_port = ss.ss_family == AF_INET6
+				    ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+				    : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		freeaddrinfo(res);
+		return fd;
+	}
+	freeaddrinfo(res);
+	*reterr = xasprintf("cannot listen on %s port %d: %s", any ? "every address" : host, port,
+			    strerror(-err));
+	return err;
+}
+
+struct tcpstore_server *
+tcpstore_server_new(struct event_base *base, const char *host, int port,
+		    const struct tcpstore_server_limits *lim, int *ret_err, char **reterr)
+{
+	struct tcpstore_server *s;
+	int fd, actual = 0;
+
+	fd = listen_fd(host, port, &actual, reterr);
+	if (fd < 0) {
+		*ret_err = fd;
+		return NULL;
+	}
+	s = xcalloc(1, sizeof(*s));
+	s->base = base;
+	s->port = actual;
+	if (lim) {
+		s->lim = *lim;
+	} else {
+		tcpstore_server_limits_default(&s->lim);
+	}
+	s->plim.max_key = s->lim.max_key;
+	s->plim.max_value = s->lim.max_value;
+	s->plim.max_keys = s->lim.max_keys;
+	s->nbuckets = 64;
+	s->buckets = xcalloc(s->nbuckets, sizeof(*s->buckets));
+	LIST_INIT(&s->conns);
+	s->listener = evconnlistener_new(base, accept_cb, s,
+					 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (!s->listener) {
+		close(fd);
+		*ret_err = -ENOMEM;
+		*reterr = xstrdup("cannot create the store listener");
+		tcpstore_server_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void
+tcpstore_server_set_merge_attempts(struct tcpstore_server *s, bool on)
+{
+	s->merge_attempts = on;
+}
+
+int
+tcpstore_server_port(const struct tcpstore_server *s)
+{
+	return s->port;
+}
+
+size_t
+tcpstore_server_connections(const struct tcpstore_server *s)
+{
+	return s->nconns;
+}
+
+size_t
+tcpstore_server_num_keys(const struct tcpstore_server *s)
+{
+	return s->nkeys;
+}
+
+size_t
+tcpstore_server_pending_output(const struct tcpstore_server *s)
+{
+	struct conn *c;
+	size_t n = 0;
+
+	LIST_FOREACH(c, &s->conns, link)
+	{
+		n += evbuffer_get_length(bufferevent_get_output(c->bev));
+	}
+	return n;
+}
+
+void
+tcpstore_server_stats(const struct tcpstore_server *s, struct tcpstore_server_stats *ret)
+{
+	*ret = s->stats;
+}
+
+void
+tcpstore_server_free(struct tcpstore_server *s)
+{
+	struct conn *c;
+
+	if (!s) {
+		return;
+	}
+	if (s->listener) {
+		evconnlistener_free(s->listener);
+	}
+	while ((c = LIST_FIRST(&s->conns))) {
+		wait_drop(c);
+		LIST_REMOVE(c, link);
+		bufferevent_free(c->bev);
+		event_free(c->stall);
+		free(c);
+	}
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		struct entry *e = s->buckets[i], *next;
+
+		for (; e; e = next) {
+			next = e->next;
+			free(e->key);
+			free(e->val);
+			free(e);
+		}
+	}
+	free(s->buckets);
+	free(s);
+}

@@ -1,0 +1,77 @@
+/* tcpstore_server.h — a c10d TCPStore server inside the agent's event loop.
+ *
+ * Speaks both dialects of tcpstore_proto.h, chosen per connection from its
+ * first bytes, so unmodified torch 1.13 clients (and 2.x clients: VALIDATE,
+ * PING, CANCEL_WAIT, APPEND, MULTI_GET, MULTI_SET) use it as their store. One
+ * flat key space; WAIT registers the connection on every missing key and
+ * answers once all exist (no server-side timers); SET, ADD, APPEND,
+ * MULTI_SET and a creating or replacing COMPARE_SET wake waiters (the 2.x
+ * libuv server's rule, a superset of 1.13's). A connection that sends a
+ * request while its WAIT is pending loses that WAIT (1.13 has no CANCEL_WAIT).
+ *
+ * Everything a peer controls is bounded: key and value sizes, keys per
+ * request, total bytes stored, connections, bytes queued for a peer that does
+ * not read, and the time a frame may stay half-received. A violation closes
+ * that connection only. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct tcpstore_server;
+
+struct tcpstore_server_limits {
+	size_t max_key;          /* bytes per key (default 8 KiB) */
+	size_t max_value;        /* bytes per value (default 8 MiB) */
+	size_t max_keys;         /* keys per WAIT/CHECK/MULTI_* (default 128 Ki) */
+	size_t max_store_bytes;  /* keys + values stored (default 1 GiB) */
+	size_t max_connections;  /* open connections (default 16384) */
+	size_t max_output;       /* bytes queued for one peer before it is dropped (64 MiB) */
+	unsigned frame_stall_ms; /* a started frame must complete within (default 60000) */
+};
+
+/* The defaults above. */
+void tcpstore_server_limits_default(struct tcpstore_server_limits *ret);
+
+/* Listen on host:port (host NULL or "" or "::": every address, dual-stack
+ * when the system allows; port 0: an ephemeral port). lim NULL: defaults.
+ * Returns the server, or NULL with -errno in *ret_err (-EADDRINUSE when the
+ * port is taken) and *reterr (malloc'd) saying what failed. */
+struct tcpstore_server *tcpstore_server_new(struct event_base *base, const char *host, int port,
+					    const struct tcpstore_server_limits *lim, int *ret_err,
+					    char **reterr);
+
+/* Serve torch workers of one round only: treat every key
+ * "//worker/attempt_<N>/..." as "//worker/attempt_/..." whatever N is. torch
+ * 2.x workers prefix their keys with their own TORCHELASTIC_RESTART_COUNT,
+ * which differs between nodes once one node spent a restart and another
+ * re-formed for free (a membership change keeps the count); on a store that
+ * serves a single round the number carries nothing, and ignoring it lets such
+ * nodes meet. Off by default. */
+void tcpstore_server_set_merge_attempts(struct tcpstore_server *s, bool on);
+
+/* The port it listens on (the ephemeral one when created with port 0). */
+int tcpstore_server_port(const struct tcpstore_server *s);
+
+/* Open client connections right now. */
+size_t tcpstore_server_connections(const struct tcpstore_server *s);
+
+/* Keys stored (what GETNUMKEYS answers). */
+size_t tcpstore_server_num_keys(const struct tcpstore_server *s);
+
+/* Bytes still queued for clients (replies not yet written to the kernel). */
+size_t tcpstore_server_pending_output(const struct tcpstore_server *s);
+
+/* Counters since creation, for tests and the benchmark. */
+struct tcpstore_server_stats {
+	uint64_t accepted; /* connections accepted */
+	uint64_t refused;  /* connections closed at once: over max_connections */
+	uint64_t dropped;  /* connections closed for a protocol or limit violation */
+	uint64_t requests; /* requests handled */
+};
+void tcpstore_server_stats(const struct tcpstore_server *s, struct tcpstore_server_stats *ret);
+
+/* Close the listener and every connection, free everything. Accepts NULL. */
+void tcpstore_server_free(struct tcpstore_server *s);

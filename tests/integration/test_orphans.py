@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""No orphaned processes: workers' background children die with their group,
+a SIGKILLed agent takes its workers and their children with it (PDEATHSIG and
+the sentinel), and workers start with a clean process shape (own session,
+fds > 2 closed)."""
+
+import ctypes
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lib  # noqa: E402
+
+# A worker that starts a background grandchild, records both pids, and waits.
+WITH_GRANDCHILD = ('sleep 1000 & echo $! > "$0/g_$LOCAL_RANK";'
+                   ' echo $$$$ > "$0/w_$LOCAL_RANK"; wait')
+
+
+class OrphansTest(lib.ElasticdTestCase):
+
+    def out_dir(self):
+        d = self.path("out")
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def pids(self, out, prefix, n):
+        pids = [lib.read_pid_file(os.path.join(out, "%s_%d" % (prefix, lr))) for lr in range(n)]
+        self.assertTrue(all(pids), "pid files %s_* missing" % prefix)
+        return pids
+
+    def test_background_child_of_successful_worker(self):
+        for extra in ((), ("-t", "3"), ("-r", "3")):
+            with self.subTest(extra=extra):
+                out = self.path("out" + "".join(extra))
+                os.makedirs(out)
+                res = self.run_elasticd("--standalone", "--log-dir", self.path("logs"), *extra,
+                                        "--no-python", "/bin/sh", "-c",
+                                        'sleep 1000 & echo $! > "$0/bg"; exit 0', out,
+                                        timeout=30)
+                self.assertRc(res, 0)
+                bg = lib.read_pid_file(os.path.join(out, "bg"), timeout=1)
+                self.assertTrue(bg)
+                self.assertTrue(lib.wait_dead([bg], 5), "background sleep survived")
+        self.assertNoLeftovers()
+
+    def test_background_child_killed_when_peer_fails(self):
+        out = self.out_dir()
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "2", "--no-python",
+                                "/bin/sh", "-c",
+                                'if [ "$LOCAL_RANK" = 0 ]; then sleep 1000 & echo $! > "$0/bg";'
+                                ' wait; fi; while [ ! -s "$0/bg" ]; do sleep 0.05; done; exit 1',
+                                out, timeout=30)
+        self.assertRc(res, 1)
+        bg = lib.read_pid_file(os.path.join(out, "bg"), timeout=1)
+        self.assertTrue(lib.wait_dead([bg], 5), "rank 0's background child survived")
+        self.assertNoLeftovers()
+
+    def test_background_child_of_early_exited_rank_when_peer_fails(self):
+        # Rank 0 exits 0 leaving a child in its process group; rank 1 then fails:
+        # the group of rank 0 (leader gone) is still stopped.
+        out = self.out_dir()
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "2", "--no-python",
+                                "/bin/sh", "-c",
+                                'if [ "$LOCAL_RANK" = 0 ]; then sleep 1000 & echo $! > "$0/bg";'
+                                ' exit 0; fi; while [ ! -s "$0/bg" ]; do sleep 0.05; done;'
+                                ' sleep 0.3; exit 1', out, timeout=30)
+        self.assertRc(res, 1)
+        bg = lib.read_pid_file(os.path.join(out, "bg"), timeout=1)
+        self.assertTrue(lib.wait_dead([bg], 5))
+        self.assertNoLeftovers()
+
+    def test_escaped_descendant_does_not_outlive_the_agent(self):
+        # A descendant that left the worker's process group (setsid) is
+        # re-parented to elasticd (child subreaper) when the worker exits;
+        # DESIGN.md promises "no orphaned processes ever", so it must not
+        # survive the job. (torchrun 2.x misses these too.)
+        out = self.out_dir()
+        res = self.run_elasticd("--standalone", "--shutdown-timeout", "2", "--no-python",
+                                "/bin/sh", "-c",
+                                'setsid sleep 1000 & echo $! > "$0/esc"; sleep 0.3; exit 0', out,
+                                timeout=60)
+        self.assertRc(res, 0)
+        esc = lib.read_pid_file(os.path.join(out, "esc"), timeout=1)
+        self.assertTrue(esc)
+        self.assertTrue(lib.wait_dead([esc], 5), "setsid'd descendant survived elasticd")
+
+    def test_escaped_descendant_holding_tee_pipe(self):
+        # Same, with the escaped process holding the worker's tee pipe: the job
+        # succeeded, so elasticd should finish promptly (not after
+        # --shutdown-timeout plus a drain grace) and leave nothing behind.
+        out = self.out_dir()
+        res = self.run_elasticd("--standalone", "-t", "3", "--log-dir", self.path("logs"),
+                                "--shutdown-timeout", "6", "--no-python", "/bin/sh", "-c",
+                                'setsid sleep 1000 & echo $! > "$0/esc"; sleep 0.3;'
+                                ' echo bye; exit 0', out, timeout=60)
+        self.assertRc(res, 0)
+        self.assertIn("[default0]:bye\n", res.out)
+        esc = lib.read_pid_file(os.path.join(out, "esc"), timeout=1)
+        self.assertLess(res.elapsed, 5, "a successful job waited for --shutdown-timeout")
+        self.assertTrue(lib.wait_dead([esc], 5), "setsid'd descendant survived elasticd")
+
+    def test_agent_sigkill_takes_everything_down(self):
+        out = self.out_dir()
+        a = self.start("--standalone", "--nproc-per-node", "2", "-t", "3", "--log-dir",
+                       self.path("logs"), "--no-python", "/bin/sh", "-c", WITH_GRANDCHILD, out)
+        workers = self.pids(out, "w", 2)
+        grandchildren = self.pids(out, "g", 2)
+        sentinel = lib.wait_until(a.sentinel_pid, 5)
+        self.assertTrue(sentinel, "no elasticd-sentin child of the agent")
+        for p in workers:
+            self.assertEqual(lib.proc_stat(p)[1], a.pid)
+        self.assertTrue(all(lib.pid_alive(p) for p in workers + grandchildren + [sentinel]))
+        a.signal(signal.SIGKILL)
+        res = a.wait(timeout=10)
+        self.assertEqual(res.rc, -signal.SIGKILL)
+        self.assertTrue(lib.wait_dead(workers, 10), "workers survived the agent")
+        self.assertTrue(lib.wait_dead(grandchildren, 10), "grandchildren survived the agent")
+        self.assertTrue(lib.wait_dead([sentinel], 10), "the sentinel survived the agent")
+        self.assertNoLeftovers()
+
+    def test_agent_sigkill_after_leader_exited(self):
+        # Rank 0's leader is gone but its background child lives on in its group.
+        out = self.out_dir()
+        a = self.start("--standalone", "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c",
+                       'sleep 1000 & echo $! > "$0/g_$LOCAL_RANK";'
+                       ' [ "$LOCAL_RANK" = 0 ] && exit 0; echo $$$$ > "$0/w_$LOCAL_RANK"; wait',
+                       out)
+        gs = self.pids(out, "g", 2)
+        w1 = lib.read_pid_file(os.path.join(out, "w_1"))
+        self.assertTrue(w1)
+        time.sleep(0.3)
+        self.assertTrue(lib.pid_alive(gs[0]))
+        a.signal(signal.SIGKILL)
+        a.wait(timeout=10)
+        self.assertTrue(lib.wait_dead(gs + [w1], 10))
+        self.assertNoLeftovers()
+
+    def test_agent_sigkill_with_python_workers(self):
+        out = self.out_dir()
+        script = self.write_py("w.py", r"""
+import os, subprocess, sys, time
+out = sys.argv[1]
+lr = os.environ['LOCAL_RANK']
+child = subprocess.Popen(['sleep', '1000'])
+for name, pid in (('g', child.pid), ('w', os.getpid())):
+    with open(os.path.join(out, '%s_%s.tmp' % (name, lr)), 'w') as f:
+        f.write('%d\n' % pid)
+    os.rename(os.path.join(out, '%s_%s.tmp' % (name, lr)), os.path.join(out, '%s_%s' % (name, lr)))
+time.sleep(1000)
+""")
+        a = self.start("--standalone", "--nproc-per-node", "2", script, out)
+        pids = self.pids(out, "w", 2) + self.pids(out, "g", 2)
+        a.signal(signal.SIGKILL)
+        a.wait(timeout=10)
+        self.assertTrue(lib.wait_dead(pids, 10))
+        self.assertNoLeftovers()
+
+    def test_sentinel_exits_with_agent(self):
+        a = self.start("--standalone", "--no-python", "/bin/sh", "-c", "sleep 1")
+        sentinel = lib.wait_until(a.sentinel_pid, 5)
+        self.assertTrue(sentinel)
+        self.assertRc(a.wait(30), 0)
+        self.assertTrue(lib.wait_dead([sentinel], 10))
+        self.assertNoLeftovers()
+
+    def test_orphaned_grandchild_is_reaped(self):
+        # A worker's child that outlives its parent (double fork) is re-parented
+        # to elasticd (child subreaper), which reaps it: no zombie stays behind
+        # while the job is still running.
+        out = self.out_dir()
+        a = self.start("--standalone", "--no-python", "/bin/sh", "-c",
+                       '(sleep 0.3 & echo $! > "$0/orphan"); sleep 3', out)
+        orphan = lib.read_pid_file(os.path.join(out, "orphan"))
+        self.assertTrue(orphan)
+        # Re-parented to the agent once its parent subshell exits ...
+        self.assertTrue(lib.wait_until(
+            lambda: (lib.proc_stat(orphan) or (None, None))[1] in (a.pid, None), 5))
+        # ... and reaped by it once it exits (no zombie).
+        self.assertTrue(lib.wait_until(lambda: lib.proc_stat(orphan) is None, 5),
+                        "orphan left as a zombie: %r" % (lib.proc_stat(orphan),))
+        self.assertRc(a.wait(30), 0)
+
+    def test_process_shape(self):
+        out = self.out_dir()
+        script = self.write_py("shape.py", r"""
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+sig = ctypes.c_int(-1)
+libc.prctl(2, ctypes.byref(sig), 0, 0, 0)  # PR_GET_PDEATHSIG
+info = {'pid': os.getpid(), 'ppid': os.getppid(), 'pgid': os.getpgid(0), 'sid': os.getsid(0),
+        'pdeathsig': sig.value}
+with open(os.path.join(sys.argv[1], 'shape_%s' % os.environ['LOCAL_RANK']), 'w') as f:
+    json.dump(info, f)
+""")
+        a = self.start("--standalone", "--nproc-per-node", "2", script, out)
+        res = a.wait(30)
+        self.assertRc(res, 0)
+        for lr in range(2):
+            info = lib.read_json(os.path.join(out, "shape_%d" % lr))
+            self.assertEqual(info["ppid"], a.pid)
+            self.assertEqual(info["pgid"], info["pid"])
+            self.assertEqual(info["sid"], info["pid"])
+            self.assertEqual(info["pdeathsig"], signal.SIGKILL)
+
+    FD_LISTER = r"""
+import os, sys
+fds = sorted(int(x) for x in os.listdir('/proc/self/fd'))
+# The directory fd used for the listing is closed again by now.
+extra = []
+for fd in fds:
+    if fd > 2:
+        try:
+            os.fstat(fd)
+            extra.append((fd, os.readlink('/proc/self/fd/%d' % fd)))
+        except OSError:
+            pass
+with open(sys.argv[1], 'w') as f:
+    f.write(repr((fds[:3], extra)))
+"""
+
+    def test_fds_closed_in_workers(self):
+        script = self.write_py("fds.py", self.FD_LISTER)
+        # Hand elasticd an inheritable fd (as a careless parent would).
+        r, w = os.pipe()
+        leak = os.open(self.path("leak"), os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.set_inheritable(leak, True)
+            for extra in ((), ("-t", "3"), ("-r", "1", "-t", "2")):
+                with self.subTest(extra=extra):
+                    res_file = self.path("fds%d" % len(extra))
+                    res = self.run_elasticd("--standalone", "--log-dir", self.path("logs"),
+                                            *extra, script, res_file, pass_fds=(leak, w))
+                    self.assertRc(res, 0)
+                    self.assertEqual(lib.read_text(res_file), repr(([0, 1, 2], [])))
+        finally:
+            os.close(leak)
+            os.close(r)
+            os.close(w)
+
+    def test_fds_closed_in_no_python_worker(self):
+        res_file = self.path("fds")
+        leak = os.open(self.path("leak"), os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.set_inheritable(leak, True)
+            # exec'd ls lists its own fds: what it inherited plus the directory it opened.
+            res = self.run_elasticd("--standalone", "-t", "3", "--log-dir", self.path("logs"),
+                                    "--no-python", "/bin/sh", "-c",
+                                    'exec 1> "$0"; exec ls -l /proc/self/fd', res_file,
+                                    pass_fds=(leak,))
+            self.assertRc(res, 0)
+            fds = {}
+            for line in lib.read_text(res_file).splitlines():
+                if " -> " in line:
+                    name, target = line.split(" -> ", 1)
+                    fds[int(name.split()[-1])] = target
+            self.assertEqual(sorted(fds)[:3], [0, 1, 2], fds)
+            self.assertEqual(fds[1], res_file)
+            for fd, target in fds.items():
+                if fd > 2:
+                    self.assertRegex(target, r"^/proc/\d+/fd$", "fd %d leaked: %r" % (fd, fds))
+        finally:
+            os.close(leak)
+
+if __name__ == "__main__":
+    lib.main()

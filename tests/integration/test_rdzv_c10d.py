@@ -1,0 +1,327 @@
+#!/usr/bin/python3
+"""Several real elasticd processes on loopback forming one job through the c10d
+rendezvous: completion at max, min:max with last call, heterogeneous nodes and
+roles, a late joiner restarting the group for free, a SIGKILLed agent dropped
+by the survivors, join timeout, the store host dying, a node failing for good,
+the exit barrier, IPv6 endpoints, spares, and the shared worker store."""
+
+import os
+import re
+import signal
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lib  # noqa: E402
+
+# Dumps what the worker got, then runs the rest of its command line.
+DUMP = r"""
+d="$1"; shift
+f="$d/w_${TORCHELASTIC_RUN_ID}_$$"
+printf '%s\n' "RANK=$RANK" "LOCAL_RANK=$LOCAL_RANK" "WORLD_SIZE=$WORLD_SIZE" \
+  "GROUP_RANK=$GROUP_RANK" "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE" "ROLE_RANK=$ROLE_RANK" \
+  "ROLE_NAME=$ROLE_NAME" "ROLE_WORLD_SIZE=$ROLE_WORLD_SIZE" "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE" \
+  "MASTER_ADDR=$MASTER_ADDR" "MASTER_PORT=$MASTER_PORT" \
+  "TORCHELASTIC_USE_AGENT_STORE=$TORCHELASTIC_USE_AGENT_STORE" \
+  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "AGENT_PID=$PPID" > "$f.tmp"
+mv "$f.tmp" "$f"
+exec /bin/sh -c "$@"
+"""
+
+FAST = "keep_alive_interval=0.5,keep_alive_max_attempt=2,last_call_timeout=0.5"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class C10dTest(lib.ElasticdTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.port = free_port()
+        self.dumps = self.path("dumps")
+        os.makedirs(self.dumps)
+        self.script = self.write_sh("dump.sh", DUMP)
+
+    def agent(self, nnodes, body="exit 0", nproc=1, conf=FAST, endpoint=None, extra=(),
+              env=None, run_id="job"):
+        args = ["--nnodes", nnodes, "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", endpoint or "127.0.0.1:%d" % self.port, "--rdzv-id", run_id,
+                "--monitor-interval", "0.1"]
+        if conf:
+            args += ["--rdzv-conf", conf]
+        args += list(extra) + ["--no-python", self.script, self.dumps, body]
+        return self.start(*args, env=env)
+
+    def worker_dumps(self):
+        out = []
+        for name in sorted(os.listdir(self.dumps)):
+            if name.endswith(".tmp"):
+                continue
+            with open(os.path.join(self.dumps, name)) as f:
+                out.append(dict(line.strip().split("=", 1) for line in f if "=" in line))
+        return out
+
+    def wait_dumps(self, n, timeout=30, pred=None):
+        def ready():
+            d = self.worker_dumps()
+            if pred:
+                d = [x for x in d if pred(x)]
+            return d if len(d) >= n else None
+        got = lib.wait_until(ready, timeout)
+        self.assertIsNotNone(got, "only %r" % self.worker_dumps())
+        return got
+
+    def wait_all(self, agents, timeout=60):
+        return [a.wait(timeout) for a in agents]
+
+    def assertAllRc(self, results, rc):
+        for r in results:
+            self.assertRc(r, rc)
+
+    # -- completion ----------------------------------------------------------------
+
+    def check_world(self, dumps, world, nodes):
+        ranks = sorted(int(d["RANK"]) for d in dumps)
+        self.assertEqual(ranks, list(range(world)))
+        for d in dumps:
+            self.assertEqual(d["WORLD_SIZE"], str(world))
+            self.assertEqual(d["GROUP_WORLD_SIZE"], str(nodes))
+        self.assertEqual(len({(d["MASTER_ADDR"], d["MASTER_PORT"]) for d in dumps}), 1)
+
+    def test_two_to_four_nodes_complete(self):
+        for n in (2, 3, 4):
+            for name in os.listdir(self.dumps):
+                os.unlink(os.path.join(self.dumps, name))
+            self.port = free_port()
+            agents = [self.agent(str(n), nproc=2, run_id="job%d" % n) for _ in range(n)]
+            results = self.wait_all(agents)
+            self.assertAllRc(results, 0)
+            dumps = self.worker_dumps()
+            self.assertEqual(len(dumps), 2 * n)
+            self.check_world(dumps, 2 * n, n)
+            # Group ranks follow the node descriptors' order: same host, so pid.
+            by_agent = {}
+            for d in dumps:
+                by_agent[int(d["AGENT_PID"])] = int(d["GROUP_RANK"])
+            self.assertEqual([by_agent[p] for p in sorted(by_agent)], list(range(n)))
+            for d in dumps:
+                g, lr = int(d["GROUP_RANK"]), int(d["LOCAL_RANK"])
+                self.assertEqual(int(d["RANK"]), 2 * g + lr)
+            # The workers' store is an agent's own server (torch 2.x shared store).
+            self.assertEqual({d["TORCHELASTIC_USE_AGENT_STORE"] for d in dumps}, {"True"})
+            self.assertEqual({d["TORCHELASTIC_RESTART_COUNT"] for d in dumps}, {"0"})
+            for r in results:
+                self.assertIn("Done waiting for other agents", r.err)
+        self.assertNoLeftovers()
+
+    def test_two_agents_are_fast(self):
+        t = time.monotonic()
+        agents = [self.agent("2") for _ in range(2)]
+        self.assertAllRc(self.wait_all(agents), 0)
+        # Generous: the target is 150 ms on an idle machine.
+        self.assertLess(time.monotonic() - t, 5.0)
+
+    def test_heterogeneous_nodes_and_roles(self):
+        specs = [(1, "trainer"), (2, "ps"), (3, "trainer")]
+        agents = []
+        for nproc, role in specs:
+            agents.append(self.agent("3", nproc=nproc, extra=("--role", role)))
+        self.assertAllRc(self.wait_all(agents), 0)
+        dumps = self.worker_dumps()
+        self.assertEqual(len(dumps), 6)
+        self.check_world(dumps, 6, 3)
+        # Rebuild what every agent must have computed from the group order.
+        nodes = {}
+        for d in dumps:
+            nodes[int(d["GROUP_RANK"])] = (d["ROLE_NAME"], int(d["LOCAL_WORLD_SIZE"]))
+        self.assertEqual(sorted(nodes.values()), sorted((r, n) for n, r in specs))
+        for d in dumps:
+            g, lr, role = int(d["GROUP_RANK"]), int(d["LOCAL_RANK"]), d["ROLE_NAME"]
+            base = sum(nodes[i][1] for i in range(g))
+            role_base = sum(nodes[i][1] for i in range(g) if nodes[i][0] == role)
+            role_world = sum(n for r, n in nodes.values() if r == role)
+            self.assertEqual(int(d["RANK"]), base + lr)
+            self.assertEqual(int(d["ROLE_RANK"]), role_base + lr)
+            self.assertEqual(int(d["ROLE_WORLD_SIZE"]), role_world)
+
+    # -- min:max and last call -----------------------------------------------------
+
+    def test_min_max_last_call(self):
+        conf = "keep_alive_interval=0.5,keep_alive_max_attempt=4,last_call_timeout=2"
+        t = time.monotonic()
+        a = [self.agent("2:4", conf=conf) for _ in range(2)]
+        time.sleep(0.5)
+        a.append(self.agent("2:4", conf=conf))  # joins during the last call
+        results = self.wait_all(a)
+        elapsed = time.monotonic() - t
+        self.assertAllRc(results, 0)
+        self.check_world(self.worker_dumps(), 3, 3)
+        self.assertGreater(elapsed, 1.5, "completed before the last call ended")
+        self.assertLess(elapsed, 20)
+        self.assertRegex(results[0].err, r"2 nodes joined .*last call ends in")
+
+    # -- membership changes while running ------------------------------------------
+
+    def test_late_joiner_restarts_for_free(self):
+        # World 2 runs until a third node arrives; world 3 finishes.
+        body = 'if [ "$WORLD_SIZE" = 3 ]; then exit 0; fi; sleep 60'
+        a = [self.agent("2:3", body=body) for _ in range(2)]
+        self.wait_dumps(2, pred=lambda d: d["WORLD_SIZE"] == "2")
+        t = time.monotonic()
+        a.append(self.agent("2:3", body=body))
+        results = self.wait_all(a)
+        self.assertAllRc(results, 0)
+        self.assertLess(time.monotonic() - t, 20)
+        three = [d for d in self.worker_dumps() if d["WORLD_SIZE"] == "3"]
+        self.check_world(three, 3, 3)
+        # Free: no restart spent (--max-restarts 0), the count did not move.
+        self.assertEqual({d["TORCHELASTIC_RESTART_COUNT"] for d in three}, {"0"})
+        for r in results[:2]:
+            self.assertIn("will restart worker group", r.err)
+
+    def test_killed_agent_is_dropped_and_the_rest_reform(self):
+        body = 'if [ "$WORLD_SIZE" = 2 ]; then exit 0; fi; sleep 60'
+        a = [self.agent("2:3", body=body) for _ in range(3)]
+        dumps = self.wait_dumps(3, pred=lambda d: d["WORLD_SIZE"] == "3")
+        victim = a[2]
+        t = time.monotonic()
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
+        results = self.wait_all(a[:2], timeout=40)
+        self.assertAllRc(results, 0)
+        self.assertLess(time.monotonic() - t, 25)
+        two = [d for d in self.worker_dumps() if d["WORLD_SIZE"] == "2"]
+        self.check_world(two, 2, 2)
+        self.assertNotIn(str(victim.pid), {d["AGENT_PID"] for d in two})
+        self.assertTrue(any("left" in r.err or "no longer" in r.err for r in results),
+                        results)
+        del dumps
+
+    # -- failures ------------------------------------------------------------------
+
+    def test_join_timeout(self):
+        conf = FAST + ",join_timeout=1.5"
+        t = time.monotonic()
+        a = [self.agent("3", conf=conf) for _ in range(2)]
+        results = self.wait_all(a, timeout=40)
+        elapsed = time.monotonic() - t
+        self.assertAllRc(results, 1)
+        # Both time out together; the first to give up closes the rendezvous,
+        # so the other may see it closed instead.
+        self.assertTrue(any("did not complete within the join timeout" in r.err
+                            for r in results), results)
+        for r in results:
+            self.assertRegex(r.err, r"did not complete within the join timeout of 1.5 s: [12] of "
+                                    r"at least 3 nodes joined|rendezvous 'job' is closed")
+        self.assertGreater(elapsed, 1.4)
+        self.assertLess(elapsed, 15)
+        self.assertEqual(self.worker_dumps(), [])
+
+    def test_store_host_dies_others_fail_fast(self):
+        host = self.agent("2", body="sleep 60", conf=FAST + ",is_host=true")
+        time.sleep(0.3)
+        other = self.agent("2", body="sleep 60", conf=FAST + ",is_host=false")
+        self.wait_dumps(2)
+        t = time.monotonic()
+        host.signal(signal.SIGKILL)
+        res = other.wait(30)
+        self.assertRc(res, 1)
+        self.assertLess(time.monotonic() - t, 10)
+        self.assertRegex(res.err, r"the rendezvous store at 127\.0\.0\.1:%d is gone" % self.port)
+        self.assertNoLeftovers()
+
+    def test_no_store_fails_within_join_timeout(self):
+        a = self.agent("2", conf=FAST + ",is_host=false,join_timeout=1")
+        res = a.wait(30)
+        self.assertRc(res, 1)
+        self.assertIn("cannot reach the rendezvous store at 127.0.0.1:%d" % self.port, res.err)
+        self.assertLess(res.elapsed, 10)
+
+    def test_node_failing_for_good_stops_the_others(self):
+        body = 'if [ "$GROUP_RANK" = 1 ]; then sleep 0.5; exit 3; fi; sleep 60'
+        a = [self.agent("2", body=body) for _ in range(2)]
+        results = self.wait_all(a, timeout=40)
+        rcs = sorted(r.rc for r in results)
+        self.assertEqual(rcs, [1, 1])
+        for r in results:
+            self.assertLess(r.elapsed, 20, "did not stop promptly: %r" % r)
+        self.assertTrue(any("closed by another node" in r.err for r in results), results)
+        self.assertNoLeftovers()
+
+    def test_worker_failure_restarts_every_node(self):
+        # Attempt 0: group rank 1 fails; with a restart left every node re-forms.
+        # The failing node spends its restart; the other restarts for free.
+        marker = self.path("failed-once")
+        body = ('if [ ! -e %s ]; then if [ "$GROUP_RANK" = 1 ]; then touch %s; sleep 0.3; '
+                'exit 5; fi; sleep 60; fi; exit 0' % (marker, marker))
+        a = [self.agent("2", body=body, extra=("--max-restarts", "1")) for _ in range(2)]
+        results = self.wait_all(a, timeout=60)
+        self.assertAllRc(results, 0)
+        dumps = self.worker_dumps()
+        self.assertEqual(len(dumps), 4)
+        counts = sorted(d["TORCHELASTIC_RESTART_COUNT"] for d in dumps)
+        self.assertEqual(counts, ["0", "0", "0", "1"])
+        self.assertTrue(any("Worker group FAILED. 1/1 attempts left" in r.err for r in results))
+
+    # -- exit barrier ----------------------------------------------------------------
+
+    def test_exit_barrier_waits_for_the_others(self):
+        body = 'if [ "$GROUP_RANK" = 1 ]; then sleep 2; fi; exit 0'
+        a = [self.agent("2", body=body) for _ in range(2)]
+        results = self.wait_all(a)
+        self.assertAllRc(results, 0)
+        for r in results:
+            self.assertGreater(r.elapsed, 1.8)
+            self.assertIn("Done waiting for other agents", r.err)
+
+    # -- addresses and stores -----------------------------------------------------
+
+    def test_ipv6_endpoint(self):
+        try:
+            with socket.socket(socket.AF_INET6) as s:
+                s.bind(("::1", 0))
+        except OSError as e:
+            self.fail("this machine has no IPv6 loopback: %s" % e)
+        ep = "[::1]:%d" % self.port
+        a = [self.agent("2", endpoint=ep) for _ in range(2)]
+        self.assertAllRc(self.wait_all(a), 0)
+        self.check_world(self.worker_dumps(), 2, 2)
+
+    def test_disable_shared_store(self):
+        env = self.env(TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+        a = [self.agent("2", env=env) for _ in range(2)]
+        self.assertAllRc(self.wait_all(a), 0)
+        dumps = self.worker_dumps()
+        self.assertEqual({d["TORCHELASTIC_USE_AGENT_STORE"] for d in dumps}, {"False"})
+
+    def test_spare_node_exits_gracefully(self):
+        body = 'sleep 1.5; exit 0'
+        a = [self.agent("1:2", body=body) for _ in range(2)]
+        self.wait_dumps(2)
+        spare = self.agent("1:2", body=body)
+        results = self.wait_all(a + [spare], timeout=40)
+        self.assertAllRc(results, 0)
+        self.assertIn("Rendezvous gracefully exited", results[2].err)
+        self.assertEqual(len(self.worker_dumps()), 2)
+
+    def test_bad_rdzv_conf(self):
+        res = self.run_elasticd("--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                "127.0.0.1:%d" % self.port, "--rdzv-conf", "join_timeout=-1",
+                                "--no-python", "true")
+        self.assertRc(res, 2)
+        self.assertIn("join_timeout", res.err)
+        res = self.run_elasticd("--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                "127.0.0.1:%d" % self.port, "--rdzv-conf", "is_host=maybe",
+                                "--no-python", "true")
+        self.assertRc(res, 2)
+        self.assertIn("is_host", res.err)
+
+
+if __name__ == "__main__":
+    lib.main()

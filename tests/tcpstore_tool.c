@@ -1,0 +1,285 @@
+/* tcpstore_tool.c — test-only driver of elasticd's TCPStore server and client.
+ *
+ *   tcpstore_tool serve [PORT [MAX_CONNECTIONS]]
+ *       run the server (port 0: ephemeral), print "port N" on stdout, serve
+ *       until stdin reaches EOF or SIGTERM.
+ *   tcpstore_tool client HOST PORT legacy|v2 OP...
+ *       connect with the client and run the OPs in order, one output line each:
+ *         set K V | get K | add K N | cas K EXP DES | del K | numkeys
+ *         check K1,K2 | wait K1,K2[@TIMEOUT_MS] | mget K1,K2 | mset K1=V1,K2=V2
+ *       Values are printed as repr-like text; the exit status is 0 when every
+ *       op got a reply, 1 otherwise (the error is printed). */
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tcpstore_client.h"
+#include "tcpstore_server.h"
+#include "util.h"
+
+static struct event_base *base;
+static struct tcpstore_client *client;
+static char **ops;
+static int nops, cur, status;
+
+static void
+print_bytes(const struct tcpstore_bytes *b)
+{
+	putchar('\'');
+	for (size_t i = 0; i < b->len; i++) {
+		uint8_t ch = b->data[i];
+
+		if (ch >= 0x20 && ch < 0x7f && ch != '\'' && ch != '\\') {
+			putchar(ch);
+		} else {
+			printf("\\x%02x", ch);
+		}
+	}
+	putchar('\'');
+}
+
+/* Split "a,b,c" into a strv. */
+static char **
+split(const char *s, char sep)
+{
+	char **v = NULL;
+	const char *p = s;
+
+	for (;;) {
+		const char *e = strchr(p, sep);
+
+		strv_consume(&v, e ? xstrndup(p, (size_t)(e - p)) : xstrdup(p));
+		if (!e) {
+			break;
+		}
+		p = e + 1;
+	}
+	return v;
+}
+
+static void run_next(void);
+
+static void
+reply_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	const char *op = arg;
+
+	if (err == -ETIMEDOUT) {
+		/* A WAIT past its timeout: go on (v2 cancelled it; legacy closed). */
+		printf("%s -> timeout\n", op);
+		fflush(stdout);
+		run_next();
+		return;
+	}
+	if (err < 0) {
+		printf("%s -> error %s\n", op, strerror(-err));
+		status = 1;
+		fflush(stdout);
+		event_base_loopbreak(base);
+		return;
+	}
+	if (strcmp(op, "get") == 0 || strcmp(op, "cas") == 0) {
+		printf("%s -> ", op);
+		print_bytes(&rep->value);
+		putchar('\n');
+	} else if (strcmp(op, "add") == 0 || strcmp(op, "del") == 0 || strcmp(op, "numkeys") == 0) {
+		printf("%s -> %" PRId64 "\n", op, rep->i64);
+	} else if (strcmp(op, "check") == 0 || strcmp(op, "wait") == 0) {
+		printf("%s -> %u\n", op, rep->status);
+	} else if (strcmp(op, "mget") == 0) {
+		printf("%s ->", op);
+		for (size_t i = 0; i < rep->n; i++) {
+			putchar(' ');
+			print_bytes(&rep->values[i]);
+		}
+		putchar('\n');
+	} else {
+		printf("%s -> ok\n", op);
+	}
+	fflush(stdout);
+	run_next();
+}
+
+static void
+run_next(void)
+{
+	const char *op;
+	int r = 0;
+
+	if (cur >= nops) {
+		event_base_loopbreak(base);
+		return;
+	}
+	op = ops[cur++];
+	if (strcmp(op, "set") == 0 && cur + 2 <= nops) {
+		r = tcpstore_client_set(client, ops[cur], ops[cur + 1], strlen(ops[cur + 1]),
+					reply_cb, "set");
+		cur += 2;
+	} else if (strcmp(op, "get") == 0 && cur + 1 <= nops) {
+		r = tcpstore_client_get(client, ops[cur++], reply_cb, "get");
+	} else if (strcmp(op, "add") == 0 && cur + 2 <= nops) {
+		r = tcpstore_client_add(client, ops[cur], strtoll(ops[cur + 1], NULL, 10), reply_cb,
+					"add");
+		cur += 2;
+	} else if (strcmp(op, "cas") == 0 && cur + 3 <= nops) {
+		r = tcpstore_client_compare_set(client, ops[cur], ops[cur + 1],
+						strlen(ops[cur + 1]), ops[cur + 2],
+						strlen(ops[cur + 2]), reply_cb, "cas");
+		cur += 3;
+	} else if (strcmp(op, "del") == 0 && cur + 1 <= nops) {
+		r = tcpstore_client_delete(client, ops[cur++], reply_cb, "del");
+	} else if (strcmp(op, "numkeys") == 0) {
+		struct tcpstore_req req = {.cmd = TCPSTORE_CMD_GETNUMKEYS};
+
+		r = tcpstore_client_request(client, &req, 0, reply_cb, "numkeys");
+	} else if ((strcmp(op, "check") == 0 || strcmp(op, "wait") == 0 ||
+		    strcmp(op, "mget") == 0) &&
+		   cur + 1 <= nops) {
+		char *arg = xstrdup(ops[cur++]);
+		char *at = strchr(arg, '@');
+		uint64_t timeout = 0;
+		char **keys;
+		enum tcpstore_cmd cmd = op[0] == 'c'   ? TCPSTORE_CMD_CHECK
+					: op[0] == 'w' ? TCPSTORE_CMD_WAIT
+						       : TCPSTORE_CMD_MULTI_GET;
+
+		if (at) {
+			*at = '\0';
+			timeout = strtoull(at + 1, NULL, 10) * USEC_PER_MSEC;
+		}
+		keys = split(arg, ',');
+		r = tcpstore_client_keys(client, cmd, (const char *const *)keys, strv_length(keys),
+					 timeout, reply_cb, (void *)op);
+		strv_free(keys);
+		free(arg);
+	} else if (strcmp(op, "mset") == 0 && cur + 1 <= nops) {
+		char **pairs = split(ops[cur++], ',');
+		size_t n = strv_length(pairs);
+		struct tcpstore_bytes *k = xcalloc(n, sizeof(*k)), *v = xcalloc(n, sizeof(*v));
+		struct tcpstore_req req = {
+			.cmd = TCPSTORE_CMD_MULTI_SET, .n = n, .keys = k, .values = v};
+
+		for (size_t i = 0; i < n; i++) {
+			char *eq = strchr(pairs[i], '=');
+
+			*eq = '\0';
+			k[i].data = (const uint8_t *)pairs[i];
+			k[i].len = strlen(pairs[i]);
+			v[i].data = (const uint8_t *)eq + 1;
+			v[i].len = strlen(eq + 1);
+		}
+		r = tcpstore_client_request(client, &req, 0, reply_cb, "mset");
+		free(k);
+		free(v);
+		strv_free(pairs);
+	} else {
+		fprintf(stderr, "tcpstore_tool: bad op '%s'\n", op);
+		status = 2;
+		event_base_loopbreak(base);
+		return;
+	}
+	if (r < 0) {
+		printf("%s -> error %s\n", op, strerror(-r));
+		status = 1;
+		event_base_loopbreak(base);
+	}
+}
+
+static void
+connected_cb(struct tcpstore_client *c, int err, void *arg)
+{
+	if (err < 0) {
+		printf("connect -> error %s\n", strerror(-err));
+		status = 1;
+		event_base_loopbreak(base);
+		return;
+	}
+	run_next();
+}
+
+static void
+closed_cb(struct tcpstore_client *c, int err, void *arg)
+{
+	printf("closed -> %s\n", strerror(-err));
+	fflush(stdout);
+}
+
+static void
+stdin_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char buf[256];
+
+	if (read(fd, buf, sizeof(buf)) <= 0) {
+		event_base_loopbreak(base);
+	}
+}
+
+static void
+term_cb(evutil_socket_t fd, short what, void *arg)
+{
+	event_base_loopbreak(base);
+}
+
+int
+main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	base = event_base_new();
+	if (argc >= 2 && strcmp(argv[1], "serve") == 0) {
+		struct tcpstore_server_limits lim;
+		struct tcpstore_server *s;
+		struct event *in, *term;
+		char *err = NULL;
+		int e = 0;
+
+		tcpstore_server_limits_default(&lim);
+		if (argc >= 4) {
+			lim.max_connections = (size_t)atoi(argv[3]);
+		}
+		if (getenv("TCPSTORE_STALL_MS")) {
+			lim.frame_stall_ms = (unsigned)atoi(getenv("TCPSTORE_STALL_MS"));
+		}
+		s = tcpstore_server_new(base, NULL, argc >= 3 ? atoi(argv[2]) : 0, &lim, &e, &err);
+		if (!s) {
+			fprintf(stderr, "tcpstore_tool: %s\n", err);
+			return 1;
+		}
+		printf("port %d\n", tcpstore_server_port(s));
+		fflush(stdout);
+		in = event_new(base, 0, EV_READ | EV_PERSIST, stdin_cb, NULL);
+		if (isatty(0) || lseek(0, 0, SEEK_CUR) < 0) {
+			/* A pipe or terminal: EOF ends the server. */
+			event_add(in, NULL);
+		}
+		term = evsignal_new(base, SIGTERM, term_cb, NULL);
+		event_add(term, NULL);
+		event_base_dispatch(base);
+		event_free(in);
+		event_free(term);
+		tcpstore_server_free(s);
+	} else if (argc >= 5 && strcmp(argv[1], "client") == 0) {
+		struct tcpstore_client_callbacks cb = {.connected = connected_cb,
+						       .closed = closed_cb};
+
+		client = tcpstore_client_new(base, argv[2], atoi(argv[3]),
+					     strcmp(argv[4], "v2") == 0 ? TCPSTORE_DIALECT_V2
+									: TCPSTORE_DIALECT_LEGACY,
+					     &cb);
+		ops = argv + 5;
+		nops = argc - 5;
+		tcpstore_client_connect(client, now_usec() + 10 * USEC_PER_SEC);
+		event_base_dispatch(base);
+		tcpstore_client_free(client);
+	} else {
+		fprintf(stderr,
+			"usage: tcpstore_tool serve [PORT] | client HOST PORT legacy|v2 OP...\n");
+		return 2;
+	}
+	event_base_free(base);
+	return status;
+}

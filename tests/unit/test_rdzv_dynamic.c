@@ -1,0 +1,330 @@
+/* The dynamic rendezvous decisions, one table row per rule of torch 2.x's
+ * exit / join / close / keep-alive operations (reference rendezvous.md §3.3),
+ * then what each action does to the state (§3.2, §3.4, §3.5) and dead-node
+ * sanitising (§3.6). States are written in the store encoding, so each row
+ * reads like the document the nodes share. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "rdzv_dynamic.h"
+#include "rdzv_state.h"
+#include "util.h"
+
+#define S 1000000LL
+/* "now" of every row: wall 1000 s, monotonic 500 s. */
+#define NOW_WALL (1000 * S)
+#define NOW_MONO (500 * S)
+
+static const struct rdzv_settings settings = {
+	.min_nodes = 2,
+	.max_nodes = 3,
+	.last_call_usec = 30 * S,
+	.keep_alive_interval_usec = 5 * S,
+	.keep_alive_max_attempt = 3,
+};
+
+/* Header line: round gen complete closed deadline. */
+#define H(round, complete, closed, deadline)                                                       \
+	"elasticd-rdzv 1 " #round " 0 " #complete " " #closed " " #deadline "\n"
+/* Fresh heartbeats (now - 1 s) and old ones (now - 6 s: keep-alive due). */
+#define FRESH "999000000"
+#define DUE "994000000"
+
+struct decide_case {
+	const char *name;
+	enum rdzv_op op;
+	const char *state;
+	int64_t op_deadline_offset; /* op deadline = NOW_MONO + this */
+	enum rdzv_action want;
+};
+
+static const struct decide_case cases[] = {
+	/* exit */
+	{"exit: participant leaves", RDZV_OP_EXIT,
+	 H(0, 1, 0, -1) "p me_1_0 0\nh me_1_0 " FRESH "\n", 10 * S,
+	 RDZV_ACTION_REMOVE_FROM_PARTICIPANTS},
+	{"exit: participant past deadline", RDZV_OP_EXIT, H(0, 1, 0, -1) "p me_1_0 0\n", -1,
+	 RDZV_ACTION_ERROR_TIMEOUT},
+	{"exit: not a participant", RDZV_OP_EXIT, H(0, 1, 0, -1) "p b_1_0 0\n", 10 * S,
+	 RDZV_ACTION_FINISH},
+	/* join, in torch's order */
+	{"join: closed", RDZV_OP_JOIN, H(0, 0, 1, -1), 10 * S, RDZV_ACTION_ERROR_CLOSED},
+	{"join: closed while spare", RDZV_OP_JOIN, H(0, 1, 1, -1) "r me_1_0\n", 10 * S,
+	 RDZV_ACTION_GRACEFUL_EXIT},
+	{"join: spare, round full, heartbeat fresh", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\np c_1_0 2\nr me_1_0\nh me_1_0 " FRESH "\n", -1,
+	 RDZV_ACTION_SYNC},
+	{"join: spare, round full, heartbeat due", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\np c_1_0 2\nr me_1_0\nh me_1_0 " DUE "\n", -1,
+	 RDZV_ACTION_KEEP_ALIVE},
+	{"join: spare, a slot freed", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\nr me_1_0\nh me_1_0 " FRESH "\n", 10 * S,
+	 RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST},
+	{"join: complete and in it", RDZV_OP_JOIN, H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\n", -1,
+	 RDZV_ACTION_FINISH},
+	{"join: past deadline, participant rolls back", RDZV_OP_JOIN, H(0, 0, 0, -1) "p me_1_0 0\n",
+	 -1, RDZV_ACTION_REMOVE_FROM_PARTICIPANTS},
+	{"join: past deadline, waiting node rolls back", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\nw me_1_0\n", -1, RDZV_ACTION_REMOVE_FROM_WAIT_LIST},
+	{"join: past deadline, nothing to roll back", RDZV_OP_JOIN, H(0, 0, 0, -1), -1,
+	 RDZV_ACTION_ERROR_TIMEOUT},
+	{"join: past the rollback window", RDZV_OP_JOIN, H(0, 0, 0, -1) "p me_1_0 0\n", -6 * S,
+	 RDZV_ACTION_ERROR_TIMEOUT},
+	{"join: complete with room, late node", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\n", 10 * S, RDZV_ACTION_ADD_TO_WAIT_LIST},
+	{"join: complete with room, already waiting", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\nw me_1_0\nh me_1_0 " FRESH "\n", 10 * S,
+	 RDZV_ACTION_SYNC},
+	{"join: waiting, heartbeat due", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\nw me_1_0\nh me_1_0 " DUE "\n", 10 * S,
+	 RDZV_ACTION_KEEP_ALIVE},
+	{"join: complete and full: spare", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\np c_1_0 2\n", 10 * S,
+	 RDZV_ACTION_ADD_TO_REDUNDANCY_LIST},
+	{"join: last call over", RDZV_OP_JOIN, H(0, 0, 0, 999000000) "p a_1_0 0\np me_1_0 0\n",
+	 10 * S, RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE},
+	{"join: last call running", RDZV_OP_JOIN,
+	 H(0, 0, 0, 1001000000) "p a_1_0 0\np me_1_0 0\nh me_1_0 " FRESH "\n", 10 * S,
+	 RDZV_ACTION_SYNC},
+	{"join: below min nodes", RDZV_OP_JOIN, H(0, 0, 0, -1) "p me_1_0 0\nh me_1_0 " FRESH "\n",
+	 10 * S, RDZV_ACTION_SYNC},
+	{"join: below min, heartbeat due", RDZV_OP_JOIN,
+	 H(0, 0, 0, -1) "p me_1_0 0\nh me_1_0 " DUE "\n", 10 * S, RDZV_ACTION_KEEP_ALIVE},
+	{"join: min reached but no deadline (post-1.13 guard)", RDZV_OP_JOIN,
+	 H(0, 0, 0, -1) "p a_1_0 0\np me_1_0 0\nh me_1_0 " FRESH "\n", 10 * S, RDZV_ACTION_SYNC},
+	{"join: open round", RDZV_OP_JOIN, H(3, 0, 0, -1) "p a_1_0 0\n", 10 * S,
+	 RDZV_ACTION_ADD_TO_PARTICIPANTS},
+	{"join: open round, from the wait list", RDZV_OP_JOIN, H(3, 0, 0, -1) "w me_1_0\n", 10 * S,
+	 RDZV_ACTION_ADD_TO_PARTICIPANTS},
+	/* close */
+	{"close: already closed", RDZV_OP_CLOSE, H(0, 1, 1, -1), -1, RDZV_ACTION_FINISH},
+	{"close: past deadline", RDZV_OP_CLOSE, H(0, 1, 0, -1), -1, RDZV_ACTION_ERROR_TIMEOUT},
+	{"close: mark it", RDZV_OP_CLOSE, H(0, 1, 0, -1), 10 * S,
+	 RDZV_ACTION_MARK_RENDEZVOUS_CLOSED},
+	/* keep-alive */
+	{"keep-alive: due", RDZV_OP_KEEP_ALIVE, H(0, 1, 0, -1) "p me_1_0 0\nh me_1_0 " DUE "\n",
+	 5 * S, RDZV_ACTION_KEEP_ALIVE},
+	{"keep-alive: due past its deadline", RDZV_OP_KEEP_ALIVE,
+	 H(0, 1, 0, -1) "p me_1_0 0\nh me_1_0 " DUE "\n", -1, RDZV_ACTION_ERROR_TIMEOUT},
+	{"keep-alive: fresh", RDZV_OP_KEEP_ALIVE, H(0, 1, 0, -1) "p me_1_0 0\nh me_1_0 " FRESH "\n",
+	 5 * S, RDZV_ACTION_FINISH},
+	{"keep-alive: removed as dead: no resurrection", RDZV_OP_KEEP_ALIVE,
+	 H(0, 1, 0, -1) "p a_1_0 0\n", 5 * S, RDZV_ACTION_FINISH},
+};
+
+static struct rdzv_node me;
+
+static void
+load(const char *text, struct rdzv_state *st)
+{
+	assert_int_equal(rdzv_state_decode(text, strlen(text), st), 0);
+}
+
+static struct rdzv_ctx
+ctx_at(int64_t op_deadline_offset)
+{
+	struct rdzv_ctx ctx = {
+		.settings = &settings,
+		.node = &me,
+		.now_wall = NOW_WALL,
+		.now_mono = NOW_MONO,
+		.op_deadline = (uint64_t)(NOW_MONO + op_deadline_offset),
+	};
+
+	return ctx;
+}
+
+static void
+test_decide(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct rdzv_state st;
+		struct rdzv_ctx ctx = ctx_at(cases[i].op_deadline_offset);
+		enum rdzv_action got;
+
+		load(cases[i].state, &st);
+		got = rdzv_decide(cases[i].op, &st, &ctx);
+		if (got != cases[i].want) {
+			fail_msg("%s: got %s, want %s", cases[i].name, rdzv_action_name(got),
+				 rdzv_action_name(cases[i].want));
+		}
+		rdzv_state_release(&st);
+	}
+}
+
+struct apply_case {
+	const char *name;
+	const char *before;
+	enum rdzv_action action;
+	const char *after;
+	bool notable;
+};
+
+#define NOWS "1000000000"
+static const struct apply_case applies[] = {
+	{"keep-alive stamps my heartbeat", H(0, 1, 0, -1) "p me_1_0 0\nh me_1_0 " DUE "\n",
+	 RDZV_ACTION_KEEP_ALIVE, H(0, 1, 0, -1) "p me_1_0 0\nh me_1_0 " NOWS "\n", false},
+	{"first participant", H(0, 0, 0, -1), RDZV_ACTION_ADD_TO_PARTICIPANTS,
+	 H(0, 0, 0, -1) "p me_1_0 0\nh me_1_0 " NOWS "\n", false},
+	{"min reached: last call starts", H(0, 0, 0, -1) "p a_1_0 0\nh a_1_0 " FRESH "\n",
+	 RDZV_ACTION_ADD_TO_PARTICIPANTS,
+	 H(0, 0, 0, 1030000000) "p a_1_0 0\np me_1_0 0\nh a_1_0 " FRESH "\nh me_1_0 " NOWS "\n",
+	 true},
+	{"max reached: complete at once, ranks by node order",
+	 H(0, 0, 0, 1010000000) "p a_2_0 0\np zz_1_0 0\n", RDZV_ACTION_ADD_TO_PARTICIPANTS,
+	 H(0, 1, 0, -1) "p a_2_0 0\np me_1_0 1\np zz_1_0 2\nh me_1_0 " NOWS "\n", true},
+	{"from the wait list into the round", H(1, 0, 0, -1) "w me_1_0\nh me_1_0 " FRESH "\n",
+	 RDZV_ACTION_ADD_TO_PARTICIPANTS, H(1, 0, 0, -1) "p me_1_0 0\nh me_1_0 " NOWS "\n", false},
+	{"late node waits", H(0, 1, 0, -1) "p a_1_0 0\n", RDZV_ACTION_ADD_TO_WAIT_LIST,
+	 H(0, 1, 0, -1) "p a_1_0 0\nw me_1_0\nh me_1_0 " NOWS "\n", true},
+	{"spare to the wait list", H(0, 1, 0, -1) "p a_1_0 0\nr me_1_0\n",
+	 RDZV_ACTION_ADD_TO_WAIT_LIST, H(0, 1, 0, -1) "p a_1_0 0\nw me_1_0\nh me_1_0 " NOWS "\n",
+	 true},
+	{"spare parks", H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\np c_1_0 2\n",
+	 RDZV_ACTION_ADD_TO_REDUNDANCY_LIST,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\np c_1_0 2\nr me_1_0\nh me_1_0 " NOWS "\n", false},
+	{"leave a running round", H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\nh me_1_0 " FRESH "\n",
+	 RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, H(0, 1, 0, -1) "p a_1_0 0\n", true},
+	{"last one out advances the round", H(4, 1, 0, -1) "p me_1_0 0\nw b_1_0\n",
+	 RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, H(5, 0, 0, -1) "w b_1_0\n", true},
+	{"below min cancels the last call", H(0, 0, 0, 1010000000) "p a_1_0 0\np me_1_0 0\n",
+	 RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, H(0, 0, 0, -1) "p a_1_0 0\n", true},
+	{"leave a gathering round above min",
+	 H(0, 0, 0, 1010000000) "p a_1_0 0\np b_1_0 0\np me_1_0 0\n",
+	 RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, H(0, 0, 0, 1010000000) "p a_1_0 0\np b_1_0 0\n",
+	 false},
+	{"leave the wait list", H(0, 1, 0, -1) "p a_1_0 0\nw me_1_0\nh me_1_0 " FRESH "\n",
+	 RDZV_ACTION_REMOVE_FROM_WAIT_LIST, H(0, 1, 0, -1) "p a_1_0 0\n", false},
+	{"leave the redundancy list", H(0, 1, 0, -1) "p a_1_0 0\nr me_1_0\nh me_1_0 " FRESH "\n",
+	 RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST, H(0, 1, 0, -1) "p a_1_0 0\n", false},
+	{"complete after the last call", H(2, 0, 0, 999000000) "p b_1_0 0\np me_1_0 0\n",
+	 RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE, H(2, 1, 0, -1) "p b_1_0 0\np me_1_0 1\n", true},
+	{"close", H(2, 1, 0, -1), RDZV_ACTION_MARK_RENDEZVOUS_CLOSED, H(2, 1, 1, -1), true},
+	{"sync changes nothing", H(2, 1, 0, -1), RDZV_ACTION_SYNC, H(2, 1, 0, -1), false},
+};
+
+static void
+assert_state(const struct rdzv_state *st, const char *want, const char *name)
+{
+	size_t len;
+	char *got = rdzv_state_encode(st, &len);
+
+	if (len != strlen(want) || memcmp(got, want, len) != 0) {
+		fail_msg("%s:\n got: %.*s\nwant: %s", name, (int)len, got, want);
+	}
+	free(got);
+}
+
+static void
+test_apply(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(applies); i++) {
+		struct rdzv_state st;
+		struct rdzv_ctx ctx = ctx_at(10 * S);
+		bool notable;
+
+		load(applies[i].before, &st);
+		notable = rdzv_apply(&st, applies[i].action, &ctx);
+		assert_state(&st, applies[i].after, applies[i].name);
+		if (notable != applies[i].notable) {
+			fail_msg("%s: notable %d, want %d", applies[i].name, notable,
+				 applies[i].notable);
+		}
+		rdzv_state_release(&st);
+	}
+}
+
+static void
+test_sanitize(void **state)
+{
+	static const struct {
+		const char *name;
+		const char *before;
+		const char *after;
+		size_t dropped;
+		bool notable;
+	} rows[] = {
+		{"nobody dead", H(0, 1, 0, -1) "p a_1_0 0\nh a_1_0 " FRESH "\n",
+		 H(0, 1, 0, -1) "p a_1_0 0\nh a_1_0 " FRESH "\n", 0, false},
+		{"exactly at the limit survives", H(0, 1, 0, -1) "p a_1_0 0\nh a_1_0 985000000\n",
+		 H(0, 1, 0, -1) "p a_1_0 0\nh a_1_0 985000000\n", 0, false},
+		{"dead member of a running round",
+		 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\nh a_1_0 " FRESH "\nh b_1_0 984999999\n",
+		 H(0, 1, 0, -1) "p a_1_0 0\nh a_1_0 " FRESH "\n", 1, true},
+		{"all members dead: next round", H(0, 1, 0, -1) "p a_1_0 0\nh a_1_0 1\n",
+		 H(1, 0, 0, -1), 1, true},
+		{"dead gatherer below min: last call off",
+		 H(0, 0, 0, 1010000000) "p a_1_0 0\np b_1_0 0\nh a_1_0 " FRESH "\nh b_1_0 1\n",
+		 H(0, 0, 0, -1) "p a_1_0 0\nh a_1_0 " FRESH "\n", 1, true},
+		{"dead waiting and spare nodes",
+		 H(0, 1, 0, -1) "p a_1_0 0\nw w_1_0\nr r_1_0\nh a_1_0 " FRESH
+				"\nh r_1_0 1\nh w_1_0 1\n",
+		 H(0, 1, 0, -1) "p a_1_0 0\nh a_1_0 " FRESH "\n", 2, true},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		struct rdzv_state st;
+		bool notable = !rows[i].notable;
+		size_t n;
+
+		load(rows[i].before, &st);
+		n = rdzv_sanitize(&st, &settings, NOW_WALL, &notable);
+		assert_state(&st, rows[i].after, rows[i].name);
+		assert_int_equal(n, rows[i].dropped);
+		assert_int_equal(notable, rows[i].notable);
+		rdzv_state_release(&st);
+	}
+}
+
+static void
+test_next_wake(void **state)
+{
+	struct rdzv_state st;
+	struct rdzv_ctx ctx = ctx_at(100 * S);
+
+	/* Heartbeat due in 4 s. */
+	load(H(0, 0, 0, -1) "p me_1_0 0\nh me_1_0 " FRESH "\n", &st);
+	assert_int_equal(rdzv_next_wake_usec(RDZV_OP_JOIN, &st, &ctx), 4 * S);
+	rdzv_state_release(&st);
+	/* Last call ends in 2 s. */
+	load(H(0, 0, 0, 1002000000) "p a_1_0 0\np me_1_0 0\nh a_1_0 " NOWS "\nh me_1_0 " NOWS "\n",
+	     &st);
+	assert_int_equal(rdzv_next_wake_usec(RDZV_OP_JOIN, &st, &ctx), 2 * S + 1000);
+	rdzv_state_release(&st);
+	/* The op deadline in 1 s. */
+	ctx = ctx_at(1 * S);
+	load(H(0, 0, 0, -1) "p me_1_0 0\nh me_1_0 " NOWS "\n", &st);
+	assert_int_equal(rdzv_next_wake_usec(RDZV_OP_JOIN, &st, &ctx), 1 * S + 1000);
+	rdzv_state_release(&st);
+}
+
+static int
+setup(void **state)
+{
+	return rdzv_node_init(&me, "me", 1, 0);
+}
+
+static int
+teardown(void **state)
+{
+	rdzv_node_release(&me);
+	return 0;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decide),
+		cmocka_unit_test(test_apply),
+		cmocka_unit_test(test_sanitize),
+		cmocka_unit_test(test_next_wake),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

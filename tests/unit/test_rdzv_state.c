@@ -1,0 +1,192 @@
+/* Rendezvous state: node descriptors and their order (torch's _NodeDesc),
+ * the sorted sets, encoding round trips, and corrupt states refused. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "rdzv_state.h"
+#include "util.h"
+
+static void
+test_node_parse(void **state)
+{
+	static const struct {
+		const char *s;
+		int r;
+		size_t addr_len;
+		long long pid, local_id;
+	} rows[] = {
+		{"node7.cluster_4242_0", 0, 13, 4242, 0},
+		{"a_b_c_12_3", 0, 5, 12, 3},
+		{"::1_5_1", 0, 3, 5, 1},
+		{"host_1", -EINVAL, 0, 0, 0},
+		{"host__1_0", 0, 5, 1, 0},
+		{"_1_0", -EINVAL, 0, 0, 0},
+		{"h_x_0", -EINVAL, 0, 0, 0},
+		{"h_1_", -EINVAL, 0, 0, 0},
+		{"h_-1_0", -EINVAL, 0, 0, 0},
+		{"a b_1_0", -EINVAL, 0, 0, 0},
+		{"a\n_1_0", -EINVAL, 0, 0, 0},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		struct rdzv_node n;
+		int r = rdzv_node_parse(&n, rows[i].s, strlen(rows[i].s));
+
+		assert_int_equal(r, rows[i].r);
+		if (r == 0) {
+			assert_int_equal(n.addr_len, rows[i].addr_len);
+			assert_int_equal(n.pid, rows[i].pid);
+			assert_int_equal(n.local_id, rows[i].local_id);
+			assert_string_equal(n.name, rows[i].s);
+			rdzv_node_release(&n);
+		}
+	}
+}
+
+static void
+test_node_order(void **state)
+{
+	/* Tuple order (addr, pid, local_id): pid 9 < pid 10 numerically, and the
+	 * address compares before the pid ("a" < "a.b" < "b"). */
+	static const char *const sorted[] = {"a_9_0", "a_10_0",     "a_10_1",   "a.b_1_0",
+					     "b_1_0", "node10_1_0", "node2_1_0"};
+
+	for (size_t i = 0; i + 1 < ARRAY_SIZE(sorted); i++) {
+		struct rdzv_node x, y;
+
+		assert_int_equal(rdzv_node_parse(&x, sorted[i], strlen(sorted[i])), 0);
+		assert_int_equal(rdzv_node_parse(&y, sorted[i + 1], strlen(sorted[i + 1])), 0);
+		assert_true(rdzv_node_cmp(&x, &y) < 0);
+		assert_true(rdzv_node_cmp(&y, &x) > 0);
+		assert_int_equal(rdzv_node_cmp(&x, &x), 0);
+		rdzv_node_release(&x);
+		rdzv_node_release(&y);
+	}
+}
+
+static void
+test_sets_and_roundtrip(void **state)
+{
+	struct rdzv_state st, back;
+	struct rdzv_node n[4];
+	const char *names[] = {"c_1_0", "a_1_0", "b_7_2", "a_1_1"};
+	char *enc, *enc2;
+	size_t len, len2;
+
+	rdzv_state_init(&st);
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(rdzv_node_parse(&n[i], names[i], strlen(names[i])), 0);
+		assert_true(rdzv_state_add_participant(&st, &n[i], 0));
+		assert_true(rdzv_state_set_heartbeat(&st, &n[i], 1700000000000000LL + (int64_t)i));
+	}
+	assert_false(rdzv_state_add_participant(&st, &n[0], 0));
+	assert_true(rdzv_state_add_participant(&st, &n[0], 3));
+	assert_true(rdzv_state_add_wait(&st, &n[1]));
+	assert_false(rdzv_state_add_wait(&st, &n[1]));
+	assert_true(rdzv_state_add_redundant(&st, &n[2]));
+	assert_true(rdzv_state_remove_participant(&st, &n[3]));
+	assert_false(rdzv_state_remove_participant(&st, &n[3]));
+	assert_int_equal(st.n_participants, 3);
+	assert_string_equal(st.participants[0].node.name, "a_1_0");
+	assert_string_equal(st.participants[1].node.name, "b_7_2");
+	assert_string_equal(st.participants[2].node.name, "c_1_0");
+	assert_int_equal(rdzv_state_find_participant(&st, &n[0]), 2);
+	assert_int_equal(rdzv_state_find_participant(&st, &n[3]), -1);
+	st.round = 7;
+	st.gen = 42;
+	st.complete = true;
+	st.deadline = 1700000000123456LL;
+
+	enc = rdzv_state_encode(&st, &len);
+	assert_int_equal(rdzv_state_decode(enc, len, &back), 0);
+	enc2 = rdzv_state_encode(&back, &len2);
+	assert_int_equal(len, len2);
+	assert_memory_equal(enc, enc2, len);
+	assert_int_equal(back.round, 7);
+	assert_int_equal(back.gen, 42);
+	assert_true(back.complete);
+	assert_false(back.closed);
+	assert_int_equal(back.deadline, 1700000000123456LL);
+	assert_int_equal(back.participants[2].rank, 3);
+	assert_int_equal(back.n_heartbeats, 4);
+	assert_int_equal(back.n_wait_list, 1);
+	assert_int_equal(back.n_redundancy_list, 1);
+
+	/* A deep copy is independent. */
+	{
+		struct rdzv_state cp;
+
+		rdzv_state_copy(&cp, &back);
+		rdzv_state_release(&back);
+		free(enc2);
+		enc2 = rdzv_state_encode(&cp, &len2);
+		assert_memory_equal(enc, enc2, len);
+		rdzv_state_release(&cp);
+	}
+	free(enc);
+	free(enc2);
+	for (size_t i = 0; i < 4; i++) {
+		rdzv_node_release(&n[i]);
+	}
+	rdzv_state_release(&st);
+}
+
+static void
+test_corrupt(void **state)
+{
+	static const char *const bad[] = {
+		"",
+		"Y2FuaW1hZGFt", /* torch's c10d sentinel: not a state */
+		"elasticd-rdzv 2 0 0 0 0 -1\n",
+		"elasticd-rdzv 1 0 0 0 0 -1",     /* no newline */
+		"elasticd-rdzv 1 0 0 2 0 -1\n",   /* complete not 0/1 */
+		"elasticd-rdzv 1 -1 0 0 0 -1\n",  /* negative round */
+		"elasticd-rdzv 1 0 0 0 0 -2\n",   /* deadline */
+		"elasticd-rdzv 1 0 0 0 0 -1 x\n", /* extra field */
+		"elasticd-rdzv 1 0 0 0 0 -1\nx a_1_0\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\np a_1_0\n",              /* no rank */
+		"elasticd-rdzv 1 0 0 0 0 -1\np a_1_0 -1\n",           /* bad rank */
+		"elasticd-rdzv 1 0 0 0 0 -1\np b_1_0 0\np a_1_0 0\n", /* unsorted */
+		"elasticd-rdzv 1 0 0 0 0 -1\nw a_1_0\nw a_1_0\n",     /* duplicate */
+		"elasticd-rdzv 1 0 0 0 0 -1\nw nope\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\nh a_1_0 12x\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\nw a_1_0 5\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\nw  a_1_0\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\np a_1_0 0", /* last line unterminated */
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		struct rdzv_state st;
+
+		if (rdzv_state_decode(bad[i], strlen(bad[i]), &st) != -EBADMSG) {
+			fail_msg("decoded: %s", bad[i]);
+		}
+	}
+	{
+		struct rdzv_state st;
+		const char *ok = "elasticd-rdzv 1 3 9 1 0 -1\n";
+
+		assert_int_equal(rdzv_state_decode(ok, strlen(ok), &st), 0);
+		assert_int_equal(st.round, 3);
+		assert_int_equal(st.gen, 9);
+		rdzv_state_release(&st);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_node_parse),
+		cmocka_unit_test(test_node_order),
+		cmocka_unit_test(test_sets_and_roundtrip),
+		cmocka_unit_test(test_corrupt),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
