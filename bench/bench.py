@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 PY = "/usr/bin/python3"
@@ -138,12 +139,28 @@ def spawn(argv, env):
 
 
 def wait(p, argv, timeout=120):
+    """A blocking waitpid(): Popen.wait(timeout=...) polls with growing sleeps
+    (0.5, 1, 2, 4 ... ms), which would add up to several ms to every wall time.
+    A timer thread kills the run's process group if it hangs."""
+    fired = []
+
+    def kill():
+        fired.append(True)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, kill)
+    timer.daemon = True
+    timer.start()
     try:
-        return p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
+        rc = p.wait()
+    finally:
+        timer.cancel()
+    if fired:
         raise RuntimeError(f"timed out after {timeout} s: {' '.join(argv[:6])} ...")
+    return rc
 
 
 def timed(argv, env, want_rc):
@@ -336,6 +353,7 @@ def main():
             print(f"note: {PY} cannot import torch.distributed.run; torchrun skipped",
                   file=sys.stderr)
 
+    load0 = os.getloadavg()
     work = tempfile.mkdtemp(prefix="elasticd-bench-")
     env = agent_env(work)
     script = os.path.join(work, "latency_worker.py")
@@ -371,6 +389,10 @@ def main():
     uname = os.uname()
     print(f"\nelasticd {ed}\nhost {uname.nodename} {uname.release}, {os.cpu_count()} CPUs, "
           f"{time.strftime('%Y-%m-%d %H:%M %Z')}")
+    load1 = os.getloadavg()
+    print("load average (1 min) before {:.2f}, after {:.2f}{}".format(
+        load0[0], load1[0], "  <- other work on this machine skews the figures"
+        if max(load0[0], load1[0]) > 1.5 else ""))
     print(f"harness: Popen+wait of /bin/true alone: median {statistics.median(base):.3f} ms "
           f"(included in every wall time)\n")
     hdr = (f"{'#':>1} {'figure':40} {'agent':32} {'n':>3} {'median':>9} {'p90':>9} {'p99':>9} "

@@ -55,9 +55,17 @@ runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port below the kernel's ephemeral range (which other processes'
+    outgoing connections take at any moment), free right now."""
+    import random
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
 
 
 def raise_fd_limit():
@@ -152,6 +160,7 @@ def main():
     ap.add_argument("--torchrun-timeout", type=int, default=120)
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
     elasticd = os.path.join(args.build, "src", "elasticd")
     hard = raise_fd_limit()
     tmp = tempfile.mkdtemp(prefix="bench-rdzv-")

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -15,21 +16,32 @@
 
 #include "config.h"
 #include "console.h"
+#include "ctl.h"
 #include "errfile.h"
 #include "events.h"
 #include "group.h"
 #include "log.h"
 #include "numa.h"
 #include "rdzv.h"
+#include "sd.h"
 #include "sentinel.h"
 #include "util.h"
 #include "version.h"
 #include "wenv.h"
 #include "worker.h"
 
+/* Event priorities: the signalfd (child exits and signals) runs before any
+ * other ready event, so that no client of the control socket, however busy,
+ * delays supervision; everything else shares the default priority. */
+#define AGENT_PRIORITIES 2
+#define AGENT_PRIO_SUPERVISION 0
+
 /* Signals whose disposition Python's Popen restores for its children
- * (restore_signals): workers get them at SIG_DFL whatever the agent had. */
-static const int reset_signals[] = {SIGPIPE, SIGXFSZ};
+ * (restore_signals): workers get them at SIG_DFL whatever the agent had. The
+ * handled signals (--signals-to-handle) are reset too: torchrun installs its
+ * handlers before spawning, so its workers start with them at SIG_DFL even
+ * when torchrun itself was started with them ignored (nohup, `cmd &`). */
+static const int popen_reset_signals[] = {SIGPIPE, SIGXFSZ};
 
 struct agent {
 	struct event_base *base;
@@ -42,6 +54,8 @@ struct agent {
 	struct event *sigev;
 	struct sentinel *sentinel;
 	struct console *consoles[2]; /* our stdout and stderr, never blocking */
+	int *reset_signals;          /* set to SIG_DFL in the workers */
+	size_t n_reset_signals;
 
 	struct rdzv *rdzv;
 	struct rdzv_result round;
@@ -72,6 +86,20 @@ struct agent {
 	int finish_code;
 	uint64_t barrier_start_usec;
 	bool rdzv_failed; /* the rendezvous cannot go on: stop the workers and exit */
+
+	/* The control plane (ctl.h); NULL when it could not start on its default
+	 * path. */
+	struct ctl *ctl;
+	bool in_rdzv;               /* a rendezvous round is under way */
+	const char *restart_reason; /* why the running group is being re-formed */
+	struct agent_stats stats;
+
+	/* systemd (sd.h): READY/STATUS/STOPPING and the watchdog; no-ops
+	 * without $NOTIFY_SOCKET. */
+	struct sd_notifier *sd;
+	bool sd_warned;       /* a failed notification was logged (once) */
+	bool hup_reopens;     /* SIGHUP re-opens the logs (it is not a handled signal) */
+	char *event_log_path; /* the event log file, for SIGHUP; NULL: none */
 };
 
 /* The one place the agent's WorkerState changes. */
@@ -86,6 +114,29 @@ agent_set_state(struct agent *a, enum worker_state state, const char *why)
 	a->state = state;
 }
 
+/* Tell systemd that the agent is shutting down (STOPPING=1 the first time),
+ * and why. */
+static void agent_notify_stopping(struct agent *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void
+agent_notify_stopping(struct agent *a, const char *fmt, ...)
+{
+	va_list ap;
+	char *status;
+
+	if (!sd_notifier_enabled(a->sd)) {
+		return;
+	}
+	va_start(ap, fmt);
+	if (vasprintf(&status, fmt, ap) < 0) {
+		abort();
+	}
+	va_end(ap);
+	sd_notify_stopping(a->sd, status);
+	free(status);
+}
+
 static void
 agent_exit(struct agent *a, int code)
 {
@@ -94,6 +145,7 @@ agent_exit(struct agent *a, int code)
 	}
 	a->exiting = true;
 	a->exit_code = code;
+	agent_notify_stopping(a, "exiting with status %d", code);
 	event_base_loopbreak(a->base);
 }
 
@@ -399,6 +451,12 @@ agent_finish(struct agent *a, int code, bool barrier)
 	a->finishing = true;
 	a->finish_code = code;
 	if (barrier) {
+		agent_notify_stopping(a, "finishing: worker group succeeded, waiting for the "
+					 "other nodes (exit barrier)");
+	} else {
+		agent_notify_stopping(a, "finishing: leaving the rendezvous, exit status %d", code);
+	}
+	if (barrier) {
 		log_info(
 			"[%s] Local worker group finished (SUCCEEDED). Waiting for other agents to "
 			"finish",
@@ -453,6 +511,8 @@ rdzv_nodes_waiting_cb(int n, const char *why, void *arg)
 		return;
 	}
 	log_info("[%s] %s; will restart worker group", a->cfg->role, why);
+	a->restart_reason = "membership change";
+	agent_set_state(a, WORKER_STATE_STOPPED, "membership change");
 	agent_record_group_stopping(a, SIGTERM, "membership change");
 	group_stop(a->group, SIGTERM);
 }
@@ -485,6 +545,7 @@ rdzv_progress_cb(const char *msg, void *arg)
 	struct agent *a = arg;
 
 	log_info("[%s] %s", a->cfg->role, msg);
+	sd_notify_status(a->sd, "%s", msg);
 }
 
 /* ---- failure report ---------------------------------------------------- */
@@ -620,8 +681,12 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 				 a->cfg->role, a->remaining_restarts, a->cfg->max_restarts);
 			a->remaining_restarts--;
 			a->restart_count++;
+			a->stats.restarts_failure++;
 			agent_set_state(a, WORKER_STATE_STOPPED, "restarting");
 			agent_record_restart(a, "worker group FAILED");
+			sd_notify_status(a->sd,
+					 "restarting: worker group failed, %d of %d restarts left",
+					 a->remaining_restarts, a->cfg->max_restarts);
 			agent_start_round(a);
 			return;
 		}
@@ -630,11 +695,21 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 		agent_finish(a, AGENT_EXIT_FAILURE, false);
 		return;
 	case WORKER_STATE_STOPPED:
-		/* Stopped on request (membership change): re-form without
-		 * spending a restart. */
+		/* Stopped on request (membership change, or a restart asked for
+		 * over the control socket): re-form without spending a restart. */
+		if (!a->restart_reason) {
+			a->restart_reason = "membership change";
+		}
+		if (strcmp(a->restart_reason, "membership change") == 0) {
+			a->stats.restarts_membership++;
+		} else {
+			a->stats.restarts_requested++;
+		}
 		a->restart_count++;
-		agent_record_restart(a, "membership change");
+		agent_record_restart(a, a->restart_reason);
 		a->restart_count--;
+		sd_notify_status(a->sd, "restarting: %s", a->restart_reason);
+		a->restart_reason = NULL;
 		agent_start_round(a);
 		return;
 	case WORKER_STATE_UNKNOWN:
@@ -685,6 +760,20 @@ agent_log_bindings(struct agent *a)
 	}
 }
 
+/* A worker that failed, in the failures-by-exit-code counters. */
+static void
+agent_count_failure(struct agent *a, const struct worker *w)
+{
+	int code = w->exitcode;
+
+	if (code < AGENT_EXITCODE_MIN) {
+		code = AGENT_EXITCODE_MIN;
+	} else if (code > AGENT_EXITCODE_MAX) {
+		code = AGENT_EXITCODE_MAX;
+	}
+	a->stats.worker_failures[code - AGENT_EXITCODE_MIN]++;
+}
+
 static void
 agent_start_group(struct agent *a)
 {
@@ -701,11 +790,12 @@ agent_start_group(struct agent *a)
 		.restart_count = a->restart_count,
 		.set_omp_num_threads = a->set_omp_num_threads,
 		.sigmask = &a->orig_mask,
-		.reset_signals = reset_signals,
-		.n_reset_signals = ARRAY_SIZE(reset_signals),
+		.reset_signals = a->reset_signals,
+		.n_reset_signals = a->n_reset_signals,
 		.sentinel = a->sentinel,
 		.consoles = a->consoles,
 		.numa = a->numa,
+		.worker_server_dir = a->ctl ? ctl_worker_dir(a->ctl) : NULL,
 	};
 	char *attempt_dir = NULL, *err = NULL;
 	uint64_t assign_start;
@@ -732,13 +822,19 @@ agent_start_group(struct agent *a)
 	a->group_start_usec = now_usec();
 	agent_set_state(a, WORKER_STATE_HEALTHY, "workers started");
 	group_start(a->group);
+	sd_notify_status(a->sd,
+			 "running round %d with %d workers (group rank %d of %d nodes, attempt %d)",
+			 a->round.round, a->local_world_size, a->round.group_rank,
+			 a->round.group_world_size, a->restart_count);
 	agent_log_bindings(a);
 	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
 		const struct worker *w = group_worker(a->group, i);
 
 		if (w->pid > 0) {
+			a->stats.worker_starts++;
 			agent_record_worker_started(a, w);
 		} else if (w->failed) {
+			agent_count_failure(a, w);
 			agent_record_worker_exited(a, w); /* could not be started */
 		}
 	}
@@ -749,6 +845,7 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 {
 	struct agent *a = arg;
 
+	a->in_rdzv = false;
 	if (a->stop_signal) {
 		agent_exit(a, 128 + a->stop_signal);
 		return;
@@ -781,6 +878,9 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 	a->round.nodes = xcalloc((size_t)res->group_world_size, sizeof(*res->nodes));
 	memcpy(a->round.nodes, res->nodes, (size_t)res->group_world_size * sizeof(*res->nodes));
 	a->round.master_addr = xstrdup(res->master_addr);
+	a->stats.rdzv_rounds++;
+	a->stats.rdzv_last_seconds = ms_since(a->rdzv_start_usec) / 1000.0;
+	a->stats.rdzv_seconds_sum += a->stats.rdzv_last_seconds;
 	log_info("[%s] Rendezvous complete: round %d, group_rank %d/%d, master %s:%d, "
 		 "restart_count %d",
 		 a->cfg->role, res->round, res->group_rank, res->group_world_size, res->master_addr,
@@ -806,6 +906,16 @@ agent_start_round(struct agent *a)
 
 	log_info("[%s] Rendezvous'ing worker group", a->cfg->role);
 	a->rdzv_start_usec = now_usec();
+	a->in_rdzv = true;
+	if (a->cfg->min_nodes == a->cfg->max_nodes) {
+		sd_notify_status(a->sd, "waiting for %d node%s: rendezvous '%s' (%s)",
+				 a->cfg->min_nodes, a->cfg->min_nodes == 1 ? "" : "s",
+				 a->cfg->rdzv_id, a->cfg->rdzv_backend);
+	} else {
+		sd_notify_status(a->sd, "waiting for %d to %d nodes: rendezvous '%s' (%s)",
+				 a->cfg->min_nodes, a->cfg->max_nodes, a->cfg->rdzv_id,
+				 a->cfg->rdzv_backend);
+	}
 	if (events_enabled(a->events)) {
 		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
 
@@ -836,8 +946,14 @@ agent_reap(struct agent *a)
 		}
 		if (a->group && group_handle_exit(a->group, pid, status)) {
 			for (size_t i = 0; i < group_size(a->group); i++) {
-				if (group_worker(a->group, i)->pid == pid) {
-					agent_record_worker_exited(a, group_worker(a->group, i));
+				const struct worker *w = group_worker(a->group, i);
+
+				if (w->pid == pid) {
+					a->stats.worker_exits++;
+					if (w->failed) {
+						agent_count_failure(a, w);
+					}
+					agent_record_worker_exited(a, w);
 				}
 			}
 			continue;
@@ -873,6 +989,8 @@ agent_on_signal(struct agent *a, int sig)
 	}
 	a->stop_signal = sig;
 	log_warn("Received %s death signal, shutting down workers", signal_name(sig));
+	agent_notify_stopping(a, "stopping: %s received, stopping the workers (SIGKILL after %d s)",
+			      signal_name(sig), a->cfg->shutdown_timeout);
 	if (a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT) {
 		agent_record_signal(a, sig, "stop");
 		agent_record_group_stopping(a, sig, "signal received");
@@ -890,6 +1008,32 @@ agent_on_signal(struct agent *a, int sig)
 	}
 }
 
+/* SIGHUP when it is not a handled signal: re-open the event log file, so that
+ * logrotate can move it away (then signal us). Nothing else elasticd writes
+ * is re-opened: its own log is stderr (the journal under systemd), and the
+ * workers hold their per-attempt stdout.log/stderr.log themselves. */
+static void
+agent_reopen_logs(struct agent *a)
+{
+	char *err = NULL;
+	int r;
+
+	if (!a->event_log_path || events_get_sink(a->events) != EVENTS_SINK_FILE) {
+		log_info("Received SIGHUP: no log file to re-open (elasticd logs to stderr)");
+		agent_record_signal(a, SIGHUP, "reopen");
+		return;
+	}
+	r = events_set_sink(a->events, EVENTS_SINK_FILE, a->event_log_path, &err);
+	if (r < 0) {
+		log_error("Received SIGHUP: %s; the events still go to the file open before",
+			  err ? err : strerror(-r));
+		free(err);
+		return;
+	}
+	log_info("Received SIGHUP: re-opened the event log %s", a->event_log_path);
+	agent_record_signal(a, SIGHUP, "reopen");
+}
+
 static void
 signalfd_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -905,6 +1049,8 @@ signalfd_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		if (si.ssi_signo == SIGCHLD) {
 			child = true;
+		} else if (si.ssi_signo == SIGHUP && a->hup_reopens) {
+			agent_reopen_logs(a);
 		} else {
 			if (child) {
 				agent_reap(a);
@@ -936,6 +1082,27 @@ agent_setup_signals(struct agent *a, char **reterr)
 		}
 		sigaddset(&a->mask, sig);
 	}
+	/* SIGHUP not handled (as under systemd, where the default leaves it out):
+	 * it re-opens the logs, unless it was ignored at start (nohup). */
+	if (!sigismember(&a->mask, SIGHUP)) {
+		struct sigaction old;
+
+		a->hup_reopens = true;
+		for (size_t i = 0; i < a->cfg->n_signals; i++) {
+			a->hup_reopens = a->hup_reopens && a->cfg->signals[i] != SIGHUP;
+		}
+		if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN) {
+			a->hup_reopens = false;
+		}
+		if (a->hup_reopens) {
+			sigaddset(&a->mask, SIGHUP);
+		}
+	}
+	a->n_reset_signals = ARRAY_SIZE(popen_reset_signals) + a->cfg->n_signals;
+	a->reset_signals = xcalloc(a->n_reset_signals, sizeof(int));
+	memcpy(a->reset_signals, popen_reset_signals, sizeof(popen_reset_signals));
+	memcpy(a->reset_signals + ARRAY_SIZE(popen_reset_signals), a->cfg->signals,
+	       a->cfg->n_signals * sizeof(int));
 	sigaction(SIGPIPE, &ign, NULL);
 	if (sigprocmask(SIG_BLOCK, &a->mask, &a->orig_mask) < 0) {
 		*reterr = xasprintf("cannot block signals: %s", strerror(errno));
@@ -947,6 +1114,7 @@ agent_setup_signals(struct agent *a, char **reterr)
 		return -errno;
 	}
 	a->sigev = event_new(a->base, a->sigfd, EV_READ | EV_PERSIST, signalfd_cb, a);
+	event_priority_set(a->sigev, AGENT_PRIO_SUPERVISION);
 	event_add(a->sigev, NULL);
 	return 0;
 }
@@ -1147,6 +1315,36 @@ log_to_console(const void *buf, size_t len, void *arg)
 	console_write(arg, buf, len);
 }
 
+static void
+agent_sd_error_cb(int err, const char *state, const char *what, void *arg)
+{
+	struct agent *a = arg;
+
+	if (what) {
+		log_warn("systemd notification: %s: %s", what, strerror(-err));
+		return;
+	}
+	if (!a->sd_warned) {
+		a->sd_warned = true;
+		log_warn("cannot notify systemd (%.*s): %s (later failures are not logged)",
+			 (int)strcspn(state, "\n"), state, strerror(-err));
+	}
+}
+
+/* The agent is set up: tell systemd (READY=1). The control socket, when there
+ * is one, must be listening by now; start it before this call (or move this
+ * call to where it listens). Before the first rendezvous, which may wait for
+ * other nodes far longer than TimeoutStartSec. */
+static void
+agent_ready(struct agent *a)
+{
+	if (!sd_notifier_enabled(a->sd)) {
+		return;
+	}
+	sd_notify_ready(a->sd, "ready");
+	log_debug("told systemd READY=1");
+}
+
 struct agent *
 agent_new(struct event_base *base, const struct config *cfg, char *const *envp, int *ret_exit,
 	  char **reterr)
@@ -1172,6 +1370,9 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	a->remaining_restarts = cfg->max_restarts;
 	a->start_usec = now_usec();
 	*ret_exit = AGENT_EXIT_FAILURE;
+	if (event_base_priority_init(base, AGENT_PRIORITIES) < 0) {
+		log_debug("cannot set up event priorities; the signalfd gets no precedence");
+	}
 	a->consoles[0] = console_new(base, STDOUT_FILENO);
 	a->consoles[1] = console_new(base, STDERR_FILENO);
 	log_set_sink(log_to_console, a->consoles[1]);
@@ -1193,6 +1394,14 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 		if (events_set_sink(a->events, sink, cfg->event_log_file, reterr) < 0) {
 			goto out_free;
 		}
+		if (sink == EVENTS_SINK_FILE) {
+			a->event_log_path = xstrdup(cfg->event_log_file);
+		}
+	}
+	a->sd = sd_notifier_new(base, a->env, agent_sd_error_cb, a);
+	if (sd_notifier_watchdog_interval(a->sd) > 0) {
+		log_info("systemd watchdog: pinging every %.3f s",
+			 (double)sd_notifier_watchdog_interval(a->sd) / 1e6);
 	}
 	rcb.events = a->events;
 	a->rdzv = rdzv_new(base, cfg, n, &rcb, reterr);
@@ -1217,6 +1426,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 		if (path && events_set_sink(a->events, sink, path, reterr) < 0) {
 			goto out_free;
 		}
+		a->event_log_path = path ? xstrdup(path) : NULL;
 		log_debug("events: %s", path ? path : "none (--log-dir /dev/null)");
 	}
 	{
@@ -1258,13 +1468,43 @@ out_free:
 	return NULL;
 }
 
+/* Start the control plane. Returns 0, or the exit status when it cannot start
+ * where the user asked (--control-socket) or with a bad
+ * --control-socket-group. On the default path a failure is a warning:
+ * elasticd runs without a control socket, as torchrun has none. */
+static int
+agent_start_ctl(struct agent *a)
+{
+	char *err = NULL;
+	int r = ctl_new(a->base, a, a->cfg, a->env, &a->ctl, &err);
+
+	if (r == 0) {
+		log_info("[%s] control socket: %s", a->cfg->role, ctl_socket_path(a->ctl));
+		return 0;
+	}
+	if (a->cfg->control_socket || r == -EINVAL) {
+		log_error("control socket: %s", err ? err : strerror(-r));
+		free(err);
+		return r == -EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_FAILURE;
+	}
+	log_warn("control socket: %s; running without one", err ? err : strerror(-r));
+	free(err);
+	return 0;
+}
+
 int
 agent_run(struct agent *a)
 {
 	struct elastic_event ev;
+	int r;
 
 	if (a->cfg->dry_run) {
 		return agent_print_plan(a);
+	}
+	/* The control socket listens before READY=1 (agent_ready). */
+	r = agent_start_ctl(a);
+	if (r != 0) {
+		return r;
 	}
 	log_info("[%s] starting workers for entrypoint: %s (%s)", a->cfg->role, a->cfg->entrypoint,
 		 a->program);
@@ -1278,6 +1518,7 @@ agent_run(struct agent *a)
 		elastic_event_set_string(&ev, "run_dir", a->run_dir);
 		agent_record(a, &ev);
 	}
+	agent_ready(a);
 	agent_start_round(a);
 	if (!a->exiting) {
 		event_base_dispatch(a->base);
@@ -1296,6 +1537,7 @@ agent_run(struct agent *a)
 	}
 	log_info("elasticd exits with status %d after %.3f s", a->exit_code,
 		 (double)(now_usec() - a->start_usec) / 1e6);
+	agent_notify_stopping(a, "exiting with status %d", a->exit_code);
 	return a->exit_code;
 }
 
@@ -1311,10 +1553,15 @@ agent_free(struct agent *a)
 	if (!a) {
 		return;
 	}
+	/* First: it answers its last clients with what the agent still holds. */
+	ctl_free(a->ctl);
+	a->ctl = NULL;
 	group_free(a->group);
 	rdzv_free(a->rdzv);
 	rdzv_result_release(&a->round);
 	sentinel_free(a->sentinel);
+	sd_notifier_free(a->sd);
+	free(a->event_log_path);
 	log_set_sink(NULL, NULL);
 	console_free(a->consoles[0]);
 	console_free(a->consoles[1]);
@@ -1328,9 +1575,234 @@ agent_free(struct agent *a)
 	}
 	strv_free(a->env);
 	free(a->run_dir);
+	free(a->reset_signals);
 	free(a->program);
 	events_free(a->events);
 	free(a->node_desc);
 	numa_plan_free(a->numa);
 	free(a);
+}
+
+/* ---- for the control plane ------------------------------------------------ */
+
+/* torch's NodeState of this node: INIT while it waits in a rendezvous (or
+ * before its first), RUNNING while a round's workers run, then SUCCEEDED or
+ * FAILED. */
+static enum node_state
+agent_node_state(const struct agent *a)
+{
+	if (a->finishing) {
+		return a->finish_code == AGENT_EXIT_SUCCESS ? NODE_STATE_SUCCEEDED
+							    : NODE_STATE_FAILED;
+	}
+	if (a->exiting) {
+		return a->exit_code == AGENT_EXIT_SUCCESS ? NODE_STATE_SUCCEEDED
+							  : NODE_STATE_FAILED;
+	}
+	if (a->rdzv_failed) {
+		return NODE_STATE_FAILED;
+	}
+	if (a->in_rdzv || !a->round.nodes) {
+		return NODE_STATE_INIT;
+	}
+	return NODE_STATE_RUNNING;
+}
+
+/* One worker's WorkerState: INIT before it started, HEALTHY while it runs,
+ * then SUCCEEDED (exit 0), FAILED (counted as the group's failure) or STOPPED
+ * (ended by a stop). */
+static enum worker_state
+agent_worker_state(const struct worker *w)
+{
+	if (!w->reaped) {
+		return w->pid > 0 ? WORKER_STATE_HEALTHY : WORKER_STATE_INIT;
+	}
+	if (w->failed) {
+		return WORKER_STATE_FAILED;
+	}
+	return w->exitcode == 0 ? WORKER_STATE_SUCCEEDED : WORKER_STATE_STOPPED;
+}
+
+/* A JSON string, or null for NULL (or text that is not UTF-8). */
+static json_t *
+json_str_or_null(const char *s)
+{
+	json_t *j = s ? json_string(s) : NULL;
+
+	return j ? j : json_null();
+}
+
+static json_t *
+agent_worker_json(const struct agent *a, const struct worker *w)
+{
+	json_t *o = json_object();
+	const struct numa_binding *b = a->numa && (size_t)w->local_rank < a->numa->n
+					       ? &a->numa->ranks[w->local_rank]
+					       : NULL;
+	bool ended = w->reaped;
+
+	json_object_set_new(o, "local_rank", json_integer(w->local_rank));
+	json_object_set_new(o, "global_rank", json_integer(w->global_rank));
+	json_object_set_new(o, "role_rank", json_integer(w->role_rank));
+	json_object_set_new(o, "pid", w->pid > 0 ? json_integer(w->pid) : json_null());
+	json_object_set_new(o, "state", json_string(worker_state_name(agent_worker_state(w))));
+	json_object_set_new(o, "exitcode", ended ? json_integer(w->exitcode) : json_null());
+	json_object_set_new(o, "exit_status",
+			    ended && w->exitcode >= 0 ? json_integer(w->exitcode) : json_null());
+	json_object_set_new(o, "signal",
+			    ended && w->exitcode < 0 ? json_str_or_null(signal_name(-w->exitcode))
+						     : json_null());
+	json_object_set_new(o, "start_time",
+			    w->pid > 0 ? json_integer((json_int_t)w->start_wall) : json_null());
+	json_object_set_new(o, "exit_time",
+			    ended ? json_integer((json_int_t)w->exit_wall) : json_null());
+	json_object_set_new(o, "gpu", json_str_or_null(w->gpu));
+	json_object_set_new(o, "cpus", json_str_or_null(w->cpus));
+	json_object_set_new(o, "mems", json_str_or_null(w->mems));
+	json_object_set_new(o, "numa_nodes",
+			    json_str_or_null(b && b->numa_nodes_list && *b->numa_nodes_list
+						     ? b->numa_nodes_list
+						     : NULL));
+	json_object_set_new(o, "stdout_log", json_str_or_null(w->stream_path[0]));
+	json_object_set_new(o, "stderr_log", json_str_or_null(w->stream_path[1]));
+	json_object_set_new(
+		o, "error_file",
+		json_str_or_null(w->error_file && *w->error_file ? w->error_file : NULL));
+	json_object_set_new(o, "worker_server_socket", json_str_or_null(w->server_socket));
+	return o;
+}
+
+json_t *
+agent_status_json(struct agent *a)
+{
+	json_t *o = json_object(), *workers = json_array();
+	bool have_round = a->round.nodes != NULL;
+	long long world_size = 0;
+
+	/* Not ranks_assign(): the nodes' role strings belong to the rendezvous
+	 * backend and are gone once the next round starts; their sizes are ours. */
+	for (int i = 0; have_round && i < a->round.group_world_size; i++) {
+		world_size += a->round.nodes[i].local_world_size;
+	}
+	json_object_set_new(o, "run_id", json_str_or_null(a->cfg->rdzv_id));
+	json_object_set_new(o, "node", json_str_or_null(agent_node_desc(a)));
+	json_object_set_new(o, "hostname", json_str_or_null(host_fqdn()));
+	json_object_set_new(o, "pid", json_integer(getpid()));
+	json_object_set_new(o, "version", json_string(ELASTICD_VERSION));
+	json_object_set_new(o, "role", json_str_or_null(a->cfg->role));
+	json_object_set_new(o, "rdzv_backend", json_str_or_null(a->cfg->rdzv_backend));
+	json_object_set_new(o, "node_state", json_string(node_state_name(agent_node_state(a))));
+	json_object_set_new(o, "round", have_round ? json_integer(a->round.round) : json_null());
+	json_object_set_new(o, "group_rank",
+			    have_round ? json_integer(a->round.group_rank) : json_null());
+	json_object_set_new(o, "group_world_size",
+			    have_round ? json_integer(a->round.group_world_size) : json_null());
+	json_object_set_new(o, "world_size",
+			    have_round ? json_integer((json_int_t)world_size) : json_null());
+	json_object_set_new(o, "local_world_size", json_integer(a->local_world_size));
+	json_object_set_new(o, "master_addr",
+			    json_str_or_null(have_round ? a->round.master_addr : NULL));
+	json_object_set_new(o, "master_port",
+			    have_round ? json_integer(a->round.master_port) : json_null());
+	json_object_set_new(o, "worker_state", json_string(worker_state_name(a->state)));
+	json_object_set_new(o, "restart_count", json_integer(a->restart_count));
+	json_object_set_new(o, "max_restarts", json_integer(a->cfg->max_restarts));
+	json_object_set_new(o, "remaining_restarts", json_integer(a->remaining_restarts));
+	json_object_set_new(o, "uptime_s",
+			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
+	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		json_array_append_new(workers, agent_worker_json(a, group_worker(a->group, i)));
+	}
+	json_object_set_new(o, "workers", workers);
+	return o;
+}
+
+const struct agent_stats *
+agent_get_stats(const struct agent *a)
+{
+	return &a->stats;
+}
+
+int
+agent_local_world_size(const struct agent *a)
+{
+	return a->local_world_size;
+}
+
+const struct worker *
+agent_worker(struct agent *a, int local_rank)
+{
+	if (!a->group || local_rank < 0) {
+		return NULL;
+	}
+	return group_worker(a->group, (size_t)local_rank);
+}
+
+int
+agent_request_restart(struct agent *a, char **reterr)
+{
+	if (a->stop_signal || a->finishing || a->exiting) {
+		*reterr = xstrdup("the agent is stopping");
+		return -EBUSY;
+	}
+	if (!a->group || group_is_done(a->group) || group_state(a->group) != WORKER_STATE_HEALTHY) {
+		*reterr = xasprintf("no worker group is running (worker group %s%s)",
+				    worker_state_name(a->group ? group_state(a->group) : a->state),
+				    a->in_rdzv ? ", rendezvous under way" : "");
+		return -EBUSY;
+	}
+	log_info("[%s] restart requested over the control socket; will restart worker group",
+		 a->cfg->role);
+	a->restart_reason = "requested over the control socket";
+	agent_set_state(a, WORKER_STATE_STOPPED, "restart requested");
+	agent_record_group_stopping(a, SIGTERM, "restart requested");
+	group_stop(a->group, SIGTERM);
+	return 0;
+}
+
+void
+agent_request_stop(struct agent *a, int sig)
+{
+	log_warn("stop requested over the control socket (as %s)", signal_name(sig));
+	agent_on_signal(a, sig);
+}
+
+int
+agent_signal_worker(struct agent *a, int local_rank, int sig, char **reterr)
+{
+	size_t first = local_rank < 0 ? 0 : (size_t)local_rank;
+	size_t last = local_rank < 0 && a->group ? group_size(a->group) : first + 1;
+	int sent = 0, r = 0;
+
+	if (!a->group) {
+		*reterr = xstrdup("no worker group was started yet");
+		return -ENOENT;
+	}
+	for (size_t i = first; i < last; i++) {
+		struct worker *w = group_worker(a->group, i);
+		int e;
+
+		if (!w || w->pid <= 0 || (w->reaped && !worker_group_alive(w))) {
+			continue;
+		}
+		e = worker_signal(w, sig);
+		if (e < 0) {
+			r = e;
+			continue;
+		}
+		log_info("[%s] sent %s to local_rank %zu (pid %d) as asked over the control socket",
+			 a->cfg->role, signal_name(sig), i, (int)w->pid);
+		sent++;
+	}
+	if (sent > 0) {
+		return 0;
+	}
+	if (r < 0 && r != -ESRCH) {
+		*reterr = xasprintf("kill: %s", strerror(-r));
+		return r;
+	}
+	*reterr = local_rank < 0 ? xstrdup("no worker is running")
+				 : xasprintf("local_rank %d is not running", local_rank);
+	return -ESRCH;
 }

@@ -6,9 +6,13 @@
  * monitor poll. */
 #pragma once
 
+#include <stdint.h>
+
 struct config;
 struct event_base;
 struct events;
+struct json_t;
+struct worker;
 struct agent;
 
 /* Exit statuses of elasticd (torchrun-compatible 0/1/2; 128+signo when a
@@ -37,3 +41,68 @@ struct events *agent_events(struct agent *a);
 /* Free everything; accepts NULL. The handled signals stay blocked (the
  * process is about to exit with the status agent_run chose). */
 void agent_free(struct agent *a);
+
+/* ---- for the control plane (ctl.h) ----------------------------------------
+ * A read API and a few actions that take the agent's own paths. Call them
+ * from the loop only (the agent is single-threaded). */
+
+/* The agent's state as a new JSON object (the caller owns the reference):
+ * run_id, node, hostname, pid, version, role, rdzv_backend, node_state
+ * (torch's NodeState of this node), round, group_rank, group_world_size,
+ * world_size, local_world_size, master_addr, master_port (null before the
+ * first round), worker_state (torch's WorkerState of the group),
+ * restart_count, max_restarts, remaining_restarts, uptime_s, run_dir and
+ * workers[]: local_rank, global_rank, role_rank, pid, state, exitcode,
+ * exit_status, signal, start_time, exit_time (epoch seconds), gpu, cpus,
+ * mems, numa_nodes, stdout_log, stderr_log, error_file, worker_server_socket.
+ * elasticd-ctl(7) documents each field. */
+struct json_t *agent_status_json(struct agent *a);
+
+/* Lowest and highest worker exit code counted (torch's returncode: the exit
+ * status, or -signal). */
+#define AGENT_EXITCODE_MIN (-64)
+#define AGENT_EXITCODE_MAX 255
+
+/* Counters since the agent started. */
+struct agent_stats {
+	uint64_t rdzv_rounds;         /* rendezvous rounds joined */
+	double rdzv_seconds_sum;      /* time spent in them, seconds */
+	double rdzv_last_seconds;     /* the last one's, seconds */
+	uint64_t restarts_failure;    /* restarts after a failure (spending --max-restarts) */
+	uint64_t restarts_membership; /* re-forms for a membership change (free) */
+	uint64_t restarts_requested;  /* re-forms asked for over the control socket (free) */
+	uint64_t worker_starts;       /* worker processes started */
+	uint64_t worker_exits;        /* worker processes reaped */
+	/* Workers that failed (exited non-zero, or could not start, before any
+	 * stop), by exit code: index exitcode - AGENT_EXITCODE_MIN. */
+	uint64_t worker_failures[AGENT_EXITCODE_MAX - AGENT_EXITCODE_MIN + 1];
+};
+
+/* The counters, borrowed: valid as long as the agent. */
+const struct agent_stats *agent_get_stats(const struct agent *a);
+
+/* The number of local workers (the resolved --nproc-per-node). */
+int agent_local_world_size(const struct agent *a);
+
+/* The current worker group's worker of local_rank, or NULL before the first
+ * group or for a rank out of range. Borrowed until the group is replaced (a
+ * later loop turn). */
+const struct worker *agent_worker(struct agent *a, int local_rank);
+
+/* Re-form the worker group now: stop it (SIGTERM, escalation as always) and
+ * rejoin the rendezvous without spending a restart, as when nodes wait to join
+ * (torchrun's num_nodes_waiting() > 0). Returns 0, or -EBUSY with *reterr
+ * (malloc'd) when no worker group is running (rendezvous under way, group
+ * stopping, agent stopping or finishing). */
+int agent_request_restart(struct agent *a, char **reterr);
+
+/* Stop the agent exactly as if the handled signal sig (SIGTERM) had arrived:
+ * the workers get sig, SIGKILL after the shutdown timeout, and elasticd exits
+ * 128 + sig. A second request while stopping kills the workers at once, as a
+ * second signal does. */
+void agent_request_stop(struct agent *a, int sig);
+
+/* Send sig to local_rank's worker, its whole process group (every worker
+ * when local_rank is -1). Returns 0, or -ESRCH (not running) / -ENOENT (no
+ * worker group yet) / -errno of kill(2) with *reterr (malloc'd). */
+int agent_signal_worker(struct agent *a, int local_rank, int sig, char **reterr);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "config_file.h"
 #include "numa.h"
 #include "util.h"
 
@@ -218,6 +219,8 @@ struct config_option {
 	bool env;                 /* default from PET_<DEST> (torchrun's `env`/`check_env`) */
 	const char *env_fallback; /* variable consulted after PET_<DEST>, or NULL */
 	const char *def;          /* coded default, converted by `set`; NULL: none */
+	const char *def_service;  /* the default as a service (--config given or
+				   * $NOTIFY_SOCKET set), when it differs; NULL: def */
 	/* Validate and store a value (OPT_VALUE, OPT_FLAG). 0 or -EINVAL. */
 	int (*set)(struct config *cfg, const struct config_option *o, const char *name,
 		   const char *value, char **reterr);
@@ -291,6 +294,28 @@ set_flag(struct config *cfg, const struct config_option *o, const char *name, co
 	 char **reterr)
 {
 	*FIELD(cfg, o, bool) = true;
+	return 0;
+}
+
+/* A socket's file mode in octal ("0660", "660"), at most 0777, that lets its
+ * owner read and write (0600). */
+static int
+set_mode(struct config *cfg, const struct config_option *o, const char *name, const char *value,
+	 char **reterr)
+{
+	long v = 0;
+	size_t i;
+
+	for (i = 0; value[i] >= '0' && value[i] <= '7' && i < 5; i++) {
+		v = v * 8 + (value[i] - '0');
+	}
+	if (i == 0 || value[i] != '\0' || v > 0777) {
+		return invalid(reterr, name, value, "expected an octal file mode such as 0660");
+	}
+	if ((v & 0600) != 0600) {
+		return invalid(reterr, name, value, "the owner needs read and write (0600)");
+	}
+	*FIELD(cfg, o, int) = (int)v;
 	return 0;
 }
 
@@ -999,10 +1024,13 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+		/* systemd's reload and logrotate send SIGHUP: re-open the logs. */
+		.def_service = "SIGTERM,SIGINT,SIGQUIT",
 		.set = set_signals,
 		.group = GROUP_SIGNALS,
 		.metavar = "SIG,...",
-		.help = "Signals that stop the workers with the same signal, then elasticd.",
+		.help = "Signals that stop the workers with the same signal, then elasticd. "
+			"SIGHUP, when not listed, re-opens the event log file instead.",
 	},
 	{
 		.name = "shutdown-timeout",
@@ -1020,6 +1048,60 @@ static const struct config_option options[] = {
 	},
 
 	/* Other. */
+	{
+		.name = "control-socket",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_string,
+		.offset = offsetof(struct config, control_socket),
+		.group = GROUP_OTHER,
+		.metavar = "PATH",
+		.help = "Serve the control plane (elasticd-ctl(7)) on this Unix socket (default: "
+			"$RUNTIME_DIRECTORY/elasticd.sock under systemd, else "
+			"/run/elasticd/<run_id>.sock for root, else "
+			"$XDG_RUNTIME_DIR/elasticd/<run_id>.sock, else /tmp/elasticd-<uid>/).",
+	},
+	{
+		.name = "control-socket-mode",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_mode,
+		.offset = offsetof(struct config, control_socket_mode),
+		.group = GROUP_OTHER,
+		.metavar = "MODE",
+		.help = "File mode of the control socket, in octal (default: 0600, 0660 with "
+			"--control-socket-group).",
+	},
+	{
+		.name = "control-socket-group",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_string,
+		.offset = offsetof(struct config, control_socket_group),
+		.group = GROUP_OTHER,
+		.metavar = "GROUP",
+		.help = "Also let this group (name or number) use the control socket.",
+	},
+	{
+		.name = "no-worker-server",
+		.kind = OPT_FLAG,
+		.env = true,
+		.set = set_flag,
+		.offset = offsetof(struct config, no_worker_server),
+		.group = GROUP_OTHER,
+		.help = "Do not give workers TORCH_WORKER_SERVER_SOCKET (their own control socket, "
+			"reached through /ranks/<n>/ on the control socket).",
+	},
+	{
+		.name = "config",
+		.kind = OPT_VALUE,
+		.set = set_string,
+		.offset = offsetof(struct config, config_file),
+		.group = GROUP_OTHER,
+		.metavar = "FILE",
+		.help = "Read settings from FILE: key = value lines with the long option names "
+			"(see elasticd.conf(5)). The command line and PET_* variables beat it.",
+	},
 	{
 		.name = "help",
 		.short_name = 'h',
@@ -1045,6 +1127,7 @@ static const char *const group_titles[GROUP_COUNT] = {
 enum option_source {
 	SRC_UNSET = 0,
 	SRC_DEFAULT,
+	SRC_FILE,
 	SRC_ENV,
 	SRC_CLI,
 };
@@ -1340,40 +1423,289 @@ apply_env(struct config *cfg, const struct config_option *o, const char *var, co
 	return 0;
 }
 
+/* An option's value in the environment: PET_<DEST>, else its fallback
+ * variable. Returns the value (borrowed from envp) with the variable's name in
+ * *ret_var (caller frees), or NULL with *ret_var NULL. */
+static const char *
+option_env(const struct config_option *o, char *const envp[], char **ret_var)
+{
+	const char *value;
+
+	*ret_var = NULL;
+	if (o->env) {
+		char *pet = pet_name(o);
+
+		value = env_get(envp, pet);
+		if (value) {
+			*ret_var = pet;
+			return value;
+		}
+		free(pet);
+	}
+	if (o->env_fallback) {
+		value = env_get(envp, o->env_fallback);
+		if (value) {
+			*ret_var = xstrdup(o->env_fallback);
+			return value;
+		}
+	}
+	return NULL;
+}
+
+/* Every option still unset takes its environment value, else its default (the
+ * service default when service). */
 static int
-apply_defaults(struct config *cfg, char *const envp[], enum option_source *src, char **reterr)
+apply_defaults(struct config *cfg, char *const envp[], enum option_source *src, bool service,
+	       char **reterr)
 {
 	for (size_t k = 0; k < ARRAY_SIZE(options); k++) {
 		const struct config_option *o = &options[k];
-		_cleanup_free_ char *pet = NULL, *name = NULL;
-		const char *var = NULL, *value = NULL;
+		const char *def = service && o->def_service ? o->def_service : o->def;
+		_cleanup_free_ char *var = NULL, *name = NULL;
+		const char *value;
 		int r = 0;
 
 		if (src[k] != SRC_UNSET) {
 			continue;
 		}
-		if (o->env) {
-			pet = pet_name(o);
-			var = pet;
-			value = env_get(envp, var);
-		}
-		if (!value && o->env_fallback) {
-			var = o->env_fallback;
-			value = env_get(envp, var);
-		}
+		value = option_env(o, envp, &var);
 		if (value) {
 			src[k] = SRC_ENV;
 			r = apply_env(cfg, o, var, value, reterr);
-		} else if (o->def) {
+		} else if (def) {
 			src[k] = SRC_DEFAULT;
 			name = xasprintf("--%s default", o->name);
-			r = o->set(cfg, o, name, o->def, reterr);
+			r = o->set(cfg, o, name, def, reterr);
 		}
 		if (r < 0) {
 			return r;
 		}
 	}
 	return 0;
+}
+
+/* The configuration file (--config): between the environment and the
+ * defaults. */
+
+/* The entrypoint and its arguments as the file gives them. */
+struct file_layer {
+	char *entrypoint; /* NULL: none in the file */
+	char **args;      /* NULL: no args line */
+	int entrypoint_line;
+	int args_line;
+};
+
+static void
+file_layer_release(struct file_layer *fl)
+{
+	free(fl->entrypoint);
+	strv_free(fl->args);
+	*fl = (struct file_layer){0};
+}
+
+/* The option whose long name or alias is key, in its dash or underscore
+ * spelling; no prefixes. */
+static const struct config_option *
+find_exact(const char *key)
+{
+	size_t len = strlen(key);
+
+	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
+		const char *spellings[] = {options[i].name, options[i].alias};
+
+		for (size_t j = 0; j < ARRAY_SIZE(spellings) && spellings[j]; j++) {
+			for (int u = 0; u < 2; u++) {
+				bool exact = false;
+
+				if (spelling_prefix(spellings[j], u, key, len, &exact) && exact) {
+					return &options[i];
+				}
+			}
+		}
+	}
+	return NULL;
+}
+
+static int
+parse_bool_word(const char *s, bool *ret)
+{
+	static const char *const on[] = {"true", "yes", "on", "1"};
+	static const char *const off[] = {"false", "no", "off", "0"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(on); i++) {
+		if (strcmp(s, on[i]) == 0) {
+			*ret = true;
+			return 0;
+		}
+		if (strcmp(s, off[i]) == 0) {
+			*ret = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int __attribute__((format(printf, 3, 4)))
+file_error(char **reterr, const char *where, const char *fmt, ...)
+{
+	va_list ap;
+	char *reason;
+
+	va_start(ap, fmt);
+	if (vasprintf(&reason, fmt, ap) < 0) {
+		abort();
+	}
+	va_end(ap);
+	*reterr = xasprintf("%s: %s", where, reason);
+	free(reason);
+	return -EINVAL;
+}
+
+/* entrypoint = SCRIPT and args = WORDS... */
+static int
+file_entrypoint(const struct config_file_entry *e, const char *where, struct file_layer *fl,
+		char **reterr)
+{
+	size_t n = strv_length(e->words);
+
+	if (strcmp(e->key, "entrypoint") == 0) {
+		if (fl->entrypoint_line) {
+			return file_error(reterr, where, "'entrypoint' is already set on line %d",
+					  fl->entrypoint_line);
+		}
+		if (n != 1 || !*e->words[0]) {
+			return file_error(reterr, where,
+					  "entrypoint: expected one value, the training script "
+					  "(its arguments go in 'args = ...')");
+		}
+		fl->entrypoint = xstrdup(e->words[0]);
+		fl->entrypoint_line = e->line;
+		return 0;
+	}
+	if (fl->args_line) {
+		return file_error(reterr, where, "'args' is already set on line %d", fl->args_line);
+	}
+	fl->args = strv_copy(e->words);
+	fl->args_line = e->line;
+	return 0;
+}
+
+/* Apply one "key = value" of the file. A value for an option that the command
+ * line or the environment sets is still checked, on a scratch config. */
+static int
+file_apply_entry(struct config *cfg, const struct config_file_entry *e, const char *path,
+		 char *const envp[], enum option_source *src, int *seen, struct file_layer *fl,
+		 char **reterr)
+{
+	_cleanup_free_ char *where = xasprintf("%s:%d", path, e->line);
+	_cleanup_free_ char *name = NULL, *var = NULL;
+	size_t n = strv_length(e->words);
+	const struct config_option *o;
+	struct config scratch = {0};
+	bool overridden, on = false;
+	size_t k;
+	int r = 0;
+
+	if (strcmp(e->key, "entrypoint") == 0 || strcmp(e->key, "args") == 0) {
+		return file_entrypoint(e, where, fl, reterr);
+	}
+	o = find_exact(e->key);
+	if (!o) {
+		size_t nmatch = 0;
+		const struct config_option *guess =
+			find_long(e->key, strlen(e->key), &nmatch, NULL);
+
+		if (guess) {
+			return file_error(reterr, where, "unknown key '%s' (did you mean '%s'?)",
+					  e->key, guess->name);
+		}
+		return file_error(reterr, where, "unknown key '%s'", e->key);
+	}
+	if (o->kind == OPT_HELP || o->kind == OPT_VERSION) {
+		return file_error(reterr, where, "'%s' is not a setting", e->key);
+	}
+	if (strcmp(o->name, "config") == 0) {
+		return file_error(reterr, where,
+				  "'%s' cannot be set in a configuration file (no includes)",
+				  e->key);
+	}
+	k = (size_t)(o - options);
+	if (seen[k]) {
+		return file_error(reterr, where, "'%s' is already set on line %d", o->name,
+				  seen[k]);
+	}
+	seen[k] = e->line;
+	name = xasprintf("%s: %s", where, e->key);
+	overridden = src[k] == SRC_CLI || option_env(o, envp, &var);
+	switch (o->kind) {
+	case OPT_FLAG:
+		if (n != 1 || parse_bool_word(e->words[0], &on) < 0) {
+			return file_error(reterr, where, "%s: expected true or false, got '%s'",
+					  e->key, n == 1 ? e->words[0] : "");
+		}
+		if (on) {
+			r = o->set(overridden ? &scratch : cfg, o, name, e->words[0], reterr);
+		}
+		break;
+	case OPT_VALUE:
+		if (n > 1) {
+			return file_error(reterr, where,
+					  "%s: expected one value, got %zu words; quote a value "
+					  "that contains blanks",
+					  e->key, n);
+		}
+		r = o->set(overridden ? &scratch : cfg, o, name, n ? e->words[0] : "", reterr);
+		break;
+	case OPT_HELP:
+	case OPT_VERSION:
+		break;
+	}
+	config_release(&scratch);
+	if (r < 0) {
+		return r;
+	}
+	if (!overridden) {
+		src[k] = SRC_FILE;
+	}
+	return 0;
+}
+
+/* Read and apply --config (text, when given, instead of the file's contents). */
+static int
+apply_file(struct config *cfg, const char *text, size_t len, char *const envp[],
+	   enum option_source *src, struct file_layer *fl, char **reterr)
+{
+	const char *path = cfg->config_file;
+	_cleanup_free_ char *buf = NULL;
+	int seen[ARRAY_SIZE(options)] = {0};
+	struct config_file f = {0};
+	int r;
+
+	if (!text) {
+		r = read_file(path, CONFIG_FILE_MAX, &buf, &len);
+		if (r < 0) {
+			*reterr = xasprintf("--config: cannot read '%s': %s", path,
+					    r == -EINVAL  ? "not a regular file"
+					    : r == -EFBIG ? "larger than 1 MiB"
+							  : strerror(-r));
+			return -EINVAL;
+		}
+		text = buf;
+	}
+	r = config_file_parse(path, text, len, &f, reterr);
+	if (r < 0) {
+		return r;
+	}
+	for (size_t i = 0; i < f.n && r == 0; i++) {
+		r = file_apply_entry(cfg, &f.entries[i], path, envp, src, seen, fl, reterr);
+	}
+	config_file_release(&f);
+	if (r == 0 && fl->args_line && !fl->entrypoint_line) {
+		_cleanup_free_ char *where = xasprintf("%s:%d", path, fl->args_line);
+
+		r = file_error(reterr, where, "'args' without 'entrypoint'");
+	}
+	return r;
 }
 
 /* A random (version 4) UUID, lower-case 8-4-4-4-12, as Python's str(uuid4()). */
@@ -1415,13 +1747,20 @@ given(const enum option_source *src, const char *name)
 {
 	size_t k = option_index(name);
 
-	return k < ARRAY_SIZE(options) && (src[k] == SRC_CLI || src[k] == SRC_ENV);
+	return k < ARRAY_SIZE(options) &&
+	       (src[k] == SRC_CLI || src[k] == SRC_ENV || src[k] == SRC_FILE);
 }
 
-int
-config_parse(struct config *ret, int argc, char *const argv[], char *const envp[], char **reterr)
+/* config_parse and config_parse_text: text, when non-NULL, is the contents of
+ * the configuration file named name. */
+static int
+parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], const char *name,
+	  const char *text, size_t len, char **reterr)
 {
 	enum option_source src[ARRAY_SIZE(options)] = {SRC_UNSET};
+	struct file_layer fl = {0};
+	const char *notify;
+	bool service;
 	int i, r;
 
 	memset(ret, 0, sizeof(*ret));
@@ -1450,20 +1789,44 @@ config_parse(struct config *ret, int argc, char *const argv[], char *const envp[
 		}
 	}
 
-	r = apply_defaults(ret, envp, src, reterr);
+	if (text) {
+		free(ret->config_file);
+		ret->config_file = xstrdup(name);
+	}
+	if (ret->config_file) {
+		r = apply_file(ret, text, len, envp, src, &fl, reterr);
+		if (r < 0) {
+			goto fail;
+		}
+	}
+	notify = env_get(envp, "NOTIFY_SOCKET");
+	service = ret->config_file || (notify && *notify);
+	r = apply_defaults(ret, envp, src, service, reterr);
 	if (r < 0) {
 		goto fail;
 	}
-	if (i >= argc) {
-		*reterr = xstrdup("the following arguments are required: training_script");
+	if (i < argc) {
+		/* A command-line entrypoint replaces the file's, and its args. */
+		ret->entrypoint = xstrdup(argv[i]);
+		ret->args = xcalloc(1, sizeof(char *));
+		for (i++; i < argc; i++) {
+			strv_push(&ret->args, argv[i]);
+		}
+	} else if (fl.entrypoint) {
+		ret->entrypoint = fl.entrypoint;
+		ret->args = fl.args ? fl.args : xcalloc(1, sizeof(char *));
+		fl = (struct file_layer){0};
+	} else {
+		*reterr =
+			ret->config_file
+				? xasprintf("the following arguments are required: "
+					    "training_script (or 'entrypoint = ...' in %s)",
+					    ret->config_file)
+				: xstrdup("the following arguments are required: training_script");
 		r = -EINVAL;
 		goto fail;
 	}
-	ret->entrypoint = xstrdup(argv[i]);
-	ret->args = xcalloc(1, sizeof(char *));
-	for (i++; i < argc; i++) {
-		strv_push(&ret->args, argv[i]);
-	}
+	file_layer_release(&fl);
 
 	if (ret->no_python && ret->module) {
 		*reterr =
@@ -1508,8 +1871,22 @@ config_parse(struct config *ret, int argc, char *const argv[], char *const envp[
 	return CONFIG_RUN;
 
 fail:
+	file_layer_release(&fl);
 	config_release(ret);
 	return r;
+}
+
+int
+config_parse(struct config *ret, int argc, char *const argv[], char *const envp[], char **reterr)
+{
+	return parse_all(ret, argc, argv, envp, NULL, NULL, 0, reterr);
+}
+
+int
+config_parse_text(struct config *ret, int argc, char *const argv[], char *const envp[],
+		  const char *name, const char *text, size_t len, char **reterr)
+{
+	return parse_all(ret, argc, argv, envp, name, text, len, reterr);
 }
 
 void
@@ -1530,6 +1907,8 @@ config_release(struct config *cfg)
 	free(cfg->signals);
 	free(cfg->event_log_handler);
 	free(cfg->event_log_file);
+	free(cfg->control_socket);
+	free(cfg->control_socket_group);
 	free(cfg->logs_specs);
 	free(cfg->numa_binding);
 	free(cfg->topology_xml);
@@ -1538,6 +1917,7 @@ config_release(struct config *cfg)
 	free(cfg->duplicate_stderr_filters);
 	free(cfg->entrypoint);
 	strv_free(cfg->args);
+	free(cfg->config_file);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -1591,6 +1971,10 @@ print_option(FILE *out, const struct config_option *o)
 	if (o->env_fallback) {
 		text = xasprintf("%s (default:" NBSP "$%s," NBSP "else" NBSP "%s)", o->help,
 				 o->env_fallback, o->def);
+	} else if (o->def_service) {
+		text = xasprintf("%s (default:" NBSP "%s; as a service, with --config or "
+				 "$NOTIFY_SOCKET:" NBSP "%s)",
+				 o->help, o->def, o->def_service);
 	} else if (o->def && *o->def) {
 		text = xasprintf("%s (default:" NBSP "%s)", o->help, o->def);
 	} else {
@@ -1635,7 +2019,8 @@ config_usage(FILE *out)
 		"Every option also has an underscore spelling (--nproc_per_node for "
 		"--nproc-per-node) and a default in the environment variable PET_<NAME> "
 		"(PET_NPROC_PER_NODE; 1 or 0 for flags), except %s. The command line beats "
-		"the environment, which beats the default. Unambiguous prefixes of long "
+		"the environment, which beats the --config file, which beats the default. "
+		"Unambiguous prefixes of long "
 		"options work (--nproc). Everything after training_script (or after --) is "
 		"passed to it unchanged.",
 		list);

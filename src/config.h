@@ -1,8 +1,10 @@
 /* config.h — torchrun's command line (1.13 and 2.x), elasticd's own flags and
  * PET_* environment defaults, parsed into one struct that the agent only reads.
  *
- * Precedence: command line > PET_<DEST> environment variable > coded default,
- * as torchrun's argparse `env` / `check_env` actions. */
+ * Precedence: command line > PET_<DEST> environment variable > the --config
+ * file (elasticd.conf(5)) > coded default, as torchrun's argparse `env` /
+ * `check_env` actions with a file layer between the environment and the
+ * defaults. */
 #pragma once
 
 #include <stdbool.h>
@@ -109,10 +111,19 @@ struct config {
 	char *duplicate_stdout_filters;
 	char *duplicate_stderr_filters;
 
+	/* The control socket (elasticd-ctl(7)). */
+	char *control_socket;       /* --control-socket PATH, or NULL: the default path */
+	int control_socket_mode;    /* --control-socket-mode (octal, includes 0600), or 0: 0600
+				     * (0660 with a group) */
+	char *control_socket_group; /* --control-socket-group NAME|GID, or NULL */
+	bool no_worker_server;      /* --no-worker-server: no TORCH_WORKER_SERVER_SOCKET */
+
 	/* The entrypoint: training script (or module with -m, or program with
 	 * --no-python) and its arguments, verbatim. */
 	char *entrypoint;
 	char **args; /* NULL-terminated strv, may be empty; never NULL after CONFIG_RUN */
+
+	char *config_file; /* --config FILE as given, or NULL */
 };
 
 /* What config_parse asks the caller to do. */
@@ -131,7 +142,16 @@ enum config_result {
  * ("--nproc") are accepted; the last occurrence of an option wins. The first
  * positional (or whatever follows "--") is the entrypoint; everything after it
  * is copied verbatim into args. --standalone keeps a run id given with
- * --rdzv-id/--run-id or PET_RDZV_ID, else makes a fresh uuid4.
+ * --rdzv-id/--run-id, PET_RDZV_ID or the config file, else makes a fresh uuid4.
+ *
+ * --config FILE is read (at most CONFIG_FILE_MAX bytes) after the command line
+ * and applied between the environment and the defaults: a setting of the file
+ * counts only for options that neither the command line nor PET_* set, but
+ * every line is checked. The file's "entrypoint" and "args" are used only when
+ * the command line has no training_script. Running as a service (--config
+ * given, or a non-empty NOTIFY_SOCKET in envp) changes the default of
+ * --signals-to-handle to SIGTERM,SIGINT,SIGQUIT, so that SIGHUP can re-open
+ * the logs. Errors in the file read "FILE:LINE: reason".
  * Returns CONFIG_RUN with *ret filled in; CONFIG_HELP or CONFIG_VERSION (as soon
  * as -h/--help or --version is read) with *ret zeroed; or -EINVAL with *ret
  * zeroed and *reterr a malloc'd message (caller frees) that names the flag or
@@ -139,6 +159,13 @@ enum config_result {
  * prints, never exits. */
 int config_parse(struct config *ret, int argc, char *const argv[], char *const envp[],
 		 char **reterr);
+
+/* As config_parse, with the configuration file's contents given: text (len
+ * bytes) is read as the file name (as if "--config name" were on the command
+ * line, replacing any --config there); no file is opened. For tests and
+ * fuzzing. Returns as config_parse. */
+int config_parse_text(struct config *ret, int argc, char *const argv[], char *const envp[],
+		      const char *name, const char *text, size_t len, char **reterr);
 
 /* Free everything config_parse allocated; accepts a zeroed or half-built struct. */
 void config_release(struct config *cfg);

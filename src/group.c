@@ -204,6 +204,15 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 			}
 		}
 		we.error_file = w->error_file;
+		if (spec->worker_server_dir) {
+			/* torch's WorkerServer refuses a path that exists: the
+			 * last attempt's socket goes. */
+			w->server_socket = xasprintf("%s/rank%d.sock", spec->worker_server_dir, lr);
+			if (unlink(w->server_socket) < 0 && errno != ENOENT) {
+				log_warn("cannot remove %s: %s", w->server_socket, strerror(errno));
+			}
+			we.worker_server_socket = w->server_socket;
+		}
 		if (wenv_build_env(spec->base_env, &we, &g->envs[i], reterr) < 0) {
 			group_free(g);
 			return NULL;
@@ -410,11 +419,12 @@ static void
 group_decide(struct group *g, enum worker_state state)
 {
 	g->state = state;
-	if (g->cb.outcome) {
-		g->cb.outcome(g, state, g->cb.arg);
-	}
+	/* React first (torchrun also signals the survivors before it logs). */
 	if (g->phase == GROUP_RUNNING) {
 		group_begin_stop(g, SIGTERM);
+	}
+	if (g->cb.outcome) {
+		g->cb.outcome(g, state, g->cb.arg);
 	}
 }
 

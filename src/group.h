@@ -50,6 +50,9 @@ struct group_spec {
 	const struct numa_plan *numa;
 	/* The agent's non-blocking stdout [0] and stderr [1] for teed output. */
 	struct console *const *consoles;
+	/* Where local rank n gets TORCH_WORKER_SERVER_SOCKET=<dir>/rank<n>.sock
+	 * (a stale file there is removed first); NULL: not set. */
+	const char *worker_server_dir;
 };
 
 struct group_callbacks {

@@ -2,7 +2,8 @@
  * RendezvousHandler: next_rendezvous, num_nodes_waiting, shutdown. Backends
  * fill in struct rdzv_backend_ops; this file picks one from the config.
  * Present backends: "static" (--node-rank and --master-addr/--master-port, no
- * shared state) and --standalone (one node, c10d on localhost). */
+ * shared state) and "c10d" (rdzv_c10d.c: torch's dynamic rendezvous on a
+ * TCPStore one agent hosts; --standalone is c10d on localhost). */
 #pragma once
 
 #include <errno.h>

@@ -100,7 +100,8 @@ struct c10d {
 	uint64_t op_deadline;
 	op_done_fn op_done;
 	bool in_sync;
-	bool io_pending; /* a GET or compare-and-set on cmd */
+	bool io_pending;      /* the operation's GET or compare-and-set on cmd */
+	bool observe_pending; /* a GET outside operations */
 	struct event *sync_timer;
 
 	/* Join turns: nodes that arrive together take a ticket and write their
@@ -119,6 +120,7 @@ struct c10d {
 	bool next_pending; /* asked before the store was reachable */
 	uint64_t next_deadline;
 	size_t last_count; /* participants last reported to the log */
+	size_t peak_count; /* most participants seen in the round we wait for */
 	bool last_waiting;
 
 	/* The round handed to the agent. */
@@ -135,7 +137,7 @@ struct c10d {
 	char **roles;
 	struct event *ka_timer;
 	struct event *linger_timer;
-	uint64_t linger_deadline;
+	struct event *connect_log_timer; /* says we still wait for the store */
 	enum node_state node_state;
 };
 
@@ -444,12 +446,28 @@ observe(struct c10d *c)
 
 /* Take the value the store returned as the new local copy. */
 static void
-adopt(struct c10d *c, const uint8_t *value, size_t len)
+adopt(struct c10d *c, const uint8_t *value, size_t len, bool ours)
 {
 	struct rdzv_state st;
 	bool notable = false;
 	size_t dropped;
 
+	if (ours) {
+		/* The store holds what we just wrote: our copy is it already. */
+		free(c->token);
+		c->token = c->pending;
+		c->token_len = c->pending_len;
+		c->pending = NULL;
+		c->dirty = false;
+		c->notable = false;
+		if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
+			c->peak_count = c->st.n_participants;
+		}
+		observe(c);
+		report_progress(c);
+		watch_update(c);
+		return;
+	}
 	if (len == 0 || (len == strlen(C10D_SENTINEL) && memcmp(value, C10D_SENTINEL, len) == 0)) {
 		rdzv_state_init(&st);
 	} else if (rdzv_state_decode((const char *)value, len, &st) < 0) {
@@ -465,6 +483,9 @@ adopt(struct c10d *c, const uint8_t *value, size_t len)
 	memcpy(c->token, value, len);
 	c->token_len = len;
 	c->dirty = false;
+	if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
+		c->peak_count = c->st.n_participants;
+	}
 	dropped = rdzv_sanitize(&c->st, &c->settings, (int64_t)wall_usec(), &notable);
 	c->notable = notable;
 	if (dropped > 0) {
@@ -488,7 +509,7 @@ got_state_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		store_gone(c, err);
 		return;
 	}
-	adopt(c, rep->value.data, rep->value.len);
+	adopt(c, rep->value.data, rep->value.len, false);
 	if (c->op_active) {
 		op_step(c);
 	}
@@ -514,8 +535,6 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	/* compare_set answers with what the key holds now: ours if we won. */
 	has_set = rep->value.len == c->pending_len &&
 		  memcmp(rep->value.data, c->pending, c->pending_len) == 0;
-	free(c->pending);
-	c->pending = NULL;
 	if (has_set && gen > 0) {
 		char *k = gen_key(c, gen);
 
@@ -535,7 +554,7 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 			: "%s has a stale state and failed to sync its local changes with other "
 			  "nodes in the rendezvous '%s'.",
 		c->me.name, c->r->cfg->rdzv_id);
-	adopt(c, rep->value.data, rep->value.len);
+	adopt(c, rep->value.data, rep->value.len, has_set);
 	if (c->op_active) {
 		op_step(c);
 	}
@@ -697,7 +716,7 @@ observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
 
-	c->io_pending = false;
+	c->observe_pending = false;
 	if (err < 0) {
 		store_gone(c, err);
 		return;
@@ -706,7 +725,7 @@ observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		/* An operation started meanwhile: it reads for itself. */
 		return;
 	}
-	adopt(c, rep->value.data, rep->value.len);
+	adopt(c, rep->value.data, rep->value.len, false);
 }
 
 /* Outside operations (a round runs, the barrier, the exchange): read the
@@ -714,12 +733,12 @@ observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 static void
 observe_read(struct c10d *c)
 {
-	if (c->op_active || c->io_pending || c->dead || !c->up) {
+	if (c->op_active || c->observe_pending || c->dead || !c->up) {
 		return;
 	}
-	c->io_pending = true;
+	c->observe_pending = true;
 	if (tcpstore_client_get(c->cmd, c->key, observe_read_cb, c) < 0) {
-		c->io_pending = false;
+		c->observe_pending = false;
 	}
 }
 
@@ -829,6 +848,7 @@ client_connected_cb(struct tcpstore_client *cl, int err, void *arg)
 	}
 	if (++c->n_up == 3) {
 		c->up = true;
+		evtimer_del(c->connect_log_timer);
 		if (c->next_pending) {
 			c->next_pending = false;
 			start_next(c);
@@ -1002,6 +1022,21 @@ free_port(void)
 	return port;
 }
 
+static bool
+host_is_loopback(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (strcmp(host, "localhost") == 0) {
+		return true;
+	}
+	if (inet_pton(AF_INET, host, &a4) == 1) {
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	}
+	return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
 static void
 leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
@@ -1062,6 +1097,10 @@ leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		snprintf(addr, sizeof(addr), "%s", cfg->local_addr);
 	} else if (cfg->standalone) {
 		snprintf(addr, sizeof(addr), "localhost");
+	} else if (c->server && !host_is_loopback(c->host)) {
+		/* We host the rendezvous store: the other nodes reach us by the
+		 * endpoint's name already (our own clients use loopback). */
+		snprintf(addr, sizeof(addr), "%s", c->host);
 	} else if (tcpstore_client_local_addr(c->cmd, addr, sizeof(addr)) < 0) {
 		/* The address the other nodes reach our store through. */
 		snprintf(addr, sizeof(addr), "%s", host_fqdn());
@@ -1206,7 +1245,7 @@ join_done(struct c10d *c, int err, enum rdzv_action a)
 	case RDZV_ACTION_ERROR_TIMEOUT:
 		msg = xasprintf("the rendezvous '%s' did not complete within the join timeout of "
 				"%g s: %zu of at least %d nodes joined round %" PRId64,
-				id, (double)c->join_timeout / 1e6, c->st.n_participants,
+				id, (double)c->join_timeout / 1e6, c->peak_count,
 				c->settings.min_nodes, c->st.round);
 		next_fail(c, -ETIMEDOUT, msg);
 		break;
@@ -1307,8 +1346,8 @@ served_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket);
 	keys[0] = k;
 	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, keys, 1,
-				   USEC_PER_SEC + (uint64_t)ahead * 10 * USEC_PER_MSEC, turn_wait_cb,
-				   c);
+				   USEC_PER_SEC + (uint64_t)ahead * 10 * USEC_PER_MSEC,
+				   turn_wait_cb, c);
 	free(k);
 }
 
@@ -1350,6 +1389,7 @@ c10d_next(struct rdzv *r)
 	c->next_active = true;
 	c->next_deadline = now_usec() + c->join_timeout;
 	c->last_count = (size_t)-1;
+	c->peak_count = 0;
 	msg = xasprintf("%s attempts to join the next round of the rendezvous '%s'.", c->me.name,
 			r->cfg->rdzv_id);
 	c10d_set_state(c, NODE_STATE_RUNNING, "next_rendezvous", msg);
@@ -1371,7 +1411,10 @@ c10d_next(struct rdzv *r)
 		return 0;
 	}
 	if (!c->up) {
+		struct timeval tv = {5, 0};
+
 		c->next_pending = true;
+		evtimer_add(c->connect_log_timer, &tv);
 		return 0;
 	}
 	start_next(c);
@@ -1505,18 +1548,26 @@ c10d_exit_barrier(struct rdzv *r)
 }
 
 static void
-linger_cb(evutil_socket_t fd, short what, void *arg)
+linger_end(struct c10d *c)
 {
-	struct c10d *c = arg;
-	struct timeval tv = {0, 5000};
-
-	if (c->server && now_usec() < c->linger_deadline &&
-	    (tcpstore_server_connections(c->server) > 0 ||
-	     tcpstore_server_pending_output(c->server) > 0)) {
-		evtimer_add(c->linger_timer, &tv);
-		return;
+	evtimer_del(c->linger_timer);
+	if (c->server) {
+		tcpstore_server_set_idle_cb(c->server, NULL, NULL);
 	}
 	defer(c, 1, 0, 0, NULL);
+}
+
+/* The last client left our store, or the linger deadline passed. */
+static void
+linger_idle_cb(void *arg)
+{
+	linger_end(arg);
+}
+
+static void
+linger_cb(evutil_socket_t fd, short what, void *arg)
+{
+	linger_end(arg);
 }
 
 /* Let the other nodes finish with our store before we go. */
@@ -1532,8 +1583,18 @@ linger_start(struct c10d *c)
 	if (!c->dead_msg) {
 		c->dead_msg = xstrdup("the rendezvous was left");
 	}
-	c->linger_deadline = now_usec() + LINGER_USEC;
-	linger_cb(-1, 0, c);
+	if (!c->server || tcpstore_server_connections(c->server) == 0) {
+		linger_end(c);
+		return;
+	}
+	/* Wait (no polling) for the last connection to go, at most LINGER_USEC. */
+	{
+		struct timeval tv = {(time_t)(LINGER_USEC / USEC_PER_SEC),
+				     (suseconds_t)(LINGER_USEC % USEC_PER_SEC)};
+
+		tcpstore_server_set_idle_cb(c->server, linger_idle_cb, c);
+		evtimer_add(c->linger_timer, &tv);
+	}
 }
 
 static void
@@ -1687,6 +1748,20 @@ host_is_local(const char *host)
 	return local;
 }
 
+static void
+connect_log_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct c10d *c = arg;
+	struct timeval tv = {10, 0};
+
+	if (c->up || c->dead || !c->next_pending) {
+		return;
+	}
+	emit(c, "still waiting for the rendezvous store at %s:%d to answer", c->host,
+	     c->connect_port);
+	evtimer_add(c->connect_log_timer, &tv);
+}
+
 static int
 c10d_init(struct rdzv *r, char **reterr)
 {
@@ -1779,6 +1854,7 @@ c10d_init(struct rdzv *r, char **reterr)
 	c->sync_timer = evtimer_new(r->base, sync_timer_cb, c);
 	c->ka_timer = evtimer_new(r->base, ka_timer_cb, c);
 	c->linger_timer = evtimer_new(r->base, linger_cb, c);
+	c->connect_log_timer = evtimer_new(r->base, connect_log_cb, c);
 	c->cmd = new_client(c);
 	c->watch = new_client(c);
 	c->aux = new_client(c);
@@ -1810,6 +1886,9 @@ c10d_free(struct rdzv *r)
 	}
 	if (c->linger_timer) {
 		event_free(c->linger_timer);
+	}
+	if (c->connect_log_timer) {
+		event_free(c->connect_log_timer);
 	}
 	rdzv_state_release(&c->st);
 	rdzv_node_release(&c->me);

@@ -50,7 +50,8 @@ parse_dec(const char *s, size_t len, long long *ret)
 {
 	long long v = 0;
 
-	if (len == 0 || len > 18) {
+	if (len == 0 || len > 18 || (len > 1 && s[0] == '0')) {
+		/* Canonical only: one spelling per number. */
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < len; i++) {
@@ -488,31 +489,37 @@ parse_i64(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *ret)
 	if (parse_int(tmp, lo, hi, &v) < 0) {
 		return -EINVAL;
 	}
+	/* Canonical only ("-0", "+1", "007" refused): decode and encode agree. */
+	{
+		char back[24];
+
+		snprintf(back, sizeof(back), "%lld", v);
+		if (strlen(back) != len || memcmp(back, s, len) != 0) {
+			return -EINVAL;
+		}
+	}
 	*ret = v;
 	return 0;
 }
 
-/* Split one line into at most max space-separated fields. */
+/* Split one line at every space (empty fields included) into at most max
+ * fields; returns the count, or max + 1 when there are more. */
 static size_t
 fields(const char *s, size_t len, const char **f, size_t *flen, size_t max)
 {
-	size_t n = 0, i = 0;
+	size_t n = 0, start = 0;
 
-	while (i < len && n < max) {
-		size_t start = i;
-
-		while (i < len && s[i] != ' ') {
-			i++;
+	for (size_t i = 0; i <= len; i++) {
+		if (i < len && s[i] != ' ') {
+			continue;
+		}
+		if (n == max) {
+			return max + 1;
 		}
 		f[n] = s + start;
 		flen[n] = i - start;
 		n++;
-		if (i < len) {
-			i++;
-			if (n == max) {
-				return max + 1; /* too many */
-			}
-		}
+		start = i + 1;
 	}
 	return n;
 }
@@ -585,7 +592,7 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 	struct rdzv_state st;
 	const char *p = buf, *end = buf + len, *nl;
 	const char *f[8];
-	size_t fl[8], nf, total = 0;
+	size_t fl[8], nf, total = 0, last_section = 0;
 	int64_t v[5];
 
 	rdzv_state_init(&st);
@@ -608,6 +615,8 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 	st.deadline = v[4];
 	p = nl + 1;
 	while (p < end) {
+		static const char order[] = "pwrh";
+		const char *section;
 		char tag;
 
 		nl = memchr(p, '\n', (size_t)(end - p));
@@ -615,6 +624,12 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 			goto bad;
 		}
 		tag = p[0];
+		/* Sections in the encoder's order, so that the encoding is unique. */
+		section = tag ? strchr(order, tag) : NULL;
+		if (!section || section < order + last_section) {
+			goto bad;
+		}
+		last_section = (size_t)(section - order);
 		nf = fields(p, (size_t)(nl - p), f, fl, 3);
 		if (nf > 3 || decode_entry(&st, tag, f, fl, nf) < 0) {
 			goto bad;

@@ -1,33 +1,30 @@
-/* rdzv_static.c — rendezvous without shared state.
+/* rdzv_static.c — the static rendezvous (torchrun's StaticTCPRendezvous).
  *
- * static: every node is told its group rank (--node-rank) and the node count
- * (--nnodes N); workers meet at --master-addr:--master-port (or the host:port
- * of --rdzv-endpoint), where worker RANK 0 hosts the c10d TCPStore. All nodes
- * are assumed to run the same --nproc-per-node and --role.
- * standalone (and a one-node c10d job): this node is group rank 0 of 1; the
- * master is this host on a free port, as torchrun 1.13's standalone mode
- * (TORCHELASTIC_USE_AGENT_STORE=False: worker RANK 0 binds the port). */
+ * Every node is told its group rank (--node-rank) and the node count
+ * (--nnodes N); there is no shared rendezvous state. As with torchrun, the node
+ * of rank 0 hosts a c10d TCPStore at --master-addr:--master-port (or the
+ * host:port of --rdzv-endpoint) for the lifetime of the agent, and every
+ * node's workers use it as their store: TORCHELASTIC_USE_AGENT_STORE=True,
+ * MASTER_ADDR/MASTER_PORT pointing at it. All nodes are assumed to run the
+ * same --nproc-per-node and --role (torchrun exchanges them through the
+ * store; elasticd's static nodes do not talk to each other). */
 #include <errno.h>
 #include <event2/event.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "config.h"
 #include "rdzv.h"
+#include "tcpstore_server.h"
 #include "util.h"
 
 struct rdzv_static {
-	bool single; /* standalone / one-node c10d: free port on this host */
 	int group_rank;
 	int group_world_size;
 	char *master_addr;
 	int master_port;
 	int round;
 	struct event *ev;
+	struct tcpstore_server *store; /* on group rank 0 only */
 };
 
 static int
@@ -37,12 +34,6 @@ static_init(struct rdzv *r, char **reterr)
 	struct rdzv_static *s = xcalloc(1, sizeof(*s));
 
 	r->backend = s;
-	if (cfg->standalone || strcmp(cfg->rdzv_backend, "static") != 0) {
-		s->single = true;
-		s->group_world_size = 1;
-		s->master_addr = xstrdup(cfg->local_addr ? cfg->local_addr : "localhost");
-		return 0;
-	}
 	if (cfg->min_nodes != cfg->max_nodes) {
 		*reterr = xasprintf("--nnodes: the static backend needs a fixed node count, not "
 				    "%d:%d",
@@ -58,8 +49,8 @@ static_init(struct rdzv *r, char **reterr)
 	}
 	s->group_rank = cfg->node_rank;
 	if (cfg->rdzv_endpoint && *cfg->rdzv_endpoint) {
-		if (rdzv_parse_endpoint(cfg->rdzv_endpoint, -1, &s->master_addr, &s->master_port) <
-		    0) {
+		if (rdzv_parse_endpoint(cfg->rdzv_endpoint, -1, &s->master_addr,
+					&s->master_port) < 0) {
 			*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': expected "
 					    "HOST:PORT",
 					    cfg->rdzv_endpoint);
@@ -75,41 +66,25 @@ static_init(struct rdzv *r, char **reterr)
 		s->master_addr = xstrdup(cfg->master_addr);
 		s->master_port = cfg->master_port;
 	}
+	if (s->group_rank == 0) {
+		char *err = NULL;
+		int r_err = 0;
+
+		/* Every address, as torch's TCPStore server: the other nodes' workers
+		 * reach it by whatever name --master-addr gives them. */
+		s->store = tcpstore_server_new(r->base, NULL, s->master_port, NULL, &r_err, &err);
+		if (!s->store) {
+			*reterr = xasprintf("--master-port: cannot host the agent store on port %d: "
+					    "%s",
+					    s->master_port, err ? err : strerror(-r_err));
+			free(err);
+			return -EINVAL;
+		}
+		free(err);
+		/* Port 0 asks for an ephemeral port; the workers need the real one. */
+		s->master_port = tcpstore_server_port(s->store);
+	}
 	return 0;
-}
-
-/* A port nobody listens on now, as torchrun's _get_socket_with_port: bind port
- * 0 on localhost, read it, close. Racy by nature (another process may take it
- * before worker RANK 0 binds); the agent store removes the race. */
-static int
-free_port(void)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res, *ai;
-	int port = -EADDRNOTAVAIL;
-
-	if (getaddrinfo("localhost", "0", &hints, &res) != 0) {
-		return -EADDRNOTAVAIL;
-	}
-	for (ai = res; ai; ai = ai->ai_next) {
-		struct sockaddr_storage ss;
-		socklen_t len = sizeof(ss);
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-
-		if (fd < 0) {
-			continue;
-		}
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 0) == 0 &&
-		    getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-			port = ss.ss_family == AF_INET6
-				       ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-				       : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-			close(fd);
-			break;
-		}
-		close(fd);
-	}
-	freeaddrinfo(res);
-	return port;
 }
 
 static void
@@ -118,17 +93,7 @@ static_done_cb(evutil_socket_t fd, short what, void *arg)
 	struct rdzv *r = arg;
 	struct rdzv_static *s = r->backend;
 	struct rdzv_result res = {0};
-	int port = s->master_port;
 
-	if (s->single) {
-		port = free_port();
-		if (port < 0) {
-			r->cb.done(port, NULL,
-				   "cannot find a free port on localhost for MASTER_PORT",
-				   r->cb.arg);
-			return;
-		}
-	}
 	res.round = s->round++;
 	res.group_rank = s->group_rank;
 	res.group_world_size = s->group_world_size;
@@ -138,8 +103,8 @@ static_done_cb(evutil_socket_t fd, short what, void *arg)
 		res.nodes[i].local_world_size = r->local_world_size;
 	}
 	res.master_addr = xstrdup(s->master_addr);
-	res.master_port = port;
-	res.use_agent_store = false;
+	res.master_port = s->master_port;
+	res.use_agent_store = true;
 	r->cb.done(0, &res, NULL, r->cb.arg);
 	rdzv_result_release(&res);
 }
@@ -178,6 +143,7 @@ static_free(struct rdzv *r)
 	if (s->ev) {
 		event_free(s->ev);
 	}
+	tcpstore_server_free(s->store);
 	free(s->master_addr);
 	free(s);
 }

@@ -238,11 +238,24 @@ cancel_inflight(struct tcpstore_client *c, int err)
 	}
 }
 
+static void client_attempt_failed(struct tcpstore_client *c, int err);
+
 static void
 timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcpstore_client *c = arg;
 
+	if (c->state == CLIENT_HANDSHAKE) {
+		/* Whatever listens there is not a v2 TCPStore: try again. */
+		client_enter(c);
+		if (c->inflight) {
+			creq_free(c->inflight);
+			c->inflight = NULL;
+		}
+		client_attempt_failed(c, -ETIMEDOUT);
+		client_leave(c);
+		return;
+	}
 	if (!c->inflight || c->state != CLIENT_UP) {
 		return;
 	}
@@ -387,7 +400,9 @@ client_attempt_failed(struct tcpstore_client *c, int err)
 		client_die(c, err);
 		return;
 	}
-	(void)getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+		rnd = (uint32_t)now; /* jitter only: the clock will do */
+	}
 	delay = c->backoff / 2 + (c->backoff ? rnd % c->backoff : 0);
 	if (now + delay > c->deadline) {
 		delay = c->deadline - now;
@@ -424,6 +439,12 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 			q->internal = true;
 			c->inflight = q;
 			c->state = CLIENT_HANDSHAKE;
+			{
+				/* The PING must come back soon. */
+				struct timeval tv = {5, 0};
+
+				evtimer_add(c->timeout, &tv);
+			}
 		} else {
 			client_handshake_done(c);
 		}

@@ -79,8 +79,12 @@ struct tcpstore_server {
 	size_t bytes;
 	LIST_HEAD(, conn) conns;
 	size_t nconns;
+	LIST_HEAD(, conn) closed; /* freed by the reaper on the next loop turn */
+	struct event *reaper;
 	struct tcpstore_server_stats stats;
 	bool merge_attempts;
+	void (*idle_cb)(void *arg);
+	void *idle_arg;
 };
 
 void
@@ -209,15 +213,35 @@ entry_maybe_free(struct tcpstore_server *s, struct entry *e)
 static void conn_process(struct conn *c);
 
 static void
-conn_free_deferred(evutil_socket_t fd, short what, void *arg)
+conn_free(struct conn *c)
 {
-	struct conn *c = arg;
-
 	bufferevent_free(c->bev);
 	if (c->stall) {
 		event_free(c->stall);
 	}
 	free(c);
+}
+
+static void
+reaper_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tcpstore_server *s = arg;
+	struct conn *c;
+
+	while ((c = LIST_FIRST(&s->closed))) {
+		LIST_REMOVE(c, link);
+		conn_free(c);
+	}
+	if (s->nconns == 0 && s->idle_cb) {
+		s->idle_cb(s->idle_arg);
+	}
+}
+
+void
+tcpstore_server_set_idle_cb(struct tcpstore_server *s, void (*cb)(void *arg), void *arg)
+{
+	s->idle_cb = cb;
+	s->idle_arg = arg;
 }
 
 static void
@@ -262,7 +286,8 @@ conn_close(struct conn *c, bool violation)
 	}
 	LIST_REMOVE(c, link);
 	s->nconns--;
-	event_base_once(s->base, -1, EV_TIMEOUT, conn_free_deferred, c, NULL);
+	LIST_INSERT_HEAD(&s->closed, c, link);
+	event_active(s->reaper, EV_TIMEOUT, 0);
 }
 
 static void
@@ -860,6 +885,8 @@ tcpstore_server_new(struct event_base *base, const char *host, int port,
 	s->nbuckets = 64;
 	s->buckets = xcalloc(s->nbuckets, sizeof(*s->buckets));
 	LIST_INIT(&s->conns);
+	LIST_INIT(&s->closed);
+	s->reaper = event_new(base, -1, 0, reaper_cb, s);
 	s->listener = evconnlistener_new(base, accept_cb, s,
 					 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
 	if (!s->listener) {
@@ -929,9 +956,11 @@ tcpstore_server_free(struct tcpstore_server *s)
 	while ((c = LIST_FIRST(&s->conns))) {
 		wait_drop(c);
 		LIST_REMOVE(c, link);
-		bufferevent_free(c->bev);
-		event_free(c->stall);
-		free(c);
+		conn_free(c);
+	}
+	if (s->reaper) {
+		reaper_cb(-1, 0, s);
+		event_free(s->reaper);
 	}
 	for (size_t i = 0; i < s->nbuckets; i++) {
 		struct entry *e = s->buckets[i], *next;

@@ -73,5 +73,10 @@ struct tcpstore_server_stats {
 };
 void tcpstore_server_stats(const struct tcpstore_server *s, struct tcpstore_server_stats *ret);
 
+/* Call cb(arg) from the loop each time the last open connection has gone
+ * (never from inside a connection's own callbacks); cb NULL: stop. For an
+ * owner that waits for its clients to leave before it closes the server. */
+void tcpstore_server_set_idle_cb(struct tcpstore_server *s, void (*cb)(void *arg), void *arg);
+
 /* Close the listener and every connection, free everything. Accepts NULL. */
 void tcpstore_server_free(struct tcpstore_server *s);

@@ -240,6 +240,9 @@ wenv_build_env(char *const *base, const struct wenv_worker *w, char ***ret_env, 
 	if (w->cuda_device_order && !wenv_get(base, "CUDA_DEVICE_ORDER")) {
 		env_set(&env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
 	}
+	if (w->worker_server_socket) {
+		env_set(&env, "TORCH_WORKER_SERVER_SOCKET", w->worker_server_socket);
+	}
 	*ret_env = env;
 	return 0;
 }

@@ -28,6 +28,9 @@ struct wenv_worker {
 	bool set_omp_num_threads; /* add OMP_NUM_THREADS=1 when the base has none */
 	bool virtual_local_rank;  /* --virtual-local-rank */
 	bool cuda_device_order;   /* add CUDA_DEVICE_ORDER=PCI_BUS_ID when the base has none */
+	/* TORCH_WORKER_SERVER_SOCKET for torch 2.x's worker_main() (its own
+	 * WorkerServer), or NULL to leave the base's value alone. */
+	const char *worker_server_socket;
 };
 
 /* Python string.Template.safe_substitute: "$$" becomes "$", "$name" and
@@ -45,7 +48,8 @@ char *wenv_template_substitute(const char *tmpl, const char *const *keys, const 
  * TORCHELASTIC_USE_AGENT_STORE "True"/"False", TORCHELASTIC_ERROR_FILE,
  * TORCH_NCCL_ASYNC_ERROR_HANDLING and NCCL_ASYNC_ERROR_HANDLING (base's value or
  * "1"), OMP_NUM_THREADS=1 and CUDA_DEVICE_ORDER=PCI_BUS_ID when asked and
- * unset). With virtual_local_rank
+ * unset, TORCH_WORKER_SERVER_SOCKET when worker_server_socket is given). With
+ * virtual_local_rank
  * LOCAL_RANK is "0" and CUDA_VISIBLE_DEVICES the local_rank-th entry of the
  * base's list (or the local rank itself when the base has none).
  * Returns 0 and a new strv in *ret_env (strv_free), or -EINVAL with *reterr

@@ -197,5 +197,6 @@ worker_free(struct worker *w)
 		close(w->status_fd);
 	}
 	free(w->error_file);
+	free(w->server_socket);
 	free(w);
 }

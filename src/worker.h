@@ -32,6 +32,8 @@ struct worker {
 	char *stream_path[2]; /* stdout.log / stderr.log, NULL when not written */
 	enum worker_stream_mode stream_mode[2];
 	char *error_file; /* TORCHELASTIC_ERROR_FILE given to the worker, "" when disabled */
+	/* TORCH_WORKER_SERVER_SOCKET given to the worker, NULL: none. */
+	char *server_socket;
 
 	pid_t pid; /* 0 until started; also the process group id (setsid) */
 	int status_fd;

@@ -58,9 +58,11 @@ main(int argc, char **argv)
 	n_total = atoi(argv[1]);
 	snprintf(nn, sizeof(nn), "%d", n_total);
 	{
-		char *args[] = {"elasticd", "--nnodes", nn, "--rdzv-backend", "c10d",
-				"--rdzv-endpoint", argv[2], "--rdzv-id", argc > 4 ? argv[4] : "swarm", "--rdzv-conf",
-				(char *)conf, "--no-python", "true", NULL};
+		char *args[] = {"elasticd",       "--nnodes",   nn,
+				"--rdzv-backend", "c10d",       "--rdzv-endpoint",
+				argv[2],          "--rdzv-id",  argc > 4 ? argv[4] : "swarm",
+				"--rdzv-conf",    (char *)conf, "--no-python",
+				"true",           NULL};
 
 		if (config_parse(&cfg, ARRAY_SIZE(args) - 1, args, NULL, &err) != CONFIG_RUN) {
 			fprintf(stderr, "rdzv_swarm: %s\n", err ? err : "bad config");

@@ -9,6 +9,9 @@
 #   d. a libFuzzer build with clang (build-fuzz): every fuzz target for
 #      $FUZZ_SECONDS (default 20) seconds on a copy of its corpus
 #   e. clang-format --dry-run --Werror over every tracked *.c / *.h
+#   f. the Debian package: packaging/build-deb.sh (dpkg-buildpackage -us -uc -b);
+#      as root, install it, run the installed elasticd --version, verify the
+#      installed unit with systemd-analyze, then purge it again
 # Every meson test result counts (OK and EXPECTEDFAIL pass; SKIP, FAIL,
 # TIMEOUT, ERROR and UNEXPECTEDPASS fail: a skipped test is a defect here), plus
 # one result per fuzz target and one for the format check; a build that fails
@@ -42,10 +45,11 @@ fail() {
 # --- packages ---------------------------------------------------------------
 
 # libc6-dev and git: gcc only recommends libc, and the format check lists
-# tracked files; groff-base and man-db render the man page test.
+# tracked files; groff-base and man-db render the man page test; systemd has
+# systemd-analyze (the unit test); debhelper and dpkg-dev build the .deb.
 packages=(meson ninja-build pkg-config gcc libc6-dev libevent-dev libjansson-dev libhwloc-dev
 	libcmocka-dev python3-torch etcd-server curl clang libclang-rt-14-dev clang-format
-	valgrind scdoc hwloc python3 man-db groff-base git)
+	valgrind scdoc hwloc python3 man-db groff-base git systemd debhelper dpkg-dev)
 
 install_missing() {
 	local missing=() p
@@ -250,6 +254,42 @@ elif clang-format --dry-run --Werror "${sources[@]}"; then
 	echo "run-all.sh: clang-format: ${#sources[@]} files formatted"
 else
 	fail "clang-format (fix with: clang-format -i FILE)"
+fi
+
+# --- f. Debian package --------------------------------------------------------
+
+banner "f. Debian package: packaging/build-deb.sh"
+deb_out=$root/build-deb
+rm -rf "$deb_out"
+if packaging/build-deb.sh "$deb_out" >"${TMPDIR:-/tmp}/elasticd-build-deb.log" 2>&1; then
+	pass
+	echo "run-all.sh: .deb built: $(ls "$deb_out"/elasticd_*.deb)"
+else
+	tail -n 40 "${TMPDIR:-/tmp}/elasticd-build-deb.log"
+	fail "Debian package: packaging/build-deb.sh (log: ${TMPDIR:-/tmp}/elasticd-build-deb.log)"
+fi
+deb=$(ls "$deb_out"/elasticd_*_*.deb 2>/dev/null | head -n 1)
+if [ -n "$deb" ] && [ "$(id -u)" -eq 0 ] && ! dpkg-query -W elasticd >/dev/null 2>&1; then
+	# Install it for real, check it, and leave the machine as it was.
+	if dpkg -i "$deb" && /usr/bin/elasticd --version | grep -q '^elasticd ' &&
+		out=$(systemd-analyze verify elasticd@ci.service 2>&1) && [ -z "$out" ]; then
+		pass
+		echo "run-all.sh: .deb installs; /usr/bin/elasticd --version and systemd-analyze verify pass"
+	else
+		printf '%s\n' "${out:-}"
+		fail "Debian package: install, elasticd --version or systemd-analyze verify"
+	fi
+	dpkg --purge elasticd >/dev/null || fail "Debian package: dpkg --purge elasticd"
+elif [ -n "$deb" ]; then
+	# Not root (or elasticd already installed here): run the packaged binary in place.
+	x=$(mktemp -d "${TMPDIR:-/tmp}/elasticd-deb-x.XXXXXX")
+	if dpkg-deb -x "$deb" "$x" && "$x/usr/bin/elasticd" --version | grep -q '^elasticd '; then
+		pass
+		echo "run-all.sh: the packaged elasticd --version runs (not installed here)"
+	else
+		fail "Debian package: the packaged elasticd --version"
+	fi
+	rm -rf "$x"
 fi
 
 # --- summary -----------------------------------------------------------------

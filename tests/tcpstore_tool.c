@@ -249,6 +249,9 @@ main(int argc, char **argv)
 			fprintf(stderr, "tcpstore_tool: %s\n", err);
 			return 1;
 		}
+		if (getenv("TCPSTORE_MERGE_ATTEMPTS")) {
+			tcpstore_server_set_merge_attempts(s, true);
+		}
 		printf("port %d\n", tcpstore_server_port(s));
 		fflush(stdout);
 		in = event_new(base, 0, EV_READ | EV_PERSIST, stdin_cb, NULL);

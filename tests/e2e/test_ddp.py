@@ -11,7 +11,9 @@ torch); every worker is started with PYTHON_EXEC=/usr/bin/python3.
   b  a @record worker raising on rank 1: exit 1, torchrun's ChildFailedError
      table on stderr, the worker's error.json, and elasticd's own
      TORCHELASTIC_ERROR_FILE with "errorCode"; then the same job under torchrun
-     and a text comparison of the two tables and of the two agent error files.
+     and a text comparison of the two tables and of the two agent error files;
+     the same comparison for a worker that exits 3 and one that is SIGKILLed
+     (no error file), and the table's host line against socket.getfqdn().
   c  the worker contract: env, argv, cwd, fds, signal dispositions, process
      shape, dumped by every worker under elasticd and under torchrun 1.13 from
      the same caller environment, then compared (ENV_DIFFERENCES documents what
@@ -77,10 +79,24 @@ AGENT_VARS = {
 
 # Names that the agent adds or changes in the worker environment under one agent
 # and not the other, with the reason. Everything else must be identical.
+# Documented differences outside the variable names, checked in compare_contract:
+#  - MASTER_ADDR under --standalone: elasticd says "localhost", torchrun 1.13
+#    socket.getfqdn(socket.gethostname()) (equal on hosts whose name resolves
+#    back to localhost, as the CI machine's); both name this host.
+#  - process shape: 1.13 leaves workers in the agent's process group; elasticd
+#    makes each worker a session and process-group leader, as torchrun 2.x.
+#  - values that are random by design: MASTER_PORT, TORCHELASTIC_RUN_ID, the
+#    8-character suffixes of TORCHELASTIC_ERROR_FILE (shapes are compared).
 ENV_DIFFERENCES = {
+    # name: (agent, always set?, why)
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
-        "elasticd", "2.x name of NCCL_ASYNC_ERROR_HANDLING; elasticd sets both the 1.13 and "
+        "elasticd", True, "2.x name of NCCL_ASYNC_ERROR_HANDLING; elasticd sets both the 1.13 and "
         "the 2.x name (base value or \"1\") so either torch version sees it"),
+    "TORCH_WORKER_SERVER_SOCKET": (
+        "elasticd", False, "each worker's own control socket (torch 2.x worker_main() starts its "
+        "WorkerServer there), proxied by elasticd's control plane as /ranks/<n>/; torchrun "
+        "never sets it; off with --no-worker-server. Shape checked: <dir>/rank<n>.sock, absent "
+        "when the worker starts (WorkerServer refuses an existing path), directory present"),
 }
 # Variables with the same value under both agents, for the same caller env.
 SAME_VALUE = [
@@ -120,6 +136,9 @@ try:
     master_listening = True
 except OSError:
     master_listening = False
+wss = os.environ.get("TORCH_WORKER_SERVER_SOCKET")
+wss = None if wss is None else {"exists": os.path.lexists(wss),
+                                "dir": os.path.isdir(os.path.dirname(wss) or ".")}
 um = os.umask(0o022)
 os.umask(um)
 out = {
@@ -137,6 +156,7 @@ out = {
                                           signal.SIGCHLD)},
     "unbuffered": sys.flags.__repr__(),
     "master_listening": master_listening,
+    "wss": wss,
 }
 path = os.path.join(os.environ["DUMP_DIR"], "rank%s.json" % os.environ["LOCAL_RANK"])
 with open(path + ".tmp", "w") as f:
@@ -222,7 +242,10 @@ class Run:
             argv, rc, stdout, stderr, pid, secs)
 
     def __str__(self):
-        return (f"$ {' '.join(self.argv[:1] + ['...'] if self.argv[0] == PY else self.argv)}"
+        argv = self.argv
+        if argv[1:2] == ["-c"]:  # TORCHRUN
+            argv = argv[:1] + ["-m", "torch.distributed.run"] + argv[3:]
+        return (f"$ {' '.join(argv)}"
                 f"\nexit status {self.rc} after {self.secs:.1f} s\n--- stdout ---\n"
                 f"{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-8000:]}")
 
@@ -399,9 +422,18 @@ class Harness(unittest.TestCase):
             only_t = t_set - e_set - {k for k, v in ENV_DIFFERENCES.items() if v[0] == "torchrun"}
             check(not only_e, f"rank {lr}: set only by elasticd: {sorted(only_e)}")
             check(not only_t, f"rank {lr}: set only by torchrun: {sorted(only_t)}")
-            for k, (who, _) in ENV_DIFFERENCES.items():
-                check(k in (e_set if who == "elasticd" else t_set),
+            for k, (who, always, _) in ENV_DIFFERENCES.items():
+                check(not always or k in (e_set if who == "elasticd" else t_set),
                       f"rank {lr}: documented difference {k} not seen under {who}")
+            wss = ee.get("TORCH_WORKER_SERVER_SOCKET")
+            if wss is not None:
+                check(os.path.isabs(wss) and wss.endswith(f"/rank{lr}.sock")
+                      and len(wss.encode()) < 108,
+                      f"rank {lr}: TORCH_WORKER_SERVER_SOCKET {wss!r} is not an absolute "
+                      f"<dir>/rank{lr}.sock shorter than sun_path")
+                check(e["wss"] == {"exists": False, "dir": True},
+                      f"rank {lr}: TORCH_WORKER_SERVER_SOCKET {wss!r} at worker start: {e['wss']} "
+                      f"(WorkerServer needs the path absent and its directory present)")
             check(e_rm == t_rm, f"rank {lr}: caller variables removed: elasticd {sorted(e_rm)}, "
                                 f"torchrun {sorted(t_rm)}")
             for k in SAME_VALUE:
@@ -580,6 +612,25 @@ class E2E(Harness):
                 want = ("  exitcode  : 3 (pid: <PID>)" if case == "exit3"
                         else "  exitcode  : -9 (pid: <PID>)")
                 self.assertIn(want, normalize_table(tables["elasticd"]))
+
+    def test_b4_failure_table_host_is_getfqdn(self):
+        """The failure table's "host" line is torchrun's socket.getfqdn():
+        gethostbyaddr(gethostname()), then the first name with a dot among the
+        canonical name and the aliases, else the canonical name. It differs from
+        getaddrinfo's canonical name when the reverse lookup gives another
+        name (here /etc/hosts "127.0.0.1 localhost" before "127.0.0.1 vm")."""
+        own = os.path.join(self.tmp, "agent-error.json")
+        e = self.run_record_job("elasticd", own)
+        t, _ = self.torchrun_record()
+        eh = re.search(r"(?m)^  host      : (.*)$", "\n".join(failure_table(e.stderr) or []))
+        th = re.search(r"(?m)^  host      : (.*)$", "\n".join(failure_table(t.stderr) or []))
+        self.assertIsNotNone(eh, str(e))
+        self.assertIsNotNone(th, str(t))
+        self.assertEqual(th.group(1), socket.getfqdn(), "torchrun's host is socket.getfqdn()")
+        self.assertEqual(
+            eh.group(1), th.group(1),
+            f"host line: elasticd {eh.group(1)!r}, torchrun {th.group(1)!r} "
+            f"(socket.getfqdn() = {socket.getfqdn()!r}, gethostname() = {socket.gethostname()!r})")
 
     # ---- c: the worker contract ----------------------------------------------
 

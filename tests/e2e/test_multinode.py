@@ -25,15 +25,23 @@ ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
                            or os.path.join(SOURCE_ROOT, "build", "src", "elasticd"))
 DDP = os.path.join(SOURCE_ROOT, "examples", "ddp.py")
 # 2 CPUs, 4 workers importing torch (~1-2 s each): generous.
-RUN_TIMEOUT = 240
+RUN_TIMEOUT = 120
 
 SCRUB = ("PET_", "TORCHELASTIC_", "TORCH_ELASTIC_")
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port below the kernel's ephemeral range (which other processes'
+    outgoing connections take at any moment), free right now."""
+    import random
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
 
 
 class MultiNodeDDPTest(unittest.TestCase):
@@ -75,6 +83,13 @@ class MultiNodeDDPTest(unittest.TestCase):
         self.procs.append(p)
         return p
 
+    def all_logs(self):
+        text = []
+        for p in self.procs:
+            with open(p.err_path, errors="replace") as f:
+                text.append("--- %s ---\n%s" % (p.err_path, f.read()[-4000:]))
+        return "\n".join(text)
+
     def finish(self, p):
         try:
             rc = p.wait(RUN_TIMEOUT)
@@ -93,7 +108,7 @@ class MultiNodeDDPTest(unittest.TestCase):
         agents = [self.start(port, DDP, "--steps", "20") for _ in range(2)]
         results = [self.finish(a) for a in agents]
         for rc, out, err in results:
-            self.assertEqual(rc, 0, "agent failed:\n%s\n%s" % (out[-3000:], err[-5000:]))
+            self.assertEqual(rc, 0, "agent failed:\n%s\n%s" % (out[-3000:], self.all_logs()))
         text = "".join(out for _, out, _ in results)
         self.assertIn("ddp.py: world size 4, 20 steps", text)
         self.assertIn("all 4 ranks have identical weights", text)
@@ -130,7 +145,7 @@ class MultiNodeDDPTest(unittest.TestCase):
                   for _ in range(2)]
         results = [self.finish(a) for a in agents]
         for rc, out, err in results:
-            self.assertEqual(rc, 0, "agent failed:\n%s\n%s" % (out[-3000:], err[-6000:]))
+            self.assertEqual(rc, 0, "agent failed:\n%s\n%s" % (out[-3000:], self.all_logs()))
         self.assertTrue(os.path.exists(marker))
         text = "".join(out for _, out, _ in results)
         self.assertIn("ddp.py: world size 4, 10 steps", text)

@@ -10,40 +10,15 @@ Run by `meson test --suite e2e` (e2e_torchrun_parity), or by hand:
 """
 
 import os
-import re
 import signal
-import socket
 import sys
 import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from test_ddp import Harness, failure_table  # noqa: E402
+from test_ddp import Harness  # noqa: E402
 
 
 class TorchrunParity(Harness):
-    def test_failure_table_host_is_getfqdn(self):
-        """The failure table's "host" line. torchrun 1.13 prints socket.getfqdn():
-        gethostbyaddr(gethostname()), then the first name with a dot among the
-        canonical name and the aliases, else the canonical name. elasticd
-        (src/util.c host_fqdn) uses getaddrinfo(gethostname(), AI_CANONNAME) and
-        keeps the short hostname when the canonical name has no dot. They differ
-        whenever the reverse lookup of the host's address gives another name,
-        e.g. here /etc/hosts "127.0.0.1 localhost" then "127.0.0.1 vm":
-        torchrun "localhost", elasticd "vm". (torchrun's standalone MASTER_ADDR
-        uses the same function.)"""
-        own = os.path.join(self.tmp, "agent-error.json")
-        e = self.run_record_job("elasticd", own)
-        t, _ = self.torchrun_record()
-        eh = re.search(r"(?m)^  host      : (.*)$", "\n".join(failure_table(e.stderr) or []))
-        th = re.search(r"(?m)^  host      : (.*)$", "\n".join(failure_table(t.stderr) or []))
-        self.assertIsNotNone(eh, str(e))
-        self.assertIsNotNone(th, str(t))
-        self.assertEqual(th.group(1), socket.getfqdn(), "torchrun's host is socket.getfqdn()")
-        self.assertEqual(
-            eh.group(1), th.group(1),
-            f"host line: elasticd {eh.group(1)!r}, torchrun {th.group(1)!r} "
-            f"(socket.getfqdn() = {socket.getfqdn()!r}, gethostname() = {socket.gethostname()!r})")
-
     def test_static_backend_agent_store(self):
         """The default static backend, one node. torchrun's static rendezvous
         hosts a TCPStore at MASTER_ADDR:MASTER_PORT in the agent (node rank 0)

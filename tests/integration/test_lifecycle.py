@@ -109,6 +109,11 @@ class LifecycleTest(lib.ElasticdTestCase):
                 "OMP_NUM_THREADS": "1",
                 "MASTER_ADDR": env.get("MASTER_ADDR", "<missing>"),
                 "MASTER_PORT": env.get("MASTER_PORT", "<missing>"),
+                # The worker's own control socket (elasticd-ctl(7)), next to
+                # the agent's default one (/run/elasticd/<run_id>.sock as root).
+                "TORCH_WORKER_SERVER_SOCKET":
+                    "/run/elasticd/myrun.workers/rank%d.sock" % lr if os.geteuid() == 0
+                    else env.get("TORCH_WORKER_SERVER_SOCKET", "<missing>"),
             })
             self.assertEqual(env, expected)
             if env["TORCHELASTIC_USE_AGENT_STORE"] == "True":

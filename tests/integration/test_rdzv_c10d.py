@@ -30,13 +30,21 @@ mv "$f.tmp" "$f"
 exec /bin/sh -c "$@"
 """
 
-FAST = "keep_alive_interval=0.5,keep_alive_max_attempt=2,last_call_timeout=0.5"
+FAST = "keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=0.5"
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port below the kernel's ephemeral range (which other processes'
+    outgoing connections take at any moment), free right now."""
+    import random
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
 
 
 class C10dTest(lib.ElasticdTestCase):
@@ -258,7 +266,8 @@ class C10dTest(lib.ElasticdTestCase):
         # Attempt 0: group rank 1 fails; with a restart left every node re-forms.
         # The failing node spends its restart; the other restarts for free.
         marker = self.path("failed-once")
-        body = ('if [ ! -e %s ]; then if [ "$GROUP_RANK" = 1 ]; then touch %s; sleep 0.3; '
+        # (Rank 1 marks the failure only after rank 0 had time to look.)
+        body = ('if [ ! -e %s ]; then if [ "$GROUP_RANK" = 1 ]; then sleep 1; touch %s; '
                 'exit 5; fi; sleep 60; fi; exit 0' % (marker, marker))
         a = [self.agent("2", body=body, extra=("--max-restarts", "1")) for _ in range(2)]
         results = self.wait_all(a, timeout=60)

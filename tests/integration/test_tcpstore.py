@@ -44,11 +44,13 @@ def u64(n):
 class Server:
     """tcpstore_tool serve on an ephemeral port; stops when stdin closes."""
 
-    def __init__(self, max_conns=None, stall_ms=None):
+    def __init__(self, max_conns=None, stall_ms=None, merge_attempts=False):
         args = [TOOL, "serve", "0"] + ([str(max_conns)] if max_conns else [])
         env = dict(os.environ)
         if stall_ms:
             env["TCPSTORE_STALL_MS"] = str(stall_ms)
+        if merge_attempts:
+            env["TCPSTORE_MERGE_ATTEMPTS"] = "1"
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=env)
         line = self.proc.stdout.readline().decode()
@@ -380,6 +382,36 @@ class RawProtocolTest(unittest.TestCase):
         self.assertEqual(self.alive(), 0)
         for c in conns:
             c.close()
+
+
+class MergeAttemptsTest(unittest.TestCase):
+    """The workers' store of one round ignores the attempt number in
+    "//worker/attempt_<N>/" keys: nodes whose restart counts differ meet."""
+
+    def test_attempts_meet(self):
+        server = Server(merge_attempts=True)
+        try:
+            a = Raw(server.port)
+            b = Raw(server.port)
+            a.send(b"\x00" + s_(b"//worker/attempt_0/default_pg/0/0/rank_0") + s_(b"hostA"))
+            b.send(b"\x05" + u64(1) + s_(b"//worker/attempt_1/default_pg/0/0/rank_0"))
+            self.assertEqual(b.recv(1), b"\x00")
+            b.send(b"\x02" + s_(b"//worker/attempt_1/default_pg/0/0/rank_0"))
+            self.assertEqual(b.recv_vec(), b"hostA")
+            b.send(b"\x03" + s_(b"//worker/attempt_7/default_pg/store_based_barrier_key:1")
+                   + u64(1))
+            a.send(b"\x03" + s_(b"//worker/attempt_0/default_pg/store_based_barrier_key:1")
+                   + u64(1))
+            self.assertEqual(b.recv_i64(), 1)
+            self.assertEqual(a.recv_i64(), 2)
+            # Other keys are untouched; init/ too.
+            a.send(b"\x00" + s_(b"/worker/attempt_3/x") + s_(b"1") + b"\x04" + u64(1)
+                   + s_(b"/worker/attempt_4/x"))
+            self.assertEqual(a.recv(1), b"\x01")
+            a.close()
+            b.close()
+        finally:
+            server.close()
 
 
 class OurClientTest(unittest.TestCase):

@@ -158,6 +158,11 @@ test_corrupt(void **state)
 		"elasticd-rdzv 1 0 0 0 0 -1\nw a_1_0 5\n",
 		"elasticd-rdzv 1 0 0 0 0 -1\nw  a_1_0\n",
 		"elasticd-rdzv 1 0 0 0 0 -1\np a_1_0 0", /* last line unterminated */
+		"elasticd-rdzv 1 0 0 0 0 -0\n",          /* not canonical */
+		"elasticd-rdzv 1 +1 0 0 0 -1\n",
+		"elasticd-rdzv 1 01 0 0 0 -1\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\nw a_01_0\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\nh a_1_0 5\np a_1_0 0\n", /* sections out of order */
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {

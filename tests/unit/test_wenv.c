@@ -115,6 +115,28 @@ test_env_keeps_callers_values(void **state)
 	strv_free(env);
 }
 
+/* TORCH_WORKER_SERVER_SOCKET: set when given (replacing the caller's, which
+ * all workers would share), left alone when not. */
+static void
+test_env_worker_server_socket(void **state)
+{
+	char *base[] = {"TORCH_WORKER_SERVER_SOCKET=/shared.sock", NULL};
+	struct wenv_worker w = base_worker;
+	char **env = NULL, *err = NULL;
+
+	assert_int_equal(wenv_build_env(NULL, &w, &env, &err), 0);
+	assert_null(wenv_get(env, "TORCH_WORKER_SERVER_SOCKET"));
+	strv_free(env);
+	assert_int_equal(wenv_build_env(base, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "TORCH_WORKER_SERVER_SOCKET"), "/shared.sock");
+	strv_free(env);
+	w.worker_server_socket = "/run/elasticd/j.workers/rank1.sock";
+	assert_int_equal(wenv_build_env(base, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "TORCH_WORKER_SERVER_SOCKET"),
+			    "/run/elasticd/j.workers/rank1.sock");
+	strv_free(env);
+}
+
 static void
 test_env_virtual_local_rank(void **state)
 {
@@ -206,6 +228,7 @@ main(void)
 		cmocka_unit_test(test_env_contract),
 		cmocka_unit_test(test_env_keeps_callers_values),
 		cmocka_unit_test(test_env_virtual_local_rank),
+		cmocka_unit_test(test_env_worker_server_socket),
 		cmocka_unit_test(test_template),
 		cmocka_unit_test(test_argv),
 	};

@@ -1,0 +1,475 @@
+#include "ctl_proxy.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "version.h"
+
+/* ---- the response parser (pure) ------------------------------------------ */
+
+/* The line starting at buf[off] (without "\r\n" or "\n"): its length in
+ * *ret_len and the offset after its end; 0 when no line end is there yet. */
+static size_t
+next_line(const char *buf, size_t len, size_t off, size_t *ret_len)
+{
+	const char *nl = off < len ? memchr(buf + off, '\n', len - off) : NULL;
+	size_t n;
+
+	if (!nl) {
+		return 0;
+	}
+	n = (size_t)(nl - (buf + off));
+	*ret_len = n > 0 && buf[off + n - 1] == '\r' ? n - 1 : n;
+	return off + n + 1;
+}
+
+static bool
+header_is(const char *line, size_t len, const char *name, const char **ret_value,
+	  size_t *ret_value_len)
+{
+	size_t n = strlen(name);
+	const char *v, *end = line + len;
+
+	if (len <= n || line[n] != ':' || strncasecmp(line, name, n) != 0) {
+		return false;
+	}
+	v = line + n + 1;
+	while (v < end && (*v == ' ' || *v == '\t')) {
+		v++;
+	}
+	while (end > v && (end[-1] == ' ' || end[-1] == '\t')) {
+		end--;
+	}
+	*ret_value = v;
+	*ret_value_len = (size_t)(end - v);
+	return true;
+}
+
+static int
+fail(char **reterr, int err, const char *msg)
+{
+	*reterr = xstrdup(msg);
+	return err;
+}
+
+/* Decode a chunked body starting at buf[off]. Returns 1 (complete, *ret_body
+ * malloc'd), 0 (more needed) or -EPROTO/-EFBIG. */
+static int
+dechunk(const char *buf, size_t len, size_t off, char **ret_body, size_t *ret_len, char **reterr)
+{
+	char *body = xmalloc(1);
+	size_t n = 0;
+
+	for (;;) {
+		size_t line_len, next = next_line(buf, len, off, &line_len);
+		unsigned long long size = 0;
+		size_t digits = 0;
+
+		if (!next) {
+			free(body);
+			return 0;
+		}
+		while (digits < line_len && digits < 16) {
+			char c = buf[off + digits];
+			int v = c >= '0' && c <= '9'   ? c - '0'
+				: c >= 'a' && c <= 'f' ? c - 'a' + 10
+				: c >= 'A' && c <= 'F' ? c - 'A' + 10
+						       : -1;
+
+			if (v < 0) {
+				break;
+			}
+			size = size * 16 + (unsigned)v;
+			digits++;
+		}
+		if (digits == 0 || (digits < line_len && buf[off + digits] != ';' &&
+				    buf[off + digits] != ' ' && buf[off + digits] != '\t')) {
+			free(body);
+			return fail(reterr, -EPROTO, "malformed chunk size");
+		}
+		off = next;
+		if (size == 0) {
+			/* Trailers, up to an empty line. */
+			for (;;) {
+				next = next_line(buf, len, off, &line_len);
+				if (!next) {
+					free(body);
+					return 0;
+				}
+				off = next;
+				if (line_len == 0) {
+					break;
+				}
+			}
+			body[n] = '\0';
+			*ret_body = body;
+			*ret_len = n;
+			return 1;
+		}
+		if (size > CTL_PROXY_RESPONSE_MAX || n + size > CTL_PROXY_RESPONSE_MAX) {
+			free(body);
+			return fail(reterr, -EFBIG, "response too large");
+		}
+		if (len - off < size + 1) {
+			free(body);
+			return 0;
+		}
+		body = xrealloc(body, n + size + 1);
+		memcpy(body + n, buf + off, size);
+		n += size;
+		off += size;
+		next = next_line(buf, len, off, &line_len);
+		if (!next) {
+			free(body);
+			return 0;
+		}
+		if (line_len != 0) {
+			free(body);
+			return fail(reterr, -EPROTO, "chunk not followed by CRLF");
+		}
+		off = next;
+	}
+}
+
+int
+ctl_proxy_parse_response(const char *buf, size_t len, bool eof, struct ctl_proxy_response *ret,
+			 char **reterr)
+{
+	size_t off = 0;
+
+	if (len > CTL_PROXY_RESPONSE_MAX) {
+		return fail(reterr, -EFBIG, "response too large");
+	}
+	for (;;) {
+		size_t line_len, next, start = off;
+		int status = 0;
+		bool chunked = false, have_length = false;
+		unsigned long long length = 0;
+		const char *ctype = NULL;
+		size_t ctype_len = 0;
+		char *body = NULL;
+		size_t body_len = 0;
+
+		next = next_line(buf, len, off, &line_len);
+		if (!next) {
+			if (len - off > CTL_PROXY_HEADERS_MAX) {
+				return fail(reterr, -EFBIG, "response header too large");
+			}
+			return eof ? fail(reterr, -EPROTO,
+					  len == off ? "empty response" : "truncated response")
+				   : 0;
+		}
+		/* "HTTP/1.x NNN[ reason]" */
+		if (line_len < 12 || memcmp(buf + off, "HTTP/1.", 7) != 0 ||
+		    (buf[off + 7] != '0' && buf[off + 7] != '1') || buf[off + 8] != ' ' ||
+		    buf[off + 9] < '1' || buf[off + 9] > '9' || buf[off + 10] < '0' ||
+		    buf[off + 10] > '9' || buf[off + 11] < '0' || buf[off + 11] > '9' ||
+		    (line_len > 12 && buf[off + 12] != ' ')) {
+			return fail(reterr, -EPROTO, "malformed status line");
+		}
+		status = (buf[off + 9] - '0') * 100 + (buf[off + 10] - '0') * 10 +
+			 (buf[off + 11] - '0');
+		off = next;
+		for (;;) {
+			const char *v;
+			size_t vlen;
+
+			next = next_line(buf, len, off, &line_len);
+			if (!next) {
+				if (len - start > CTL_PROXY_HEADERS_MAX) {
+					return fail(reterr, -EFBIG, "response header too large");
+				}
+				return eof ? fail(reterr, -EPROTO, "truncated response header") : 0;
+			}
+			if (next - start > CTL_PROXY_HEADERS_MAX) {
+				return fail(reterr, -EFBIG, "response header too large");
+			}
+			if (line_len == 0) {
+				off = next;
+				break;
+			}
+			if (header_is(buf + off, line_len, "Content-Length", &v, &vlen)) {
+				unsigned long long x = 0;
+
+				if (vlen == 0 || vlen > 19) {
+					return fail(reterr, -EPROTO, "malformed Content-Length");
+				}
+				for (size_t i = 0; i < vlen; i++) {
+					if (v[i] < '0' || v[i] > '9') {
+						return fail(reterr, -EPROTO,
+							    "malformed Content-Length");
+					}
+					x = x * 10 + (unsigned)(v[i] - '0');
+				}
+				if (have_length && x != length) {
+					return fail(reterr, -EPROTO, "conflicting Content-Length");
+				}
+				have_length = true;
+				length = x;
+			} else if (header_is(buf + off, line_len, "Transfer-Encoding", &v, &vlen)) {
+				chunked = vlen >= 7 && strncasecmp(v + vlen - 7, "chunked", 7) == 0;
+				if (!chunked) {
+					return fail(reterr, -EPROTO,
+						    "unsupported Transfer-Encoding");
+				}
+			} else if (header_is(buf + off, line_len, "Content-Type", &v, &vlen)) {
+				ctype = v;
+				ctype_len = vlen;
+			}
+			off = next;
+		}
+		if (status >= 100 && status < 200) {
+			continue; /* interim response (100 Continue) */
+		}
+		if (status == 204 || status == 304) {
+			body = xstrdup("");
+		} else if (chunked) {
+			int r = dechunk(buf, len, off, &body, &body_len, reterr);
+
+			if (r < 0) {
+				return r;
+			}
+			if (r == 0) {
+				return eof ? fail(reterr, -EPROTO, "truncated chunked body") : 0;
+			}
+		} else if (have_length) {
+			if (length > CTL_PROXY_RESPONSE_MAX) {
+				return fail(reterr, -EFBIG, "response too large");
+			}
+			if (len - off < length) {
+				return eof ? fail(reterr, -EPROTO, "truncated body") : 0;
+			}
+			/* Not strndup: a body may hold NUL bytes (a pickle). */
+			body = xmalloc((size_t)length + 1);
+			memcpy(body, buf + off, (size_t)length);
+			body[length] = '\0';
+			body_len = (size_t)length;
+		} else {
+			if (!eof) {
+				return 0;
+			}
+			body = xmalloc(len - off + 1);
+			memcpy(body, buf + off, len - off);
+			body[len - off] = '\0';
+			body_len = len - off;
+		}
+		*ret = (struct ctl_proxy_response){
+			.status = status,
+			.content_type = ctype ? xstrndup(ctype, ctype_len) : NULL,
+			.body = body,
+			.body_len = body_len,
+		};
+		return 1;
+	}
+}
+
+void
+ctl_proxy_response_release(struct ctl_proxy_response *r)
+{
+	free(r->content_type);
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+/* ---- the client ----------------------------------------------------------- */
+
+struct ctl_proxy {
+	struct bufferevent *bev;
+	struct event *finish_ev; /* completion runs here, outside bufferevent callbacks */
+	char *buf;               /* the response as received */
+	size_t len, cap;
+	int err;
+	char *errmsg;
+	bool complete;
+	struct ctl_proxy_response resp;
+	ctl_proxy_done_fn done;
+	void *arg;
+};
+
+static void
+proxy_free(struct ctl_proxy *p)
+{
+	if (p->bev) {
+		bufferevent_free(p->bev);
+	}
+	if (p->finish_ev) {
+		event_free(p->finish_ev);
+	}
+	free(p->buf);
+	free(p->errmsg);
+	ctl_proxy_response_release(&p->resp);
+	free(p);
+}
+
+static void
+finish_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_proxy *p = arg;
+
+	p->done(p->complete ? 0 : p->err, p->errmsg, p->complete ? &p->resp : NULL, p->arg);
+	proxy_free(p);
+}
+
+/* Stop reading and writing and report on the next loop turn. */
+static void
+proxy_finish(struct ctl_proxy *p, int err, char *errmsg)
+{
+	if (p->bev) {
+		bufferevent_disable(p->bev, EV_READ | EV_WRITE);
+	}
+	if (!p->complete) {
+		p->err = err;
+		p->errmsg = errmsg;
+	} else {
+		free(errmsg);
+	}
+	event_active(p->finish_ev, EV_TIMEOUT, 0);
+}
+
+/* Parse what arrived; finish when the response is whole or broken. */
+static void
+proxy_parse(struct ctl_proxy *p, bool eof)
+{
+	char *err = NULL;
+	int r = ctl_proxy_parse_response(p->buf ? p->buf : "", p->len, eof, &p->resp, &err);
+
+	if (r > 0) {
+		p->complete = true;
+		proxy_finish(p, 0, NULL);
+	} else if (r < 0) {
+		proxy_finish(p, r, xasprintf("bad response from the worker server: %s", err));
+		free(err);
+	} else if (eof) {
+		proxy_finish(p, -ECONNRESET, xstrdup("the worker server closed the connection"));
+	}
+}
+
+static void
+proxy_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct ctl_proxy *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in);
+
+	if (p->complete || p->err) {
+		evbuffer_drain(in, n);
+		return;
+	}
+	if (p->len + n > CTL_PROXY_RESPONSE_MAX) {
+		proxy_finish(p, -EFBIG,
+			     xasprintf("the worker server's response exceeds %u bytes",
+				       CTL_PROXY_RESPONSE_MAX));
+		return;
+	}
+	if (p->len + n + 1 > p->cap) {
+		p->cap = (p->len + n + 1) * 2;
+		p->buf = xrealloc(p->buf, p->cap);
+	}
+	evbuffer_remove(in, p->buf + p->len, n);
+	p->len += n;
+	p->buf[p->len] = '\0';
+	proxy_parse(p, false);
+}
+
+static void
+proxy_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct ctl_proxy *p = arg;
+	int e = EVUTIL_SOCKET_ERROR();
+
+	if (p->complete || p->err) {
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT) {
+		proxy_finish(p, -ETIMEDOUT, xstrdup("the worker server did not answer in time"));
+	} else if (what & BEV_EVENT_EOF) {
+		proxy_read_cb(bev, arg);
+		if (!p->complete && !p->err) {
+			proxy_parse(p, true);
+		}
+	} else if (what & BEV_EVENT_ERROR) {
+		if (e == 0) {
+			e = ECONNRESET;
+		}
+		proxy_finish(p, -e, xasprintf("worker server: %s", strerror(e)));
+	}
+}
+
+struct ctl_proxy *
+ctl_proxy_start(struct event_base *base, const char *socket_path, const char *method,
+		const char *target, const char *content_type, const void *body, size_t body_len,
+		int timeout_s, ctl_proxy_done_fn done, void *arg)
+{
+	struct ctl_proxy *p = xcalloc(1, sizeof(*p));
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = timeout_s > 0 ? timeout_s : 1};
+	struct evbuffer *out;
+	int fd;
+
+	p->done = done;
+	p->arg = arg;
+	p->finish_ev = event_new(base, -1, 0, finish_cb, p);
+	if (!p->finish_ev) {
+		abort();
+	}
+	if (strlen(socket_path) >= sizeof(sun.sun_path)) {
+		proxy_finish(p, -ENAMETOOLONG,
+			     xasprintf("%s: %s", socket_path, strerror(ENAMETOOLONG)));
+		return p;
+	}
+	memcpy(sun.sun_path, socket_path, strlen(socket_path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		int e = errno;
+
+		proxy_finish(p, -e, xasprintf("socket: %s", strerror(e)));
+		return p;
+	}
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 && errno != EINPROGRESS) {
+		int e = errno;
+
+		close(fd);
+		proxy_finish(p, -e,
+			     xasprintf("cannot connect to %s: %s", socket_path, strerror(e)));
+		return p;
+	}
+	p->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!p->bev) {
+		abort();
+	}
+	bufferevent_setcb(p->bev, proxy_read_cb, NULL, proxy_event_cb, p);
+	bufferevent_set_timeouts(p->bev, &tv, &tv);
+	out = bufferevent_get_output(p->bev);
+	evbuffer_add_printf(out,
+			    "%s %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: elasticd/%s\r\n"
+			    "Connection: close\r\n",
+			    method, target, ELASTICD_VERSION);
+	if (content_type && body_len > 0) {
+		evbuffer_add_printf(out, "Content-Type: %s\r\n", content_type);
+	}
+	if (body_len > 0 || strcmp(method, "POST") == 0) {
+		evbuffer_add_printf(out, "Content-Length: %zu\r\n", body_len);
+	}
+	evbuffer_add(out, "\r\n", 2);
+	if (body_len > 0) {
+		evbuffer_add(out, body, body_len);
+	}
+	bufferevent_enable(p->bev, EV_READ | EV_WRITE);
+	return p;
+}
+
+void
+ctl_proxy_cancel(struct ctl_proxy *p)
+{
+	if (p) {
+		proxy_free(p);
+	}
+}
