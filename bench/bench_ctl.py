@@ -8,8 +8,9 @@ One node, --standalone, 2 workers. Figures:
   2  GET /handler/status, 64 clients: requests/s, p50, p99   target >= 20000 req/s, p99 <= 1 ms
   3  worker exit -> SIGTERM in rank 0, control socket idle   (median, p99 of --reps runs)
   4  the same while 64 clients send GET /handler/status      target: no change from 3
-  5  the same with the clients at nice 19 (the load generator takes a whole CPU;
-     on a small machine figure 4 also measures the workers waiting for one)
+  5  the same with every CPU kept busy by a spinning process and no client: the
+     control experiment (on a small machine the clients of figure 4 leave no
+     idle CPU, and the workers that must react wait for one)
 
 The clients are tests/ctl_load (one epoll thread, keep-alive connections,
 closed loop: each sends its next request when the previous reply is in), so
@@ -108,7 +109,7 @@ def throughput(elasticd, load, work, seconds, clients):
         p.wait(60)
 
 
-def reaction(elasticd, load, work, script, loaded, nice=0):
+def reaction(elasticd, load, work, script, loaded, burn=False):
     d = tempfile.mkdtemp(dir=work, prefix="lat-")
     sock = os.path.join(d, "c.sock")
     p = start_agent(elasticd, work, sock, [script, d])
@@ -119,10 +120,19 @@ def reaction(elasticd, load, work, script, loaded, nice=0):
         if loaded:
             clients = subprocess.Popen([load, sock, "/handler/status", "64", "30"],
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                       text=True, preexec_fn=lambda: os.nice(nice))
+                                       text=True)
             time.sleep(0.3)  # the load is on
+        burners = []
+        if burn:
+            # The control experiment: as many busy processes, no client.
+            burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                       for _ in range(os.cpu_count())]
+            time.sleep(0.3)
         open(os.path.join(d, "go"), "w").close()
         rc = p.wait(60)
+        for b in burners:
+            b.kill()
+            b.wait()
         if rc != 1:
             raise RuntimeError("the agent exited %r, not 1" % rc)
         served = None
@@ -166,7 +176,8 @@ def main():
             one, many = throughput(elasticd, load, work, args.seconds, [1, 64])
             idle = [reaction(elasticd, load, work, script, False) for _ in range(args.reps)]
             busy = [reaction(elasticd, load, work, script, True) for _ in range(args.reps)]
-            niced = [reaction(elasticd, load, work, script, True, 19) for _ in range(args.reps)]
+            burnt = [reaction(elasticd, load, work, script, False, True)
+                     for _ in range(args.reps)]
         except (RuntimeError, subprocess.SubprocessError, OSError, ValueError) as e:
             print("bench_ctl.py: %s" % e, file=sys.stderr)
             try:
@@ -185,11 +196,11 @@ def main():
                "met" if ok else "NOT met"))
     for n, (name, xs) in enumerate((("worker exit -> SIGTERM in rank 0, idle socket", idle),
                                     ("the same under 64 status clients", busy),
-                                    ("the same, the clients at nice 19", niced)), 3):
+                                    ("the same, CPUs busy but no client", burnt)), 3):
         print("%-2d %-44s %10s %7.3f ms %6.3f ms %6.3f ms" %
               (n, name, "", statistics.median(xs), percentile(xs, 99), max(xs)))
     print()
-    for name, xs in (("under load", busy), ("under niced load", niced)):
+    for name, xs in (("under 64 clients", busy), ("with busy CPUs, no client", burnt)):
         print("reaction %s minus idle: median %+.3f ms, p99 %+.3f ms" %
               (name, statistics.median(xs) - statistics.median(idle),
                percentile(xs, 99) - percentile(idle, 99)))

@@ -59,6 +59,7 @@ struct agent {
 
 	struct rdzv *rdzv;
 	struct rdzv_result round;
+	char **round_roles; /* owned copies of round.nodes[].role */
 	struct group *group;
 
 	enum worker_state state;
@@ -874,9 +875,19 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 		return;
 	}
 	rdzv_result_release(&a->round);
+	strv_free(a->round_roles);
+	a->round_roles = NULL;
 	a->round = *res;
 	a->round.nodes = xcalloc((size_t)res->group_world_size, sizeof(*res->nodes));
 	memcpy(a->round.nodes, res->nodes, (size_t)res->group_world_size * sizeof(*res->nodes));
+	/* The roles belong to the backend, which frees them at its next round:
+	 * keep our own copies for as long as we keep the round. */
+	for (int i = 0; i < res->group_world_size; i++) {
+		strv_push(&a->round_roles, res->nodes[i].role);
+	}
+	for (int i = 0; i < res->group_world_size; i++) {
+		a->round.nodes[i].role = a->round_roles[i];
+	}
 	a->round.master_addr = xstrdup(res->master_addr);
 	a->stats.rdzv_rounds++;
 	a->stats.rdzv_last_seconds = ms_since(a->rdzv_start_usec) / 1000.0;
@@ -1559,6 +1570,7 @@ agent_free(struct agent *a)
 	group_free(a->group);
 	rdzv_free(a->rdzv);
 	rdzv_result_release(&a->round);
+	strv_free(a->round_roles);
 	sentinel_free(a->sentinel);
 	sd_notifier_free(a->sd);
 	free(a->event_log_path);

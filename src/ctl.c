@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -31,6 +32,9 @@
 
 /* listen(2) backlog of the control socket. */
 #define CTL_BACKLOG 128
+/* Age after which a socket nobody answers on in the default directory is
+ * taken for one a killed agent left, seconds. */
+#define CTL_STALE_AGE_S 60
 /* How long the listener pauses when accept(2) runs out of descriptors. */
 #define CTL_ACCEPT_PAUSE_S 1
 /* Bytes a follower may send while it streams (read only to see it leave). */
@@ -131,6 +135,16 @@ ctl_worker_dir_for(const char *socket_path)
 		n -= 5;
 	}
 	return xasprintf("%.*s.workers", (int)n, socket_path);
+}
+
+/* Whether the default path is systemd's RuntimeDirectory (systemd removes
+ * it; no other agent shares it). */
+static bool
+shared_dir_is_systemds(char *const *env)
+{
+	const char *rd = wenv_get(env, "RUNTIME_DIRECTORY");
+
+	return rd && rd[0] == '/';
 }
 
 /* "<stem>.<pid>.sock" for a second agent of the same run id on this host. */
@@ -1176,6 +1190,51 @@ remove_worker_dir(const char *dir)
 	rmdir(dir);
 }
 
+/* Remove the sockets that agents killed with SIGKILL left in the shared
+ * default directory dir (and their workers' directories): "*.sock" sockets
+ * nobody answers on, unchanged for CTL_STALE_AGE_S (so that one another agent
+ * has bound but not yet listens on is left alone). keep is our own. */
+static void
+remove_stale_sockets(const char *dir, const char *keep)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	time_t now = time(NULL);
+	int n = 0;
+
+	if (!d) {
+		return;
+	}
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		_cleanup_free_ char *p = NULL;
+		struct stat st;
+
+		if (len <= 5 || strcmp(de->d_name + len - 5, ".sock") != 0) {
+			continue;
+		}
+		p = xasprintf("%s/%s", dir, de->d_name);
+		if (strcmp(p, keep) == 0 || lstat(p, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+		    st.st_uid != geteuid() || now - st.st_mtime < CTL_STALE_AGE_S ||
+		    strlen(p) >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
+		    socket_live(p) != 0) {
+			continue;
+		}
+		if (unlink(p) == 0) {
+			_cleanup_free_ char *w = ctl_worker_dir_for(p);
+
+			remove_worker_dir(w);
+			n++;
+		}
+	}
+	closedir(d);
+	if (n > 0) {
+		log_info(
+			"control socket: removed %d socket%s left in %s by agents that were killed",
+			n, n == 1 ? "" : "s", dir);
+	}
+}
+
 static int
 resolve_group(const char *name, gid_t *ret, char **reterr)
 {
@@ -1250,6 +1309,11 @@ ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char
 	if (r < 0) {
 		ctl_free(c);
 		return r;
+	}
+	if (is_default && !shared_dir_is_systemds(env)) {
+		_cleanup_free_ char *copy = xstrdup(c->path);
+
+		remove_stale_sockets(dirname(copy), c->path);
 	}
 	if (!cfg->no_worker_server) {
 		(void)prepare_worker_dir(c);

@@ -309,6 +309,9 @@ proxy_free(struct ctl_proxy *p)
 	free(p);
 }
 
+/* The request's last step, on its own event: the bufferevent's callbacks are
+ * over, and libevent touches a non-persistent event no more once its
+ * callback runs, so the request (that event included) is freed here. */
 static void
 finish_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -339,8 +342,14 @@ static void
 proxy_parse(struct ctl_proxy *p, bool eof)
 {
 	char *err = NULL;
-	int r = ctl_proxy_parse_response(p->buf ? p->buf : "", p->len, eof, &p->resp, &err);
+	int r;
 
+	if (eof && p->len == 0) {
+		proxy_finish(p, -ECONNRESET,
+			     xstrdup("the worker server closed the connection without answering"));
+		return;
+	}
+	r = ctl_proxy_parse_response(p->buf ? p->buf : "", p->len, eof, &p->resp, &err);
 	if (r > 0) {
 		p->complete = true;
 		proxy_finish(p, 0, NULL);

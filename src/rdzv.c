@@ -62,11 +62,12 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 		ops = &rdzv_c10d_ops;
 	} else if (strcmp(cfg->rdzv_backend, "static") == 0) {
 		ops = &rdzv_static_ops;
-	} else if (strcmp(cfg->rdzv_backend, "etcd") == 0 ||
-		   strcmp(cfg->rdzv_backend, "etcd-v2") == 0) {
-		*reterr = xasprintf("--rdzv-backend: '%s' with more than one node is not supported "
-				    "yet; use --rdzv-backend static with --node-rank, "
-				    "--master-addr and --master-port",
+	} else if (strcmp(cfg->rdzv_backend, "etcd") == 0) {
+		/* etcd's v3 API (rdzv_etcd.c). */
+		ops = &rdzv_etcd_ops;
+	} else if (strcmp(cfg->rdzv_backend, "etcd-v2") == 0) {
+		*reterr = xasprintf("--rdzv-backend: '%s' (etcd's v2 API) is not supported; use "
+				    "--rdzv-backend etcd (v3 API) or c10d",
 				    cfg->rdzv_backend);
 		return NULL;
 	} else {

@@ -129,3 +129,6 @@ int rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host,
 /* Backends (rdzv_<name>.c). */
 extern const struct rdzv_backend_ops rdzv_static_ops;
 extern const struct rdzv_backend_ops rdzv_c10d_ops;
+/* "etcd" (rdzv_etcd.c): the same dynamic rendezvous with its state in an etcd
+ * v3 cluster (--rdzv-endpoint host1:2379,host2:2379,...). */
+extern const struct rdzv_backend_ops rdzv_etcd_ops;

@@ -49,8 +49,8 @@ static_init(struct rdzv *r, char **reterr)
 	}
 	s->group_rank = cfg->node_rank;
 	if (cfg->rdzv_endpoint && *cfg->rdzv_endpoint) {
-		if (rdzv_parse_endpoint(cfg->rdzv_endpoint, -1, &s->master_addr,
-					&s->master_port) < 0) {
+		if (rdzv_parse_endpoint(cfg->rdzv_endpoint, -1, &s->master_addr, &s->master_port) <
+		    0) {
 			*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': expected "
 					    "HOST:PORT",
 					    cfg->rdzv_endpoint);
@@ -74,9 +74,10 @@ static_init(struct rdzv *r, char **reterr)
 		 * reach it by whatever name --master-addr gives them. */
 		s->store = tcpstore_server_new(r->base, NULL, s->master_port, NULL, &r_err, &err);
 		if (!s->store) {
-			*reterr = xasprintf("--master-port: cannot host the agent store on port %d: "
-					    "%s",
-					    s->master_port, err ? err : strerror(-r_err));
+			*reterr =
+				xasprintf("--master-port: cannot host the agent store on port %d: "
+					  "%s",
+					  s->master_port, err ? err : strerror(-r_err));
 			free(err);
 			return -EINVAL;
 		}

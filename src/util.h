@@ -86,8 +86,7 @@ char *path_lookup(const char *file, const char *path);
 /* This process's children (from /proc/self/task/<pid>/children; the agent is
  * single-threaded). Returns the count (>= 0) and a malloc'd array in
  * *ret_pids, or -errno (e.g. -ENOENT without CONFIG_PROC_CHILDREN). */
-int
-proc_children(pid_t **ret_pids);
+int proc_children(pid_t **ret_pids);
 
 /* Number of CPUs this process may run on (sched_getaffinity), at least 1. */
 int cpus_allowed_count(void);

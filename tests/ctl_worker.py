@@ -16,7 +16,8 @@ The worker itself: prints "line <i> of rank <r>" for i in 0..$CTL_WORKER_LINES-1
 on stdout, writes $CTL_WORKER_DIR/rank<r>.pid, writes $CTL_WORKER_DIR/usr1.<r>
 on SIGUSR1, exits $CTL_WORKER_EXIT after $CTL_WORKER_EXIT_AFTER seconds when
 set, else sleeps in train_loop() until killed (SIGTERM exits 0). With
-$CTL_WORKER_NO_SERVER set it serves nothing (a worker without worker_main())."""
+$CTL_WORKER_NO_SERVER set it serves nothing (a worker without worker_main());
+with $CTL_WORKER_HANG set its dump_traceback never answers."""
 
 import faulthandler
 import http.server
@@ -70,6 +71,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if name == "ping":
             self.reply(200, "text/plain", "pong")
         elif name == "dump_traceback":
+            if os.environ.get("CTL_WORKER_HANG"):
+                time.sleep(3600)
             with tempfile.TemporaryFile() as f:
                 faulthandler.dump_traceback(f, all_threads=True)
                 f.seek(0)

@@ -645,6 +645,47 @@ class CtlTest(lib.ElasticdTestCase):
         self.assertEqual(curl(sock, "/handler/dump_traceback").status, 200)  # read-only
         self.stop(a, sock)
 
+    def test_worker_server_timeouts(self):
+        # Worker servers that accept and never answer: 504 after 60 s when
+        # forwarding, a per-rank error after 10 s in the dump_traceback fan-out;
+        # the agent answers everything else meanwhile.
+        a, sock = self.start_agent(worker_env={"CTL_WORKER_HANG": "1"})
+        out = self.path("proxy.out")
+        with open(out, "wb") as f:
+            proxied = subprocess.Popen(["curl", "-sS", "-i", "-X", "POST", "--unix-socket", sock,
+                                        "http://localhost/ranks/1/handler/sleep?seconds=100"],
+                                       stdout=f)
+        t0 = time.monotonic()
+        r = post(sock, "/handler/dump_traceback", timeout=30)
+        self.assertGreater(time.monotonic() - t0, 9)
+        self.assertStatus(r, 200)
+        for rank in ("0", "1"):
+            self.assertIsNone(r.json()[rank]["status"])
+            self.assertEqual(r.json()[rank]["error"], "the worker server did not answer in time")
+        self.assertStatus(curl(sock, "/handler/ping"), 200, "pong")
+        self.assertEqual(proxied.wait(90), 0)
+        self.assertGreater(time.monotonic() - t0, 59)
+        with open(out, "rb") as f:
+            r = Reply(0, f.read())
+        self.assertStatus(r, 504, "the worker server did not answer in time")
+        self.stop(a, sock)
+
+    def test_forward_to_a_worker_that_exits_is_502(self):
+        a, sock = self.start_agent(nproc=1)
+        out = self.path("proxy.out")
+        with open(out, "wb") as f:
+            proxied = subprocess.Popen(["curl", "-sS", "-i", "-X", "POST", "--unix-socket", sock,
+                                        "http://localhost/ranks/0/handler/sleep?seconds=30"],
+                                       stdout=f)
+        self.assertTrue(lib.wait_until(
+            lambda: metrics(sock)["elasticd_control_proxied_total"] == 1, 10))
+        # The worker exits on the SIGTERM of the stop, its server with it.
+        self.stop(a, sock)
+        self.assertEqual(proxied.wait(20), 0)
+        with open(out, "rb") as f:
+            self.assertStatus(Reply(0, f.read()), 502,
+                              "the worker server closed the connection without answering")
+
     def test_workers_without_a_server(self):
         a, sock = self.start_agent(worker_env={"CTL_WORKER_NO_SERVER": "1"})
         r = post(sock, "/ranks/0/handler/ping")
@@ -792,7 +833,33 @@ class CtlTest(lib.ElasticdTestCase):
         if os.geteuid() != 0:
             self.fail("this test runs as root (the CI runs everything as root)")
         run_id = "ctl-" + uuid.uuid4().hex[:8]
+        # Sockets agents killed with SIGKILL left there: removed once older
+        # than a minute (with their workers' directories), younger ones kept.
+        os.makedirs("/run/elasticd", exist_ok=True)
+        stale = {}
+        for age in ("old", "young"):
+            path = "/run/elasticd/%s-%s.sock" % (run_id, age)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(path)
+            s.close()
+            wdir = path[:-5] + ".workers"
+            os.mkdir(wdir)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(os.path.join(wdir, "rank0.sock"))
+            s.close()
+            if age == "old":
+                os.utime(path, (time.time() - 120, time.time() - 120))
+            stale[age] = (path, wdir)
         a1, _ = self.start_agent(sock="default", nproc=1, run_id=run_id)
+        self.assertFalse(os.path.exists(stale["old"][0]))
+        self.assertFalse(os.path.exists(stale["old"][1]))
+        self.assertTrue(os.path.exists(stale["young"][0]))
+        self.assertTrue(os.path.exists(stale["young"][1]))
+        self.assertTrue(a1.wait_stderr("removed 1 socket left in /run/elasticd by agents that "
+                                       "were killed"))
+        os.unlink(stale["young"][0])
+        os.unlink(os.path.join(stale["young"][1], "rank0.sock"))
+        os.rmdir(stale["young"][1])
         first = "/run/elasticd/%s.sock" % run_id
         self.assertEqual(curl(first, "/handler/status").json()["pid"], a1.pid)
         self.assertEqual(stat.S_IMODE(os.stat("/run/elasticd").st_mode), 0o755)

@@ -1,0 +1,1078 @@
+/* etcd_client.c — see etcd_client.h. */
+#include "etcd_client.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "rdzv.h"
+#include "util.h"
+
+#define ETCD_DEFAULT_PORT 2379
+/* Seconds a unary call may take on one endpoint (a member without quorum
+ * answers 503 after about 7 s). */
+#define ETCD_CALL_TIMEOUT 10
+/* A watch stream is idle for long stretches; libevent cannot disable the
+ * timeout (tech-notes §3.2), so make it long and reconnect after it. */
+#define ETCD_WATCH_TIMEOUT 600
+
+/* ---- base64 ------------------------------------------------------------- */
+
+static const char b64_alphabet[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *
+etcd_b64_encode(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	char *out = xmalloc((len + 2) / 3 * 4 + 1), *o = out;
+	size_t i;
+
+	for (i = 0; i + 2 < len; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+
+		*o++ = b64_alphabet[v >> 18];
+		*o++ = b64_alphabet[(v >> 12) & 63];
+		*o++ = b64_alphabet[(v >> 6) & 63];
+		*o++ = b64_alphabet[v & 63];
+	}
+	if (i < len) {
+		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0);
+
+		*o++ = b64_alphabet[v >> 18];
+		*o++ = b64_alphabet[(v >> 12) & 63];
+		*o++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+static int
+b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z') {
+		return c - 'A';
+	}
+	if (c >= 'a' && c <= 'z') {
+		return c - 'a' + 26;
+	}
+	if (c >= '0' && c <= '9') {
+		return c - '0' + 52;
+	}
+	if (c == '+') {
+		return 62;
+	}
+	if (c == '/') {
+		return 63;
+	}
+	return -1;
+}
+
+int
+etcd_b64_decode(const char *s, size_t slen, char **ret, size_t *ret_len)
+{
+	char *out;
+	size_t n = 0, pad = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+
+	while (pad < 2 && slen > 0 && s[slen - 1] == '=') {
+		slen--;
+		pad++;
+	}
+	if (slen % 4 == 1 || (pad > 0 && (slen + pad) % 4 != 0)) {
+		return -EINVAL;
+	}
+	out = xmalloc(slen / 4 * 3 + 3);
+	for (size_t i = 0; i < slen; i++) {
+		int v = b64_value(s[i]);
+
+		if (v < 0) {
+			free(out);
+			return -EINVAL;
+		}
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[n++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	out[n] = '\0';
+	*ret = out;
+	*ret_len = n;
+	return 0;
+}
+
+char *
+etcd_prefix_end(const char *prefix, size_t len, size_t *ret_len)
+{
+	char *end = xmalloc(len + 2);
+
+	memcpy(end, prefix, len);
+	while (len > 0 && (unsigned char)end[len - 1] == 0xff) {
+		len--;
+	}
+	if (len == 0) {
+		end[0] = '\0';
+		*ret_len = 1;
+		return end;
+	}
+	end[len - 1] = (char)((unsigned char)end[len - 1] + 1);
+	end[len] = '\0';
+	*ret_len = len;
+	return end;
+}
+
+/* ---- encoding ----------------------------------------------------------- */
+
+static json_t *
+json_b64(const void *data, size_t len)
+{
+	char *s = etcd_b64_encode(data, len);
+	json_t *j = json_string(s);
+
+	free(s);
+	return j;
+}
+
+static json_t *
+json_i64(int64_t v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%" PRId64, v);
+	return json_string(buf);
+}
+
+static char *
+dump(json_t *o)
+{
+	char *s = json_dumps(o, JSON_COMPACT);
+
+	json_decref(o);
+	if (!s) {
+		abort();
+	}
+	return s;
+}
+
+static json_t *
+op_object(const struct etcd_op *op)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "key", json_b64(op->key, strlen(op->key)));
+	if (op->range_end) {
+		size_t n = strlen(op->range_end);
+
+		/* "" stands for "\0": every key >= key. */
+		json_object_set_new(o, "range_end", json_b64(op->range_end, n ? n : 1));
+	}
+	switch (op->kind) {
+	case ETCD_OP_RANGE:
+		if (op->keys_only) {
+			json_object_set_new(o, "keys_only", json_true());
+		}
+		break;
+	case ETCD_OP_PUT:
+		json_object_set_new(
+			o, "value",
+			json_b64(op->value ? op->value : "", op->value ? op->value_len : 0));
+		if (op->lease != 0) {
+			json_object_set_new(o, "lease", json_i64(op->lease));
+		}
+		break;
+	case ETCD_OP_DELETE:
+		break;
+	}
+	return o;
+}
+
+char *
+etcd_encode_op(const struct etcd_op *op)
+{
+	return dump(op_object(op));
+}
+
+static json_t *
+request_ops(const struct etcd_op *ops, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++) {
+		const char *name = "request_range";
+
+		switch (ops[i].kind) {
+		case ETCD_OP_RANGE:
+			name = "request_range";
+			break;
+		case ETCD_OP_PUT:
+			name = "request_put";
+			break;
+		case ETCD_OP_DELETE:
+			name = "request_delete_range";
+			break;
+		}
+		json_array_append_new(a, json_pack("{so}", name, op_object(&ops[i])));
+	}
+	return a;
+}
+
+char *
+etcd_encode_txn(const struct etcd_cmp *cmp, size_t n_cmp, const struct etcd_op *success,
+		size_t n_success, const struct etcd_op *failure, size_t n_failure)
+{
+	json_t *o = json_object(), *c = json_array();
+
+	for (size_t i = 0; i < n_cmp; i++) {
+		bool create = cmp[i].target == ETCD_CMP_CREATE;
+
+		json_array_append_new(
+			c, json_pack("{sossssso}", "key", json_b64(cmp[i].key, strlen(cmp[i].key)),
+				     "target", create ? "CREATE" : "MOD", "result", "EQUAL",
+				     create ? "create_revision" : "mod_revision",
+				     json_i64(cmp[i].revision)));
+	}
+	json_object_set_new(o, "compare", c);
+	json_object_set_new(o, "success", request_ops(success, n_success));
+	json_object_set_new(o, "failure", request_ops(failure, n_failure));
+	return dump(o);
+}
+
+char *
+etcd_encode_lease_grant(int64_t ttl_sec)
+{
+	return dump(json_pack("{so}", "TTL", json_i64(ttl_sec)));
+}
+
+char *
+etcd_encode_lease_id(int64_t id)
+{
+	return dump(json_pack("{so}", "ID", json_i64(id)));
+}
+
+char *
+etcd_encode_watch(const char *key, const char *range_end, int64_t start_revision)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "key", json_b64(key, strlen(key)));
+	if (range_end) {
+		size_t n = strlen(range_end);
+
+		json_object_set_new(o, "range_end", json_b64(range_end, n ? n : 1));
+	}
+	if (start_revision > 0) {
+		json_object_set_new(o, "start_revision", json_i64(start_revision));
+	}
+	json_object_set_new(o, "progress_notify", json_true());
+	return dump(json_pack("{so}", "create_request", o));
+}
+
+/* ---- decoding ----------------------------------------------------------- */
+
+/* An int64 field: absent = 0; a string of digits or an integer. */
+static int
+get_i64(const json_t *o, const char *name, int64_t *ret)
+{
+	const json_t *v = json_object_get(o, name);
+	long long x;
+
+	*ret = 0;
+	if (!v || json_is_null(v)) {
+		return 0;
+	}
+	if (json_is_integer(v)) {
+		*ret = json_integer_value(v);
+		return 0;
+	}
+	if (!json_is_string(v) || parse_int(json_string_value(v), LLONG_MIN, LLONG_MAX, &x) < 0) {
+		return -EBADMSG;
+	}
+	*ret = x;
+	return 0;
+}
+
+static int
+get_bool(const json_t *o, const char *name, bool *ret)
+{
+	const json_t *v = json_object_get(o, name);
+
+	*ret = false;
+	if (!v || json_is_null(v)) {
+		return 0;
+	}
+	if (!json_is_boolean(v)) {
+		return -EBADMSG;
+	}
+	*ret = json_is_true(v);
+	return 0;
+}
+
+static int
+get_bytes(const json_t *o, const char *name, char **ret, size_t *ret_len)
+{
+	const json_t *v = json_object_get(o, name);
+
+	if (!v || json_is_null(v)) {
+		*ret = xstrdup("");
+		*ret_len = 0;
+		return 0;
+	}
+	if (!json_is_string(v) ||
+	    etcd_b64_decode(json_string_value(v), json_string_length(v), ret, ret_len) < 0) {
+		*ret = NULL;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static void
+kv_release(struct etcd_kv *kv)
+{
+	free(kv->key);
+	free(kv->value);
+	memset(kv, 0, sizeof(*kv));
+}
+
+static int
+decode_kv(const json_t *o, struct etcd_kv *kv)
+{
+	memset(kv, 0, sizeof(*kv));
+	if (!json_is_object(o) || get_bytes(o, "key", &kv->key, &kv->key_len) < 0 ||
+	    get_bytes(o, "value", &kv->value, &kv->value_len) < 0 ||
+	    get_i64(o, "create_revision", &kv->create_revision) < 0 ||
+	    get_i64(o, "mod_revision", &kv->mod_revision) < 0 ||
+	    get_i64(o, "version", &kv->version) < 0 || get_i64(o, "lease", &kv->lease) < 0) {
+		kv_release(kv);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int
+decode_range(const json_t *o, struct etcd_range *r)
+{
+	const json_t *kvs = json_object_get(o, "kvs");
+
+	memset(r, 0, sizeof(*r));
+	if (!json_is_object(o) || get_i64(o, "count", &r->count) < 0 ||
+	    get_i64(o, "deleted", &r->deleted) < 0) {
+		return -EBADMSG;
+	}
+	if (!kvs || json_is_null(kvs)) {
+		return 0;
+	}
+	if (!json_is_array(kvs)) {
+		return -EBADMSG;
+	}
+	r->kvs = xcalloc(json_array_size(kvs) + 1, sizeof(*r->kvs));
+	for (size_t i = 0; i < json_array_size(kvs); i++) {
+		if (decode_kv(json_array_get(kvs, i), &r->kvs[i]) < 0) {
+			return -EBADMSG;
+		}
+		r->n_kvs++;
+	}
+	return 0;
+}
+
+static void
+range_release(struct etcd_range *r)
+{
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		kv_release(&r->kvs[i]);
+	}
+	free(r->kvs);
+	memset(r, 0, sizeof(*r));
+}
+
+void
+etcd_response_release(struct etcd_response *resp)
+{
+	for (size_t i = 0; i < resp->n_ranges; i++) {
+		range_release(&resp->ranges[i]);
+	}
+	free(resp->ranges);
+	for (size_t i = 0; i < resp->n_events; i++) {
+		kv_release(&resp->events[i].kv);
+	}
+	free(resp->events);
+	free(resp->error);
+	memset(resp, 0, sizeof(*resp));
+}
+
+static struct etcd_range *
+add_range(struct etcd_response *resp)
+{
+	resp->ranges = xrealloc(resp->ranges, (resp->n_ranges + 1) * sizeof(*resp->ranges));
+	memset(&resp->ranges[resp->n_ranges], 0, sizeof(*resp->ranges));
+	return &resp->ranges[resp->n_ranges++];
+}
+
+/* The fields of a successful answer. */
+static int
+decode_body(const json_t *o, struct etcd_response *resp)
+{
+	const json_t *header = json_object_get(o, "header"), *responses, *events;
+	const char *type_names[] = {"response_range", "response_put", "response_delete_range"};
+
+	if (header &&
+	    (!json_is_object(header) || get_i64(header, "revision", &resp->revision) < 0)) {
+		return -EBADMSG;
+	}
+	if (get_bool(o, "succeeded", &resp->succeeded) < 0 || get_i64(o, "ID", &resp->id) < 0 ||
+	    get_i64(o, "TTL", &resp->ttl) < 0 || get_bool(o, "created", &resp->created) < 0 ||
+	    get_bool(o, "canceled", &resp->canceled) < 0 ||
+	    get_i64(o, "compact_revision", &resp->compact_revision) < 0 ||
+	    get_i64(o, "watch_id", &resp->watch_id) < 0) {
+		return -EBADMSG;
+	}
+	if (json_object_get(o, "kvs") || json_object_get(o, "count") ||
+	    json_object_get(o, "deleted")) {
+		if (decode_range(o, add_range(resp)) < 0) {
+			return -EBADMSG;
+		}
+	}
+	responses = json_object_get(o, "responses");
+	if (responses && !json_is_null(responses)) {
+		if (!json_is_array(responses)) {
+			return -EBADMSG;
+		}
+		for (size_t i = 0; i < json_array_size(responses); i++) {
+			const json_t *r = json_array_get(responses, i), *inner = NULL;
+			struct etcd_range *rg = add_range(resp);
+
+			if (!json_is_object(r)) {
+				return -EBADMSG;
+			}
+			for (size_t t = 0; t < ARRAY_SIZE(type_names) && !inner; t++) {
+				inner = json_object_get(r, type_names[t]);
+			}
+			if (inner && decode_range(inner, rg) < 0) {
+				return -EBADMSG;
+			}
+		}
+	}
+	events = json_object_get(o, "events");
+	if (events && !json_is_null(events)) {
+		if (!json_is_array(events)) {
+			return -EBADMSG;
+		}
+		resp->events = xcalloc(json_array_size(events) + 1, sizeof(*resp->events));
+		for (size_t i = 0; i < json_array_size(events); i++) {
+			const json_t *e = json_array_get(events, i), *type;
+			struct etcd_event *ev = &resp->events[resp->n_events];
+
+			if (!json_is_object(e)) {
+				return -EBADMSG;
+			}
+			type = json_object_get(e, "type");
+			if (type && !json_is_null(type)) {
+				if (json_is_string(type)) {
+					ev->is_delete =
+						strcmp(json_string_value(type), "DELETE") == 0;
+				} else if (json_is_integer(type)) {
+					ev->is_delete = json_integer_value(type) == 1;
+				} else {
+					return -EBADMSG;
+				}
+			}
+			if (decode_kv(json_object_get(e, "kv"), &ev->kv) < 0) {
+				return -EBADMSG;
+			}
+			resp->n_events++;
+		}
+	}
+	return 0;
+}
+
+/* {"error":"...","message":"...","code":N} or, on streams,
+ * {"error":{"grpc_code":N,"http_code":N,"message":"...","http_status":"..."}}. */
+static void
+decode_error(const json_t *o, struct etcd_response *resp)
+{
+	const json_t *e = json_object_get(o, "error"), *m = json_object_get(o, "message"),
+		     *c = json_object_get(o, "code");
+
+	if (json_is_object(e)) {
+		m = json_object_get(e, "message");
+		c = json_object_get(e, "grpc_code");
+	}
+	if (json_is_string(m) && json_string_length(m) > 0) {
+		resp->error = xstrdup(json_string_value(m));
+	} else if (json_is_string(e) && json_string_length(e) > 0) {
+		resp->error = xstrdup(json_string_value(e));
+	}
+	if (json_is_integer(c)) {
+		resp->code = (int)json_integer_value(c);
+	}
+}
+
+int
+etcd_response_decode(int http_status, const char *body, size_t len, struct etcd_response *ret)
+{
+	json_t *root = NULL, *o;
+	int err = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	if (len > ETCD_MAX_BODY) {
+		ret->error = xstrdup("answer too large");
+		return -EBADMSG;
+	}
+	root = body && len > 0 ? json_loadb(body, len, 0, NULL) : NULL;
+	if (http_status != 200) {
+		if (json_is_object(root)) {
+			decode_error(root, ret);
+		}
+		if (!ret->error) {
+			ret->error = xasprintf("HTTP status %d", http_status);
+		}
+		json_decref(root);
+		switch (http_status) {
+		case 502:
+		case 503:
+		case 504:
+			/* Unavailable, or its deadline passed (no quorum). */
+			return -EAGAIN;
+		case 404:
+			return -ENOENT;
+		case 400:
+			return -EINVAL;
+		case 412:
+			return -EEXIST;
+		case 401:
+		case 403:
+			return -EACCES;
+		}
+		return -EPROTO;
+	}
+	if (!json_is_object(root)) {
+		json_decref(root);
+		ret->error = xstrdup("answer is not a JSON object");
+		return -EBADMSG;
+	}
+	if (json_object_get(root, "error")) {
+		decode_error(root, ret);
+		if (!ret->error) {
+			ret->error = xstrdup("error without a message");
+		}
+		json_decref(root);
+		return -EPROTO;
+	}
+	o = json_object_get(root, "result");
+	if (!o) {
+		o = root;
+	} else if (!json_is_object(o)) {
+		err = -EBADMSG;
+	}
+	if (err == 0) {
+		err = decode_body(o, ret);
+	}
+	json_decref(root);
+	if (err < 0) {
+		etcd_response_release(ret);
+		ret->error = xstrdup("malformed answer");
+	}
+	return err;
+}
+
+/* ---- the client --------------------------------------------------------- */
+
+struct endpoint {
+	char *host;
+	int port;
+	char *name; /* "host:port" */
+	struct evhttp_connection *evcon;
+};
+
+struct call {
+	struct etcd_client *cl;
+	struct call *next, *prev;
+	char *path;
+	char *body;
+	etcd_cb cb;
+	void *arg;
+	size_t ep; /* the endpoint of the try in flight */
+	unsigned tries;
+	struct event *retry;
+	char *last_err;
+};
+
+struct etcd_client {
+	struct event_base *base;
+	struct endpoint *eps;
+	size_t n_eps;
+	size_t cur;
+	struct call *calls; /* in flight */
+};
+
+static struct evhttp_connection *
+endpoint_conn(struct etcd_client *cl, struct endpoint *ep, int timeout)
+{
+	struct evhttp_connection *evcon =
+		evhttp_connection_base_new(cl->base, NULL, ep->host, (unsigned short)ep->port);
+
+	if (!evcon) {
+		return NULL;
+	}
+	evhttp_connection_set_timeout(evcon, timeout);
+	evhttp_connection_set_retries(evcon, 0);
+	if (strcmp(ep->host, "localhost") == 0) {
+		evhttp_connection_set_family(evcon, AF_INET);
+	}
+	return evcon;
+}
+
+struct etcd_client *
+etcd_client_new(struct event_base *base, const char *endpoints, char **reterr)
+{
+	struct etcd_client *cl = xcalloc(1, sizeof(*cl));
+	char *list = xstrdup(endpoints ? endpoints : ""), *save = NULL, *tok;
+
+	cl->base = base;
+	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		struct endpoint ep = {0};
+		char *t = tok;
+
+		while (*t == ' ') {
+			t++;
+		}
+		if (strncmp(t, "http://", 7) == 0) {
+			t += 7;
+		}
+		if (t[0] && t[strlen(t) - 1] == '/') {
+			t[strlen(t) - 1] = '\0';
+		}
+		if (strncmp(t, "https://", 8) == 0 ||
+		    rdzv_parse_endpoint(t, ETCD_DEFAULT_PORT, &ep.host, &ep.port) < 0 ||
+		    ep.port == 0) {
+			*reterr = xasprintf("--rdzv-endpoint: invalid etcd endpoint '%s': expected "
+					    "HOST[:PORT] (plain http; TLS is not supported)",
+					    tok);
+			free(list);
+			etcd_client_free(cl);
+			return NULL;
+		}
+		ep.name = strchr(ep.host, ':') ? xasprintf("[%s]:%d", ep.host, ep.port)
+					       : xasprintf("%s:%d", ep.host, ep.port);
+		cl->eps = xrealloc(cl->eps, (cl->n_eps + 1) * sizeof(*cl->eps));
+		cl->eps[cl->n_eps++] = ep;
+	}
+	free(list);
+	if (cl->n_eps == 0) {
+		*reterr = xstrdup("--rdzv-endpoint: the etcd backend needs at least one endpoint "
+				  "(HOST[:PORT],...)");
+		etcd_client_free(cl);
+		return NULL;
+	}
+	return cl;
+}
+
+const char *
+etcd_client_endpoint(const struct etcd_client *cl)
+{
+	return cl->eps[cl->cur].name;
+}
+
+static void
+call_free(struct call *c)
+{
+	struct etcd_client *cl = c->cl;
+
+	if (c->prev) {
+		c->prev->next = c->next;
+	} else {
+		cl->calls = c->next;
+	}
+	if (c->next) {
+		c->next->prev = c->prev;
+	}
+	if (c->retry) {
+		event_free(c->retry);
+	}
+	free(c->path);
+	free(c->body);
+	free(c->last_err);
+	free(c);
+}
+
+static void call_send(struct call *c);
+
+static void
+call_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	call_send(arg);
+}
+
+/* This try failed for a reason another member may not have. */
+static void
+call_failover(struct call *c, char *why)
+{
+	struct etcd_client *cl = c->cl;
+
+	free(c->last_err);
+	c->last_err = why;
+	if (c->tries >= 2 * cl->n_eps) {
+		char *msg = xasprintf("etcd at %s: %s", cl->eps[c->ep].name, why);
+		struct etcd_response none = {0};
+
+		c->cb(-EHOSTUNREACH, &none, msg, c->arg);
+		free(msg);
+		call_free(c);
+		return;
+	}
+	if (cl->cur == c->ep) {
+		cl->cur = (cl->cur + 1) % cl->n_eps;
+	}
+	/* A short pause once every member was tried. */
+	if (!c->retry) {
+		c->retry = evtimer_new(cl->base, call_retry_cb, c);
+	}
+	struct timeval tv = {0, c->tries % cl->n_eps == 0 ? 200000 : 0};
+
+	evtimer_add(c->retry, &tv);
+}
+
+static void
+call_done_cb(struct evhttp_request *req, void *arg)
+{
+	struct call *c = arg;
+	struct etcd_response resp;
+	int code = req ? evhttp_request_get_response_code(req) : 0;
+	struct evbuffer *in;
+	int err;
+	char *msg;
+
+	if (code == 0) {
+		call_failover(c, xstrdup("cannot connect or no answer"));
+		return;
+	}
+	in = evhttp_request_get_input_buffer(req);
+	err = etcd_response_decode(code, (const char *)evbuffer_pullup(in, -1),
+				   evbuffer_get_length(in), &resp);
+	if (err == -EAGAIN) {
+		call_failover(c, xasprintf("unavailable (%s)", resp.error));
+		etcd_response_release(&resp);
+		return;
+	}
+	msg = err < 0 ? xasprintf("etcd at %s: %s %s", c->cl->eps[c->ep].name, c->path,
+				  resp.error ? resp.error : strerror(-err))
+		      : NULL;
+	c->cb(err, &resp, msg, c->arg);
+	free(msg);
+	etcd_response_release(&resp);
+	call_free(c);
+}
+
+static void
+call_send(struct call *c)
+{
+	struct etcd_client *cl = c->cl;
+	struct endpoint *ep;
+	struct evhttp_request *req;
+	struct evkeyvalq *h;
+
+	c->ep = cl->cur;
+	c->tries++;
+	ep = &cl->eps[c->ep];
+	if (!ep->evcon) {
+		ep->evcon = endpoint_conn(cl, ep, ETCD_CALL_TIMEOUT);
+	}
+	req = ep->evcon ? evhttp_request_new(call_done_cb, c) : NULL;
+	if (!req) {
+		call_failover(c, xstrdup("cannot create a connection"));
+		return;
+	}
+	h = evhttp_request_get_output_headers(req);
+	evhttp_add_header(h, "Host", ep->name);
+	evhttp_add_header(h, "Content-Type", "application/json");
+	evbuffer_add(evhttp_request_get_output_buffer(req), c->body, strlen(c->body));
+	if (evhttp_make_request(ep->evcon, req, EVHTTP_REQ_POST, c->path) < 0) {
+		/* libevent freed req. */
+		call_failover(c, xstrdup("cannot send the request"));
+	}
+}
+
+int
+etcd_client_call(struct etcd_client *cl, const char *path, const char *body, etcd_cb cb, void *arg)
+{
+	struct call *c = xcalloc(1, sizeof(*c));
+	struct timeval now = {0, 0};
+
+	c->cl = cl;
+	c->path = xstrdup(path);
+	c->body = xstrdup(body);
+	c->cb = cb;
+	c->arg = arg;
+	c->next = cl->calls;
+	if (cl->calls) {
+		cl->calls->prev = c;
+	}
+	cl->calls = c;
+	/* Send from the loop: never call back from inside this function. */
+	c->retry = evtimer_new(cl->base, call_retry_cb, c);
+	if (!c->retry) {
+		call_free(c);
+		return -ENOMEM;
+	}
+	evtimer_add(c->retry, &now);
+	return 0;
+}
+
+void
+etcd_client_cancel_all(struct etcd_client *cl)
+{
+	/* Freeing a connection frees its queued requests without callbacks. */
+	for (size_t i = 0; i < cl->n_eps; i++) {
+		if (cl->eps[i].evcon) {
+			evhttp_connection_free(cl->eps[i].evcon);
+			cl->eps[i].evcon = NULL;
+		}
+	}
+	while (cl->calls) {
+		call_free(cl->calls);
+	}
+}
+
+void
+etcd_client_free(struct etcd_client *cl)
+{
+	if (!cl) {
+		return;
+	}
+	etcd_client_cancel_all(cl);
+	for (size_t i = 0; i < cl->n_eps; i++) {
+		free(cl->eps[i].host);
+		free(cl->eps[i].name);
+	}
+	free(cl->eps);
+	free(cl);
+}
+
+/* ---- watch streams ------------------------------------------------------ */
+
+struct etcd_watch {
+	struct etcd_client *cl;
+	char *key;
+	char *range_end;
+	int64_t start;    /* the first start revision */
+	int64_t last_rev; /* everything up to it was delivered */
+	etcd_watch_cb cb;
+	void *arg;
+	size_t ep;
+	struct evhttp_connection *evcon;
+	struct evhttp_request *req; /* in flight */
+	struct evbuffer *buf;
+	struct event *timer;
+	bool failed;      /* the last stream ended with an error: next endpoint */
+	bool reset;       /* report the next batch with reset */
+	unsigned n_fails; /* in a row */
+};
+
+static void watch_send(struct etcd_watch *w);
+
+static void
+watch_line(struct etcd_watch *w, const char *line, size_t len)
+{
+	struct etcd_response resp;
+	int err = etcd_response_decode(200, line, len, &resp);
+
+	if (err < 0) {
+		char *msg = xasprintf("etcd watch at %s: %s", w->cl->eps[w->ep].name,
+				      resp.error ? resp.error : strerror(-err));
+
+		w->cb(err, NULL, false, msg, w->arg);
+		free(msg);
+		etcd_response_release(&resp);
+		return;
+	}
+	w->n_fails = 0;
+	if (resp.canceled) {
+		/* The start revision was compacted: restart from now, and tell the
+		 * owner to re-read. */
+		w->last_rev = 0;
+		w->start = 0;
+		w->reset = true;
+		etcd_response_release(&resp);
+		return;
+	}
+	if (resp.n_events > 0) {
+		for (size_t i = 0; i < resp.n_events; i++) {
+			if (resp.events[i].kv.mod_revision > w->last_rev) {
+				w->last_rev = resp.events[i].kv.mod_revision;
+			}
+		}
+	} else if (resp.revision > w->last_rev && (resp.created || w->last_rev > 0)) {
+		/* Created or a progress notification: all up to it was sent. */
+		w->last_rev = resp.revision;
+	}
+	if (resp.n_events > 0 || w->reset) {
+		bool reset = w->reset;
+
+		w->reset = false;
+		w->cb(0, &resp, reset, NULL, w->arg);
+	}
+	etcd_response_release(&resp);
+}
+
+static void
+watch_chunk_cb(struct evhttp_request *req, void *arg)
+{
+	struct etcd_watch *w = arg;
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	char *line;
+	size_t n;
+
+	/* libevent drains its buffer after this callback: keep our own. */
+	evbuffer_add_buffer(w->buf, in);
+	while ((line = evbuffer_readln(w->buf, &n, EVBUFFER_EOL_LF)) != NULL) {
+		if (n > 0) {
+			watch_line(w, line, n);
+		}
+		free(line);
+	}
+}
+
+static void
+watch_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcd_watch *w = arg;
+
+	if (w->failed && w->evcon) {
+		/* Not from inside the connection's own callback. */
+		evhttp_connection_free(w->evcon);
+		w->evcon = NULL;
+		w->ep = (w->ep + 1) % w->cl->n_eps;
+	}
+	watch_send(w);
+}
+
+static void
+watch_done_cb(struct evhttp_request *req, void *arg)
+{
+	struct etcd_watch *w = arg;
+	int code = req ? evhttp_request_get_response_code(req) : 0;
+	struct timeval tv = {0, 100000};
+
+	w->req = NULL;
+	evbuffer_drain(w->buf, evbuffer_get_length(w->buf));
+	w->failed = code != 200;
+	if (w->failed) {
+		w->n_fails++;
+		if (w->n_fails >= w->cl->n_eps) {
+			/* Every member failed in a row: back off, up to 2 s. */
+			unsigned ms = 100 * (w->n_fails / (unsigned)w->cl->n_eps);
+
+			ms = ms > 2000 ? 2000 : ms;
+			tv.tv_sec = ms / 1000;
+			tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+		}
+		if (w->n_fails == 2 * w->cl->n_eps) {
+			char *msg = xasprintf("etcd watch at %s: %s", w->cl->eps[w->ep].name,
+					      code ? "unexpected HTTP status" : "connection lost");
+
+			w->cb(-EHOSTUNREACH, NULL, false, msg, w->arg);
+			free(msg);
+		}
+	}
+	evtimer_add(w->timer, &tv);
+}
+
+static void
+watch_send(struct etcd_watch *w)
+{
+	struct endpoint *ep = &w->cl->eps[w->ep];
+	struct evhttp_request *req;
+	struct evkeyvalq *h;
+	char *body;
+	struct timeval tv = {0, 500000};
+
+	if (!w->evcon) {
+		w->evcon = endpoint_conn(w->cl, ep, ETCD_WATCH_TIMEOUT);
+	}
+	req = w->evcon ? evhttp_request_new(watch_done_cb, w) : NULL;
+	if (!req) {
+		w->failed = true;
+		evtimer_add(w->timer, &tv);
+		return;
+	}
+	evhttp_request_set_chunked_cb(req, watch_chunk_cb);
+	h = evhttp_request_get_output_headers(req);
+	evhttp_add_header(h, "Host", ep->name);
+	evhttp_add_header(h, "Content-Type", "application/json");
+	body = etcd_encode_watch(w->key, w->range_end,
+				 w->last_rev > 0 ? w->last_rev + 1 : w->start);
+	evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
+	free(body);
+	if (evhttp_make_request(w->evcon, req, EVHTTP_REQ_POST, "/v3/watch") < 0) {
+		w->failed = true;
+		evtimer_add(w->timer, &tv);
+		return;
+	}
+	w->req = req;
+}
+
+struct etcd_watch *
+etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,
+	       int64_t start_revision, etcd_watch_cb cb, void *arg)
+{
+	struct etcd_watch *w = xcalloc(1, sizeof(*w));
+
+	w->cl = cl;
+	w->key = xstrdup(key);
+	w->range_end = range_end ? xstrdup(range_end) : NULL;
+	w->start = start_revision;
+	w->last_rev = start_revision > 0 ? start_revision - 1 : 0;
+	w->cb = cb;
+	w->arg = arg;
+	w->ep = cl->cur;
+	w->buf = evbuffer_new();
+	w->timer = evtimer_new(cl->base, watch_timer_cb, w);
+	watch_send(w);
+	return w;
+}
+
+void
+etcd_watch_follow(struct etcd_watch *w)
+{
+	if (!w || w->ep == w->cl->cur) {
+		return;
+	}
+	/* Never called from inside this watch's own connection callbacks. */
+	if (w->evcon) {
+		evhttp_connection_free(w->evcon);
+		w->evcon = NULL;
+	}
+	w->req = NULL;
+	evtimer_del(w->timer);
+	evbuffer_drain(w->buf, evbuffer_get_length(w->buf));
+	w->ep = w->cl->cur;
+	w->failed = false;
+	watch_send(w);
+}
+
+void
+etcd_watch_free(struct etcd_watch *w)
+{
+	if (!w) {
+		return;
+	}
+	if (w->evcon) {
+		evhttp_connection_free(w->evcon);
+	}
+	event_free(w->timer);
+	evbuffer_free(w->buf);
+	free(w->key);
+	free(w->range_end);
+	free(w);
+}

@@ -1,0 +1,192 @@
+/* etcd_client.h — a client of etcd 3.4's v3 JSON gateway (tech-notes §4) on the
+ * libevent loop: unary calls (/v3/kv/range, put, deleterange, txn,
+ * /v3/lease/grant, keepalive, revoke) with fail-over across the endpoints on
+ * connection errors and 503, and watch streams (/v3/watch) that reconnect and
+ * resume from the last revision seen.
+ *
+ * Two layers: pure request encoding and response decoding (etcd_encode_*,
+ * etcd_response_decode; no I/O, unit-tested and fuzzed), and the evhttp part
+ * (etcd_client_*, etcd_watch_*). Keys and values are base64 in JSON; int64s go
+ * out as strings and are read from strings or numbers; fields that are zero
+ * are absent in answers and read as zero. Plain HTTP only: no auth, no TLS. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct etcd_client;
+struct etcd_watch;
+
+/* Upper bound on a decoded key or value, and on a response body. */
+#define ETCD_MAX_BODY (64u << 20)
+
+/* ---- pure part ---------------------------------------------------------- */
+
+/* Standard base64 with padding. Returns a malloc'd NUL-terminated string. */
+char *etcd_b64_encode(const void *data, size_t len);
+
+/* Decode standard base64 (padding optional). Returns 0 with *ret (malloc'd,
+ * NUL-terminated for convenience, *ret_len bytes before the NUL) or -EINVAL. */
+int etcd_b64_decode(const char *s, size_t slen, char **ret, size_t *ret_len);
+
+/* The range_end that selects every key starting with prefix (last byte + 1,
+ * trailing 0xff bytes dropped; "\0" = every key when none is left).
+ * Returns a malloc'd string of *ret_len bytes (NUL-terminated). */
+char *etcd_prefix_end(const char *prefix, size_t len, size_t *ret_len);
+
+enum etcd_op_kind {
+	ETCD_OP_RANGE,
+	ETCD_OP_PUT,
+	ETCD_OP_DELETE,
+};
+
+/* One request of a txn, or the body of a unary call. Keys are NUL-terminated;
+ * range_end NULL means "this key only". */
+struct etcd_op {
+	enum etcd_op_kind kind;
+	const char *key;
+	const char *range_end;
+	const void *value; /* PUT */
+	size_t value_len;
+	int64_t lease;  /* PUT: 0 for none */
+	bool keys_only; /* RANGE */
+};
+
+enum etcd_cmp_target {
+	ETCD_CMP_CREATE, /* create_revision */
+	ETCD_CMP_MOD,    /* mod_revision */
+};
+
+/* "target of key EQUAL revision". */
+struct etcd_cmp {
+	const char *key;
+	enum etcd_cmp_target target;
+	int64_t revision;
+};
+
+/* JSON bodies, malloc'd NUL-terminated strings. */
+char *etcd_encode_op(const struct etcd_op *op);
+char *etcd_encode_txn(const struct etcd_cmp *cmp, size_t n_cmp, const struct etcd_op *success,
+		      size_t n_success, const struct etcd_op *failure, size_t n_failure);
+char *etcd_encode_lease_grant(int64_t ttl_sec);
+/* {"ID":"<id>"}: lease keepalive, revoke. */
+char *etcd_encode_lease_id(int64_t id);
+/* {"create_request":{...,"progress_notify":true}}; start_revision 0: now. */
+char *etcd_encode_watch(const char *key, const char *range_end, int64_t start_revision);
+
+/* A key-value pair of an answer. */
+struct etcd_kv {
+	char *key; /* NUL-terminated after key_len bytes */
+	size_t key_len;
+	char *value; /* NUL-terminated after value_len bytes */
+	size_t value_len;
+	int64_t create_revision;
+	int64_t mod_revision;
+	int64_t version;
+	int64_t lease;
+};
+
+/* The kvs of a range (or of one range inside a txn). */
+struct etcd_range {
+	struct etcd_kv *kvs;
+	size_t n_kvs;
+	int64_t count;
+	int64_t deleted; /* response_delete_range */
+};
+
+struct etcd_event {
+	bool is_delete; /* "type":"DELETE"; absent = PUT */
+	struct etcd_kv kv;
+};
+
+/* Any answer of the gateway, unwrapped from {"result":...} when so wrapped
+ * (watch and keepalive lines). Missing fields are zero. */
+struct etcd_response {
+	int64_t revision; /* header.revision */
+	/* range: ranges[0]; txn: one entry per element of "responses"
+	 * (empty for puts); deleterange: ranges[0].deleted. */
+	struct etcd_range *ranges;
+	size_t n_ranges;
+	bool succeeded; /* txn */
+	int64_t id;     /* lease ID */
+	int64_t ttl;    /* lease TTL; <= 0 on keepalive: the lease is gone */
+	/* watch */
+	bool created;
+	bool canceled;
+	int64_t compact_revision;
+	int64_t watch_id;
+	struct etcd_event *events;
+	size_t n_events;
+	/* errors: message and gRPC code of an error body */
+	char *error;
+	int code;
+};
+
+/* Decode one answer: http_status of the reply (200 for a stream line) and its
+ * body. Returns 0, or:
+ *   -EAGAIN  503, 502, 504 (etcd unavailable or its deadline passed, e.g.
+ *            no quorum: retry, maybe elsewhere)
+ *   -ENOENT  404 (e.g. "requested lease not found")
+ *   -EINVAL  400 (bad request: a bug on our side)
+ *   -EEXIST  412
+ *   -EACCES  401/403 (auth, which elasticd does not do)
+ *   -EPROTO  any other non-200 status, or an {"error":...} line on 200
+ *   -EBADMSG a 200 body that is not a valid answer (not JSON, wrong types,
+ *            bad base64, malformed int64)
+ * On errors ret->error holds the best message found (malloc'd). Always
+ * release *ret with etcd_response_release. */
+int etcd_response_decode(int http_status, const char *body, size_t len, struct etcd_response *ret);
+/* Free the members of *resp and zero it (a zeroed one is fine too). */
+void etcd_response_release(struct etcd_response *resp);
+
+/* ---- the client --------------------------------------------------------- */
+
+/* Completion of a unary call: err 0 with resp, or -errno with a message
+ * naming the endpoint (resp may hold the decoded error). Never called from
+ * inside etcd_client_call. */
+typedef void (*etcd_cb)(int err, const struct etcd_response *resp, const char *errmsg, void *arg);
+
+/* A client of the cluster whose members are listed in endpoints
+ * ("host[:port],..." port 2379 by default; numeric addresses avoid blocking
+ * name lookups). Connects lazily. Returns NULL with *reterr (malloc'd) when
+ * the list is malformed. */
+struct etcd_client *etcd_client_new(struct event_base *base, const char *endpoints, char **reterr);
+
+/* POST body (JSON, copied) to path ("/v3/kv/txn", ...). On a connection
+ * error, a timeout (timeout_sec per try) or 503 the call moves to the next
+ * endpoint, trying each at most twice. Returns 0 (cb will run) or -ENOMEM. */
+int etcd_client_call(struct etcd_client *cl, const char *path, const char *body, etcd_cb cb,
+		     void *arg);
+
+/* Drop every call in flight without calling back (for the owner's free). */
+void etcd_client_cancel_all(struct etcd_client *cl);
+
+/* "host:port" of the endpoint now in use. Static storage of cl. */
+const char *etcd_client_endpoint(const struct etcd_client *cl);
+
+/* Drop the calls in flight (no callbacks) and free cl; NULL is fine. Not
+ * from inside one of cl's callbacks. */
+void etcd_client_free(struct etcd_client *cl);
+
+/* A watch event batch: resp holds the events (and header revision); err < 0
+ * only for a stream error the watch reports (it keeps reconnecting), with
+ * resp NULL. reset is true when events may have been missed (the start
+ * revision was compacted): re-read everything. */
+typedef void (*etcd_watch_cb)(int err, const struct etcd_response *resp, bool reset,
+			      const char *errmsg, void *arg);
+
+/* Watch key (with range_end for a prefix) from start_revision (0: now) on a
+ * connection of its own; after any drop it reconnects (next endpoint on
+ * errors) and resumes from the last revision seen + 1. */
+struct etcd_watch *etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,
+				  int64_t start_revision, etcd_watch_cb cb, void *arg);
+/* Move the watch to the endpoint the client's unary calls now use, when it
+ * differs (a member that lost quorum may keep a stream open and silent);
+ * resumes from the last revision seen + 1. Not from inside a watch_cb. */
+void etcd_watch_follow(struct etcd_watch *w);
+
+/* Close the stream and free w (no more callbacks); NULL is fine. Free the
+ * watches before their client. Not from inside w's own callback. */
+void etcd_watch_free(struct etcd_watch *w);

@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""Several real elasticd processes forming one job through the etcd (v3)
+rendezvous backend, against real etcd members (Debian's etcd-server) started
+by the test on loopback ports with their data in a temp dir: completion, the
+keys cleaned up and a reused run id, min:max with a late joiner, a SIGKILLed
+agent whose lease expires, etcd unreachable, and a 3-member cluster losing a
+member during the rendezvous."""
+
+import base64
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lib  # noqa: E402
+from etcd_cluster import Etcd, free_port  # noqa: E402
+
+DUMP = r"""
+d="$1"; shift
+f="$d/w_${TORCHELASTIC_RUN_ID}_$$"
+printf '%s\n' "RANK=$RANK" "LOCAL_RANK=$LOCAL_RANK" "WORLD_SIZE=$WORLD_SIZE" \
+  "GROUP_RANK=$GROUP_RANK" "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE" \
+  "MASTER_ADDR=$MASTER_ADDR" "MASTER_PORT=$MASTER_PORT" \
+  "TORCHELASTIC_USE_AGENT_STORE=$TORCHELASTIC_USE_AGENT_STORE" \
+  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "AGENT_PID=$PPID" > "$f.tmp"
+mv "$f.tmp" "$f"
+exec /bin/sh -c "$@"
+"""
+
+# Lease TTL 3 s (keep_alive_interval * keep_alive_max_attempt).
+FAST = "keep_alive_interval=1,keep_alive_max_attempt=3,last_call_timeout=0.5"
+
+
+class EtcdTest(lib.ElasticdTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.etcd = None
+        self.dumps = self.path("dumps")
+        os.makedirs(self.dumps)
+        self.script = self.write_sh("dump.sh", DUMP)
+
+    def tearDown(self):
+        super().tearDown()
+        if self.etcd:
+            self.etcd.stop()
+
+    def start_etcd(self, n=1):
+        self.etcd = Etcd(n)
+        return self.etcd
+
+    def agent(self, nnodes, body="exit 0", conf=FAST, endpoint=None, run_id="job", extra=()):
+        args = ["--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "etcd",
+                "--rdzv-endpoint", endpoint or self.etcd.endpoints, "--rdzv-id", run_id,
+                "--monitor-interval", "0.1"]
+        if conf:
+            args += ["--rdzv-conf", conf]
+        args += list(extra) + ["--no-python", self.script, self.dumps, body]
+        return self.start(*args)
+
+    def worker_dumps(self):
+        out = []
+        for name in sorted(os.listdir(self.dumps)):
+            if name.endswith(".tmp"):
+                continue
+            with open(os.path.join(self.dumps, name)) as f:
+                out.append(dict(line.strip().split("=", 1) for line in f if "=" in line))
+        return out
+
+    def wait_dumps(self, n, timeout=60, pred=None):
+        def ready():
+            d = self.worker_dumps()
+            if pred:
+                d = [x for x in d if pred(x)]
+            return d if len(d) >= n else None
+        got = lib.wait_until(ready, timeout)
+        self.assertIsNotNone(got, "only %r" % self.worker_dumps())
+        return got
+
+    def wait_all(self, agents, timeout=90):
+        return [a.wait(timeout) for a in agents]
+
+    def check_world(self, dumps, world):
+        self.assertEqual(sorted(int(d["RANK"]) for d in dumps), list(range(world)))
+        for d in dumps:
+            self.assertEqual(d["WORLD_SIZE"], str(world))
+            self.assertEqual(d["GROUP_WORLD_SIZE"], str(world))
+            self.assertEqual(d["TORCHELASTIC_USE_AGENT_STORE"], "False")
+        self.assertEqual(len({(d["MASTER_ADDR"], d["MASTER_PORT"]) for d in dumps}), 1)
+
+    # -- cases, in priority order ----------------------------------------------
+
+    def test_two_agents_single_member(self):
+        self.start_etcd(1)
+        a = [self.agent("2") for _ in range(2)]
+        for r in self.wait_all(a):
+            self.assertRc(r, 0)
+        self.check_world(self.worker_dumps(), 2)
+        # The last one out removed the run's keys.
+        self.assertTrue(lib.wait_until(lambda: self.etcd.keys("/elasticd/") == [], 10),
+                        self.etcd.keys("/elasticd/"))
+        # The same run id again starts clean.
+        shutil.rmtree(self.dumps)
+        os.makedirs(self.dumps)
+        a = [self.agent("2") for _ in range(2)]
+        for r in self.wait_all(a):
+            self.assertRc(r, 0)
+        self.check_world(self.worker_dumps(), 2)
+
+    def test_stale_closed_run_is_cleaned(self):
+        self.start_etcd(1)
+        # A job whose agents all died after closing: write a closed state by hand.
+        closed = b"elasticd-rdzv 1 3 1 0 1 -1\n"
+        body = json.dumps({"key": base64.b64encode(b"/p/job/state").decode(),
+                           "value": base64.b64encode(closed).decode()}).encode()
+        req = urllib.request.Request(
+            "http://127.0.0.1:%d/v3/kv/put" % self.etcd.members[0]["client"], data=body,
+            method="POST")
+        urllib.request.urlopen(req, timeout=10).read()
+        a = [self.agent("2", conf=FAST + ",etcd_prefix=/p") for _ in range(2)]
+        results = self.wait_all(a)
+        for r in results:
+            self.assertRc(r, 0)
+        self.check_world(self.worker_dumps(), 2)
+        self.assertTrue(any("earlier job" in r.err for r in results), results)
+        self.assertEqual(self.etcd.keys("/p/"), [])
+
+    def test_min_max_late_joiner(self):
+        self.start_etcd(1)
+        body = 'if [ "$WORLD_SIZE" = 3 ]; then exit 0; fi; sleep 60'
+        a = [self.agent("2:3", body=body) for _ in range(2)]
+        self.wait_dumps(2, pred=lambda d: d["WORLD_SIZE"] == "2")
+        t = time.monotonic()
+        a.append(self.agent("2:3", body=body))
+        results = self.wait_all(a)
+        for r in results:
+            self.assertRc(r, 0)
+        self.assertLess(time.monotonic() - t, 30)
+        three = [d for d in self.worker_dumps() if d["WORLD_SIZE"] == "3"]
+        self.check_world(three, 3)
+        self.assertEqual({d["TORCHELASTIC_RESTART_COUNT"] for d in three}, {"0"})
+
+    def test_killed_agent_lease_expires_and_the_rest_reform(self):
+        self.start_etcd(1)
+        body = 'if [ "$WORLD_SIZE" = 2 ]; then exit 0; fi; sleep 60'
+        a = [self.agent("2:3", body=body) for _ in range(3)]
+        self.wait_dumps(3, pred=lambda d: d["WORLD_SIZE"] == "3")
+        victim = a[2]
+        t = time.monotonic()
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
+        results = self.wait_all(a[:2])
+        for r in results:
+            self.assertRc(r, 0)
+        self.assertLess(time.monotonic() - t, 40)
+        two = [d for d in self.worker_dumps() if d["WORLD_SIZE"] == "2"]
+        self.check_world(two, 2)
+        self.assertNotIn(str(victim.pid), {d["AGENT_PID"] for d in two})
+
+    def test_etcd_unreachable_clear_error(self):
+        port = free_port()
+        t = time.monotonic()
+        a = self.agent("2", endpoint="127.0.0.1:%d" % port, conf=FAST + ",join_timeout=6")
+        self.assertTrue(a.wait_stderr("cannot reach etcd", timeout=6), a.stderr_text())
+        self.assertLess(time.monotonic() - t, 6)
+        r = a.wait(60)
+        self.assertNotEqual(r.rc, 0)
+        self.assertIn("127.0.0.1:%d" % port, r.err)
+        self.assertIn("join timeout", r.err)
+        self.assertLess(time.monotonic() - t, 40)
+
+    def test_three_members_one_killed_during_rendezvous(self):
+        self.start_etcd(3)
+        body = "exit 0"
+        first = self.agent("2", body=body)
+        # The first agent is in: kill the member it talks to first.
+        time.sleep(1.0)
+        self.etcd.kill(0)
+        second = self.agent("2", body=body)
+        for r in self.wait_all([first, second]):
+            self.assertRc(r, 0)
+        self.check_world(self.worker_dumps(), 2)
+
+    def test_lost_quorum_clear_error_at_join_timeout(self):
+        self.start_etcd(3)
+        self.etcd.kill(1)
+        self.etcd.kill(2)
+        t = time.monotonic()
+        r = self.agent("2", conf=FAST + ",join_timeout=8").wait(60)
+        self.assertNotEqual(r.rc, 0)
+        self.assertIn("cannot reach etcd", r.err)
+        self.assertIn("join timeout of 8 s", r.err)
+        self.assertLess(time.monotonic() - t, 25)
+
+    def test_bad_endpoint(self):
+        r = self.run_elasticd("--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                              "https://127.0.0.1:2379", "--no-python", "/bin/true")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("TLS", r.err)
+
+
+if __name__ == "__main__":
+    lib.main()
