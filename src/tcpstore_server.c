@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tcpstore_proto.h"
@@ -803,7 +805,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 /* ---- the listener ------------------------------------------------------ */
 
 static int
-listen_fd(const char *host, int port, int *ret_port, char **reterr)
+listen_fd_once(const char *host, int port, int *ret_port, bool *ret_raced, char **reterr)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -841,9 +843,16 @@ listen_fd(const char *host, int port, int *ret_port, char **reterr)
 			/* Dual-stack: 1.13 clients come in through v4-mapped addresses. */
 			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 		}
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0 ||
-		    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
 			err = -errno;
+			close(fd);
+			continue;
+		}
+		if (listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+			err = -errno;
+			/* Bound, yet the port is taken at listen: another process bound it
+			 * (SO_REUSEADDR) at the same moment, and then both listens can fail. */
+			*ret_raced |= err == -EADDRINUSE;
 			close(fd);
 			continue;
 		}
@@ -857,6 +866,33 @@ listen_fd(const char *host, int port, int *ret_port, char **reterr)
 	*reterr = xasprintf("cannot listen on %s port %d: %s", any ? "every address" : host, port,
 			    strerror(-err));
 	return err;
+}
+
+/* listen_fd_once, again while it lost a bind race: two agents that start
+ * together on the endpoint host may both bind (SO_REUSEADDR) and then both fail
+ * to listen, leaving nobody to host the store. A short random pause breaks the
+ * tie (start-up only; at most ~0.1 s), after which one listens and the other
+ * sees EADDRINUSE at bind and becomes a client. */
+static int
+listen_fd(const char *host, int port, int *ret_port, char **reterr)
+{
+	for (int attempt = 0;; attempt++) {
+		bool raced = false;
+		int fd = listen_fd_once(host, port, ret_port, &raced, reterr);
+		struct timespec pause = {0, 0};
+		unsigned rnd = 0;
+
+		if (fd >= 0 || !raced || attempt == 20) {
+			return fd;
+		}
+		free(*reterr);
+		*reterr = NULL;
+		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+			rnd = (unsigned)now_usec();
+		}
+		pause.tv_nsec = (long)(1000000 + rnd % 4000000);
+		nanosleep(&pause, NULL);
+	}
 }
 
 struct tcpstore_server *
