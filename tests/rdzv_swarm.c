@@ -51,8 +51,7 @@ main(int argc, char **argv)
 	char nn[32];
 	const char *conf = argc > 3 ? argv[3] : "is_host=false,join_timeout=120";
 	/* RDZV_SWARM_BACKEND=etcd: the etcd backend, HOST:PORT,... its members. */
-	const char *backend =
-		getenv("RDZV_SWARM_BACKEND") ? getenv("RDZV_SWARM_BACKEND") : "c10d";
+	const char *backend = getenv("RDZV_SWARM_BACKEND") ? getenv("RDZV_SWARM_BACKEND") : "c10d";
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: rdzv_swarm N HOST:PORT [RDZV_CONF [RUN_ID]]\n");
@@ -61,11 +60,20 @@ main(int argc, char **argv)
 	n_total = atoi(argv[1]);
 	snprintf(nn, sizeof(nn), "%d", n_total);
 	{
-		char *args[] = {"elasticd",       "--nnodes",   nn,
-				"--rdzv-backend", (char *)backend, "--rdzv-endpoint",
-				argv[2],          "--rdzv-id",  argc > 4 ? argv[4] : "swarm",
-				"--rdzv-conf",    (char *)conf, "--no-python",
-				"true",           NULL};
+		char *args[] = {"elasticd",
+				"--nnodes",
+				nn,
+				"--rdzv-backend",
+				(char *)backend,
+				"--rdzv-endpoint",
+				argv[2],
+				"--rdzv-id",
+				argc > 4 ? argv[4] : "swarm",
+				"--rdzv-conf",
+				(char *)conf,
+				"--no-python",
+				"true",
+				NULL};
 
 		if (config_parse(&cfg, ARRAY_SIZE(args) - 1, args, NULL, &err) != CONFIG_RUN) {
 			fprintf(stderr, "rdzv_swarm: %s\n", err ? err : "bad config");
