@@ -1359,11 +1359,15 @@ ctl_free(struct ctl *c)
 		evhttp_send_reply_end(call->req);
 		call_free(call);
 	}
-	/* Forwarded requests still waiting for a worker: 503. */
+	/* Forwarded requests still waiting for a worker: 503, unless what the
+	 * worker already sent settles them. */
 	for (size_t fd = 0; fd < c->n_slots; fd++) {
 		struct ctl_conn *conn = c->conns[fd];
 		struct ctl_call *call = conn ? conn->call : NULL;
 
+		if (call && call->cancel == proxy_cancel && ctl_proxy_settle(call->op)) {
+			continue; /* its worker already answered or hung up: that reply */
+		}
 		if (call) {
 			struct evbuffer *b = evbuffer_new();
 

@@ -475,6 +475,31 @@ ctl_proxy_start(struct event_base *base, const char *socket_path, const char *me
 	return p;
 }
 
+bool
+ctl_proxy_settle(struct ctl_proxy *p)
+{
+	if (!p->complete && !p->err && p->bev) {
+		struct evbuffer *in = bufferevent_get_input(p->bev);
+		evutil_socket_t fd = bufferevent_getfd(p->bev);
+		int n;
+
+		while ((n = evbuffer_read(in, fd, -1)) > 0) {
+		}
+		if (evbuffer_get_length(in) > 0) {
+			proxy_read_cb(p->bev, p);
+		}
+		if (n == 0 && !p->complete && !p->err) {
+			proxy_parse(p, true);
+		}
+	}
+	if (!p->complete && !p->err) {
+		return false;
+	}
+	event_del(p->finish_ev);
+	finish_cb(-1, 0, p);
+	return true;
+}
+
 void
 ctl_proxy_cancel(struct ctl_proxy *p)
 {

@@ -59,6 +59,13 @@ struct ctl_proxy *ctl_proxy_start(struct event_base *base, const char *socket_pa
 				  const void *body, size_t body_len, int timeout_s,
 				  ctl_proxy_done_fn done, void *arg);
 
+/* Decide now, without waiting, what can be decided: read what the worker's
+ * server has already sent (its end-of-file included) and, when that settles
+ * the request, call done at once and free p. Returns true when done ran (p
+ * is gone), false when the request is still open. For a loop that is about
+ * to stop (ctl_free): a worker that exited has closed its socket already. */
+bool ctl_proxy_settle(struct ctl_proxy *p);
+
 /* Abandon a request whose done has not run: close it, free it, done is never
  * called. Accepts NULL. Not from inside its own done callback. */
 void ctl_proxy_cancel(struct ctl_proxy *p);
