@@ -262,7 +262,7 @@ etcd_encode_lease_id(int64_t id)
 }
 
 char *
-etcd_encode_watch(const char *key, const char *range_end, int64_t start_revision)
+etcd_encode_watch(const char *key, const char *range_end, int64_t start_revision, bool no_put)
 {
 	json_t *o = json_object();
 
@@ -276,6 +276,9 @@ etcd_encode_watch(const char *key, const char *range_end, int64_t start_revision
 		json_object_set_new(o, "start_revision", json_i64(start_revision));
 	}
 	json_object_set_new(o, "progress_notify", json_true());
+	if (no_put) {
+		json_object_set_new(o, "filters", json_pack("[s]", "NOPUT"));
+	}
 	return dump(json_pack("{so}", "create_request", o));
 }
 
@@ -866,6 +869,7 @@ struct etcd_watch {
 	char *key;
 	char *range_end;
 	int64_t start;    /* the first start revision */
+	bool no_put;      /* deletions only */
 	int64_t last_rev; /* everything up to it was delivered */
 	etcd_watch_cb cb;
 	void *arg;
@@ -1010,8 +1014,8 @@ watch_send(struct etcd_watch *w)
 	h = evhttp_request_get_output_headers(req);
 	evhttp_add_header(h, "Host", ep->name);
 	evhttp_add_header(h, "Content-Type", "application/json");
-	body = etcd_encode_watch(w->key, w->range_end,
-				 w->last_rev > 0 ? w->last_rev + 1 : w->start);
+	body = etcd_encode_watch(w->key, w->range_end, w->last_rev > 0 ? w->last_rev + 1 : w->start,
+				 w->no_put);
 	evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
 	free(body);
 	if (evhttp_make_request(w->evcon, req, EVHTTP_REQ_POST, "/v3/watch") < 0) {
@@ -1024,10 +1028,11 @@ watch_send(struct etcd_watch *w)
 
 struct etcd_watch *
 etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,
-	       int64_t start_revision, etcd_watch_cb cb, void *arg)
+	       int64_t start_revision, bool no_put, etcd_watch_cb cb, void *arg)
 {
 	struct etcd_watch *w = xcalloc(1, sizeof(*w));
 
+	w->no_put = no_put;
 	w->cl = cl;
 	w->key = xstrdup(key);
 	w->range_end = range_end ? xstrdup(range_end) : NULL;

@@ -73,8 +73,10 @@ char *etcd_encode_txn(const struct etcd_cmp *cmp, size_t n_cmp, const struct etc
 char *etcd_encode_lease_grant(int64_t ttl_sec);
 /* {"ID":"<id>"}: lease keepalive, revoke. */
 char *etcd_encode_lease_id(int64_t id);
-/* {"create_request":{...,"progress_notify":true}}; start_revision 0: now. */
-char *etcd_encode_watch(const char *key, const char *range_end, int64_t start_revision);
+/* {"create_request":{...,"progress_notify":true}}; start_revision 0: now;
+ * no_put adds "filters":["NOPUT"] (deletions only). */
+char *etcd_encode_watch(const char *key, const char *range_end, int64_t start_revision,
+			bool no_put);
 
 /* A key-value pair of an answer. */
 struct etcd_kv {
@@ -178,10 +180,11 @@ typedef void (*etcd_watch_cb)(int err, const struct etcd_response *resp, bool re
 			      const char *errmsg, void *arg);
 
 /* Watch key (with range_end for a prefix) from start_revision (0: now) on a
- * connection of its own; after any drop it reconnects (next endpoint on
- * errors) and resumes from the last revision seen + 1. */
+ * connection of its own; no_put: deletions only (puts are filtered out by
+ * etcd). After any drop it reconnects (next endpoint on errors) and resumes
+ * from the last revision seen + 1. */
 struct etcd_watch *etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,
-				  int64_t start_revision, etcd_watch_cb cb, void *arg);
+				  int64_t start_revision, bool no_put, etcd_watch_cb cb, void *arg);
 /* Move the watch to the endpoint the client's unary calls now use, when it
  * differs (a member that lost quorum may keep a stream open and silent);
  * resumes from the last revision seen + 1. Not from inside a watch_cb. */

@@ -273,6 +273,34 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 }
 
 size_t
+rdzv_admit(struct rdzv_state *st, const struct rdzv_node *joiners, size_t n,
+	   const struct rdzv_ctx *ctx, bool *ret_notable)
+{
+	size_t admitted = 0;
+	bool notable = false;
+
+	for (size_t i = 0; i < n; i++) {
+		struct rdzv_ctx jc = *ctx;
+		enum rdzv_action a;
+
+		jc.node = &joiners[i];
+		jc.op_deadline = UINT64_MAX; /* the joiner's own deadline is its business */
+		a = rdzv_decide(RDZV_OP_JOIN, st, &jc);
+		if (a == RDZV_ACTION_ADD_TO_PARTICIPANTS || a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
+		    a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST) {
+			if (rdzv_apply(st, a, &jc)) {
+				notable = true;
+			}
+			admitted++;
+		}
+	}
+	if (ret_notable) {
+		*ret_notable = notable;
+	}
+	return admitted;
+}
+
+size_t
 rdzv_sanitize(struct rdzv_state *st, const struct rdzv_settings *s, int64_t now_wall,
 	      bool *ret_notable)
 {

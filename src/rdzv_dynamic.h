@@ -86,6 +86,19 @@ enum rdzv_action rdzv_decide(enum rdzv_op op, const struct rdzv_state *st,
  * writing. Non-mutating actions are ignored (returns false). */
 bool rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx);
 
+/* Admission on behalf of others, elasticd's addition to torch's loop: a node
+ * about to write the state first applies, for each of joiners[0..n) in that
+ * order (their order of arrival), the ADD_TO_PARTICIPANTS / ADD_TO_WAIT_LIST /
+ * ADD_TO_REDUNDANCY_LIST that the joiner's own JOIN operation would take now
+ * (rdzv_decide with the joiner as the node and no deadline); any other action
+ * is left to the joiner. One compare-and-set then admits a crowd instead of
+ * one node, and nodes arriving together stop losing races to each other.
+ * ctx gives the settings and clocks; its node and op_deadline are ignored.
+ * Returns the number of joiners admitted; *ret_notable (may be NULL) as
+ * rdzv_apply's return, or-ed over them. */
+size_t rdzv_admit(struct rdzv_state *st, const struct rdzv_node *joiners, size_t n,
+		  const struct rdzv_ctx *ctx, bool *ret_notable);
+
 /* torch's _sanitize: drop every node whose heartbeat is older than
  * keep_alive_interval * keep_alive_max_attempt from the heartbeats and every
  * list, then the epilogue if a participant went. Returns the number of nodes

@@ -10,26 +10,38 @@
  *                    mod_revision through /v3/kv/txn (create_revision 0
  *                    when absent); a lost race returns the current value in
  *                    the same round trip
- *   w/alive/<node>   one key per agent, attached to the agent's lease (TTL
+ *   a/<node>         one key per agent, attached to the agent's lease (TTL
  *                    keep_alive_interval * keep_alive_max_attempt, refreshed
- *                    every TTL/3): liveness is the lease, so a dead node's key
- *                    vanishes by itself. Before each decision the state's
- *                    heartbeats are replaced by "now" for live nodes and
- *                    "never" for the others, so rdzv_sanitize drops exactly
- *                    the nodes whose lease expired, and nodes never write
- *                    heartbeats alone.
+ *                    every TTL/3): liveness is the lease, so a dead node's keys
+ *                    vanish by themselves. Each node keeps the set of nodes it
+ *                    knows dead (members of the state without an a/ key when
+ *                    it first reads, then every a/ deletion, from a watch that
+ *                    filters out puts); before each decision the state's
+ *                    heartbeats become "now" for the others and "never" for
+ *                    those, so rdzv_sanitize drops exactly the nodes whose
+ *                    lease went, and nodes never write heartbeats alone.
+ *   j/<node>         a join request (lease), put when a node starts to join
+ *                    and deleted once it is a participant. A node that writes
+ *                    the state first admits every requester on the way
+ *                    (rdzv_admit, in order of request), so one
+ *                    compare-and-set admits a crowd and nodes arriving
+ *                    together stop losing races to each other.
+ *   i/<node>         the node's role and local world size (lease), put with
+ *                    its join request
  *   w/gen            put in the same txn as a state change that waiting
  *                    nodes must hear about (rdzv_apply's "notable")
- *   w/x/<round>/<rank> rank exchange: role, local world size; rank 0 adds
- *                    MASTER_ADDR and a free MASTER_PORT
+ *   w/r/<round>      the rank assignment, published by group rank 0 from the
+ *                    i/ keys of the round's participants (as torch 2.x's
+ *                    agent: rank 0 gathers, everyone reads one answer): roles,
+ *                    local world sizes, MASTER_ADDR and a free MASTER_PORT
  *   w/b/<round>/<rank> exit barrier
  * Waiting never polls: one watch on w/ (resumed from its last revision after
- * a drop, moved to the member the unary calls use after a fail-over)
- * triggers a re-read; the state key itself is outside it, so a join that
- * nobody waits for is not broadcast to every node. Timers only re-run the
- * pure decision on the local copy (last-call and join deadlines). A node that
- * loses a compare-and-set retries after a pause set by its order of arrival
- * (retry_pause).
+ * a drop, moved to the member the unary calls use after a fail-over) brings
+ * w/gen (then a re-read), the rank assignment and the barrier arrivals (taken
+ * from the events themselves); a second one brings a/ deletions. Join
+ * requests and the state itself are outside both, so a join is never
+ * broadcast to every node. Timers only re-run the pure decision on the local
+ * copy (last-call and join deadlines).
  *
  * MASTER_ADDR/MASTER_PORT: group rank 0's address (--local-addr, else the
  * FQDN) and a free port there; TORCHELASTIC_USE_AGENT_STORE=False (as torch's
@@ -46,6 +58,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -71,7 +84,7 @@ typedef void (*op_done_fn)(struct etcdr *c, int err, enum rdzv_action a);
 enum boot {
 	BOOT_LEASE, /* granting the lease */
 	BOOT_CLEAN, /* looking for a stale closed rendezvous */
-	BOOT_ALIVE, /* writing alive/<node> */
+	BOOT_ALIVE, /* writing a/<node> */
 	BOOT_READY,
 	BOOT_FAILED,
 };
@@ -94,12 +107,15 @@ struct etcdr {
 
 	struct etcd_client *cl;
 	struct etcd_watch *watch;
+	struct etcd_watch *deaths; /* a/ deletions */
 	char *prefix;
 	char *prefix_end;
 	char *state_key;
 	char *alive_prefix;
 	char *alive_end;
 	char *alive_key;
+	char *join_prefix, *join_end, *join_key;
+	char *info_prefix, *info_end, *info_key;
 	char *gen_key;      /* put with every change waiting nodes must hear of */
 	char *watch_prefix; /* "w/": everything but the state itself */
 	char *watch_end;
@@ -119,9 +135,16 @@ struct etcdr {
 	struct rdzv_state st;
 	int64_t mod_rev;     /* of the state key; 0: absent */
 	int64_t rev;         /* header revision of the last read */
-	char **alive;        /* nodes with a live lease */
-	int64_t *alive_crev; /* the create_revision of each one's key */
-	struct etcd_range xkeys, bkeys;
+	char **dead;      /* nodes known to have lost their lease */
+	bool alive_stale; /* the next read takes the a/ range (first read, a reset) */
+	struct rdzv_node *joiners; /* j/ requests, in order of request */
+	size_t n_joiners;
+	bool intent;         /* our j/ key is there */
+	bool intent_pending; /* its put is in flight */
+	bool cas_drops_intent; /* the compare-and-set in flight deletes it */
+	/* Which ranges the read or compare-and-set in flight asks for
+	 * (indices into the answer's ranges, -1: not asked). */
+	int rd_alive, rd_join, rd_exch, rd_barrier;
 
 	/* The I/O lane: one read or compare-and-set at a time. */
 	bool io_pending;
@@ -154,6 +177,14 @@ struct etcdr {
 	int world;
 	struct rdzv_result result;
 	char **roles;
+	char *master_addr;      /* group rank 0: what it publishes */
+	int master_port;
+	bool published;         /* group rank 0: w/r/<round> written */
+	struct etcd_range infos; /* group rank 0: the i/ keys */
+	char *assignment;        /* w/r/<round> as read */
+	size_t assignment_len;
+	bool *arrived; /* exit barrier: group ranks seen in w/b/<round>/ */
+	int n_arrived;
 	struct event *aux_timer; /* exchange / barrier deadline */
 
 	enum fin fin;
@@ -272,35 +303,120 @@ timer_usec(struct event *ev, uint64_t usec)
 }
 
 static bool
-is_alive(const struct etcdr *c, const char *name)
+is_dead(const struct etcdr *c, const char *name)
 {
-	size_t lo = 0, hi = strv_length(c->alive);
-
-	/* etcd returns a range sorted by key: the names are in byte order. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int d = strcmp(c->alive[mid], name);
-
-		if (d == 0) {
+	for (size_t i = 0; c->dead && c->dead[i]; i++) {
+		if (strcmp(c->dead[i], name) == 0) {
 			return true;
-		}
-		if (d < 0) {
-			lo = mid + 1;
-		} else {
-			hi = mid;
 		}
 	}
 	return false;
 }
 
-/* Heartbeats from leases: live nodes "now", the others "never". */
+/* Heartbeats from leases: "never" for nodes known dead, "now" for the rest. */
 static void
 overlay(struct etcdr *c, int64_t now_wall)
 {
 	for (size_t i = 0; i < c->st.n_heartbeats; i++) {
-		c->st.heartbeats[i].usec =
-			is_alive(c, c->st.heartbeats[i].node.name) ? now_wall : 0;
+		c->st.heartbeats[i].usec = is_dead(c, c->st.heartbeats[i].node.name) ? 0 : now_wall;
 	}
+}
+
+/* The dead set after reading the a/ range: the state's nodes without a key.
+ * A node that appears later is alive until its key is deleted. */
+static void
+dead_from_alive(struct etcdr *c, const struct etcd_range *alive)
+{
+	size_t plen = strlen(c->alive_prefix);
+
+	strv_free(c->dead);
+	c->dead = NULL;
+	for (size_t i = 0; i < c->st.n_heartbeats; i++) {
+		const char *name = c->st.heartbeats[i].node.name;
+		bool found = false;
+
+		for (size_t k = 0; k < alive->n_kvs && !found; k++) {
+			found = alive->kvs[k].key_len > plen &&
+				strcmp(alive->kvs[k].key + plen, name) == 0;
+		}
+		if (!found) {
+			strv_push(&c->dead, name);
+		}
+	}
+}
+
+static void
+range_release(struct etcd_range *r)
+{
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		free(r->kvs[i].key);
+		free(r->kvs[i].value);
+	}
+	free(r->kvs);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Deep copy of an answer's range (its strings die with the answer). */
+static void
+range_copy(struct etcd_range *dst, const struct etcd_range *src)
+{
+	range_release(dst);
+	dst->kvs = xcalloc(src->n_kvs + 1, sizeof(*dst->kvs));
+	for (size_t i = 0; i < src->n_kvs; i++) {
+		dst->kvs[i] = src->kvs[i];
+		dst->kvs[i].key = xstrndup(src->kvs[i].key, src->kvs[i].key_len);
+		dst->kvs[i].value = xstrndup(src->kvs[i].value, src->kvs[i].value_len);
+	}
+	dst->n_kvs = src->n_kvs;
+}
+
+static int
+cmp_mod_revision(const void *a, const void *b)
+{
+	const struct etcd_kv *x = *(const struct etcd_kv *const *)a,
+			     *y = *(const struct etcd_kv *const *)b;
+
+	return x->mod_revision < y->mod_revision ? -1 : x->mod_revision > y->mod_revision;
+}
+
+static void
+joiners_clear(struct etcdr *c)
+{
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		rdzv_node_release(&c->joiners[i]);
+	}
+	c->n_joiners = 0;
+}
+
+/* The join requests of a j/ range, oldest first. */
+static void
+take_joiners(struct etcdr *c, const struct etcd_range *r)
+{
+	size_t plen = strlen(c->join_prefix);
+	const struct etcd_kv **by_rev = xcalloc(r->n_kvs + 1, sizeof(*by_rev));
+
+	joiners_clear(c);
+	c->joiners = xrealloc(c->joiners, (r->n_kvs + 1) * sizeof(*c->joiners));
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		by_rev[i] = &r->kvs[i];
+	}
+	qsort(by_rev, r->n_kvs, sizeof(*by_rev), cmp_mod_revision);
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		const struct etcd_kv *kv = by_rev[i];
+
+		if (kv->key_len > plen &&
+		    rdzv_node_parse(&c->joiners[c->n_joiners], kv->key + plen,
+				    kv->key_len - plen) == 0) {
+			c->n_joiners++;
+		}
+	}
+	free(by_rev);
+}
+
+static char *
+assignment_key(const struct etcdr *c, int64_t round)
+{
+	return xasprintf("%sw/r/%" PRId64, c->prefix, round);
 }
 
 static char *
@@ -414,16 +530,85 @@ report_progress(struct etcdr *c)
 	}
 }
 
-/* Take a txn answer's ranges: [state, alive, x/<round>/, b/<round>/]. */
+/* The group rank a key w/b/<round>/<rank> of our round names, or -1. */
+static int
+barrier_rank(const struct etcdr *c, const char *key)
+{
+	char *prefix = round_prefix(c, 'b', c->round);
+	size_t plen = strlen(prefix);
+	long long rank = -1;
+
+	if (strncmp(key, prefix, plen) != 0 || parse_int(key + plen, 0, c->world - 1, &rank) < 0) {
+		rank = -1;
+	}
+	free(prefix);
+	return (int)rank;
+}
+
+static void
+barrier_mark(struct etcdr *c, const char *key)
+{
+	int rank = barrier_rank(c, key);
+
+	if (c->arrived && rank >= 0 && !c->arrived[rank]) {
+		c->arrived[rank] = true;
+		c->n_arrived++;
+	}
+}
+
+static void
+set_assignment(struct etcdr *c, const char *value, size_t len)
+{
+	free(c->assignment);
+	c->assignment = xstrndup(value, len);
+	c->assignment_len = len;
+}
+
+static void
+intent_del_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	if (err < 0) {
+		/* Harmless: a participant's request is ignored, and the key
+		 * goes with the lease. */
+		emit(arg, "deleting the join request: %s", errmsg);
+	}
+}
+
+/* Delete our join request (not while its put is in flight). */
+static void
+intent_drop(struct etcdr *c)
+{
+	struct etcd_op del = {.kind = ETCD_OP_DELETE, .key = c->join_key};
+	char *body;
+
+	if (!c->intent || c->intent_pending) {
+		return;
+	}
+	c->intent = false;
+	body = etcd_encode_op(&del);
+	(void)etcd_client_call(c->cl, "/v3/kv/deleterange", body, intent_del_cb, c);
+	free(body);
+}
+
+/* A participant needs its join request no more. */
+static void
+intent_check(struct etcdr *c)
+{
+	if (rdzv_state_find_participant(&c->st, &c->me) >= 0) {
+		intent_drop(c);
+	}
+}
+
+/* Take an answer's ranges: the state first, then those read_plan asked for. */
 static int
 absorb(struct etcdr *c, const struct etcd_response *resp)
 {
 	const struct etcd_range *sr = &resp->ranges[0];
 	struct rdzv_state st;
 	bool notable = false;
-	size_t plen = strlen(c->alive_prefix), dropped;
+	size_t dropped;
 
-	if (resp->n_ranges < 2) {
+	if (resp->n_ranges < 1) {
 		return -EBADMSG;
 	}
 	if (sr->n_kvs == 0) {
@@ -437,16 +622,29 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 	rdzv_state_release(&c->st);
 	c->st = st;
 	c->rev = resp->revision;
-	strv_free(c->alive);
-	c->alive = NULL;
-	free(c->alive_crev);
-	c->alive_crev = xcalloc(resp->ranges[1].n_kvs + 1, sizeof(*c->alive_crev));
-	for (size_t i = 0, n = 0; i < resp->ranges[1].n_kvs; i++) {
-		const struct etcd_kv *kv = &resp->ranges[1].kvs[i];
+	if (c->rd_alive > 0 && (size_t)c->rd_alive < resp->n_ranges) {
+		dead_from_alive(c, &resp->ranges[c->rd_alive]);
+		c->alive_stale = false;
+	}
+	if (c->rd_join > 0 && (size_t)c->rd_join < resp->n_ranges) {
+		take_joiners(c, &resp->ranges[c->rd_join]);
+	} else {
+		joiners_clear(c);
+	}
+	if (c->rd_exch > 0 && (size_t)c->rd_exch < resp->n_ranges && c->exchanging) {
+		const struct etcd_range *x = &resp->ranges[c->rd_exch];
 
-		if (kv->key_len > plen) {
-			strv_push(&c->alive, kv->key + plen);
-			c->alive_crev[n++] = kv->create_revision;
+		if (c->rank == 0) {
+			range_copy(&c->infos, x);
+		} else if (x->n_kvs == 1) {
+			set_assignment(c, x->kvs[0].value, x->kvs[0].value_len);
+		}
+	}
+	if (c->rd_barrier > 0 && (size_t)c->rd_barrier < resp->n_ranges && c->barrier) {
+		const struct etcd_range *b = &resp->ranges[c->rd_barrier];
+
+		for (size_t i = 0; i < b->n_kvs; i++) {
+			barrier_mark(c, b->kvs[i].key);
 		}
 	}
 	if (c->next_active && !st.complete && st.n_participants > c->peak_count) {
@@ -463,51 +661,82 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 		set_state(c, c->node_state, "_sanitize", m);
 		free(m);
 	}
-	for (size_t k = 0; k < 2; k++) {
-		struct etcd_range *dst = k ? &c->bkeys : &c->xkeys;
-
-		for (size_t i = 0; i < dst->n_kvs; i++) {
-			free(dst->kvs[i].key);
-			free(dst->kvs[i].value);
-		}
-		free(dst->kvs);
-		memset(dst, 0, sizeof(*dst));
-		if (resp->n_ranges > 2 + k) {
-			const struct etcd_range *src = &resp->ranges[2 + k];
-
-			dst->kvs = xcalloc(src->n_kvs + 1, sizeof(*dst->kvs));
-			for (size_t i = 0; i < src->n_kvs; i++) {
-				dst->kvs[i] = src->kvs[i];
-				dst->kvs[i].key = xstrndup(src->kvs[i].key, src->kvs[i].key_len);
-				dst->kvs[i].value =
-					xstrndup(src->kvs[i].value, src->kvs[i].value_len);
-			}
-			dst->n_kvs = src->n_kvs;
-		}
-	}
+	intent_check(c);
 	observe(c);
 	report_progress(c);
 	return 0;
 }
 
-/* The four ranges every read asks for. */
-static void
-read_ops(struct etcdr *c, struct etcd_op ops[4], char *xb[4])
-{
-	int64_t round = c->exchanging || c->running || c->barrier ? c->round : -1;
+/* What a read asks for after the state: the a/ range when the dead set must
+ * be rebuilt; the j/ range when this node may write a join (it runs the join
+ * and is no participant yet); while exchanging, the i/ range (group rank 0,
+ * until it publishes) or w/r/<round> (the others); in the exit barrier,
+ * w/b/<round>/. Records where each answer will be (c->rd_*). */
+struct read_plan {
+	struct etcd_op ops[5];
 	size_t n;
+	char *bufs[3];
+};
 
-	xb[0] = round_prefix(c, 'x', round);
-	xb[1] = etcd_prefix_end(xb[0], strlen(xb[0]), &n);
-	xb[2] = round_prefix(c, 'b', round);
-	xb[3] = etcd_prefix_end(xb[2], strlen(xb[2]), &n);
-	ops[0] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->state_key};
-	ops[1] = (struct etcd_op){.kind = ETCD_OP_RANGE,
-				  .key = c->alive_prefix,
-				  .range_end = c->alive_end,
-				  .keys_only = true};
-	ops[2] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = xb[0], .range_end = xb[1]};
-	ops[3] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = xb[2], .range_end = xb[3]};
+static void
+read_plan(struct etcdr *c, struct read_plan *p)
+{
+	size_t len;
+
+	memset(p, 0, sizeof(*p));
+	c->rd_alive = c->rd_join = c->rd_exch = c->rd_barrier = -1;
+	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->state_key};
+	if (c->alive_stale) {
+		c->rd_alive = (int)p->n;
+		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
+						  .key = c->alive_prefix,
+						  .range_end = c->alive_end,
+						  .keys_only = true};
+	}
+	if (c->op_active && c->op == RDZV_OP_JOIN &&
+	    rdzv_state_find_participant(&c->st, &c->me) < 0) {
+		c->rd_join = (int)p->n;
+		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
+						  .key = c->join_prefix,
+						  .range_end = c->join_end,
+						  .keys_only = true};
+	}
+	if (c->exchanging && c->rank == 0 && !c->published) {
+		c->rd_exch = (int)p->n;
+		p->ops[p->n++] = (struct etcd_op){
+			.kind = ETCD_OP_RANGE, .key = c->info_prefix, .range_end = c->info_end};
+	} else if (c->exchanging && c->rank != 0) {
+		c->rd_exch = (int)p->n;
+		p->bufs[0] = assignment_key(c, c->round);
+		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[0]};
+	}
+	if (c->barrier) {
+		c->rd_barrier = (int)p->n;
+		p->bufs[1] = round_prefix(c, 'b', c->round);
+		p->bufs[2] = etcd_prefix_end(p->bufs[1], strlen(p->bufs[1]), &len);
+		p->ops[p->n++] = (struct etcd_op){
+			.kind = ETCD_OP_RANGE, .key = p->bufs[1], .range_end = p->bufs[2]};
+	}
+}
+
+static void
+read_plan_release(struct read_plan *p)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(p->bufs); i++) {
+		free(p->bufs[i]);
+	}
+}
+
+/* An answer we cannot read ends the operation under way. */
+static void
+absorb_failed(struct etcdr *c)
+{
+	if (c->op_active) {
+		c->op_active = false;
+		if (c->op_done) {
+			c->op_done(c, -EBADMSG, RDZV_ACTION_ERROR_CLOSED);
+		}
+	}
 }
 
 static void
@@ -521,13 +750,9 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		return;
 	}
 	etcd_watch_follow(c->watch);
+	etcd_watch_follow(c->deaths);
 	if (absorb(c, resp) < 0) {
-		if (c->op_active) {
-			c->op_active = false;
-			if (c->op_done) {
-				c->op_done(c, -EBADMSG, RDZV_ACTION_ERROR_CLOSED);
-			}
-		}
+		absorb_failed(c);
 		return;
 	}
 	after_io(c);
@@ -536,8 +761,8 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 static void
 read_all(struct etcdr *c)
 {
-	struct etcd_op ops[4];
-	char *xb[4], *body;
+	struct read_plan p;
+	char *body;
 
 	if (c->io_pending) {
 		c->kick_pending = true;
@@ -547,56 +772,22 @@ read_all(struct etcdr *c)
 	c->in_sync = false;
 	evtimer_del(c->sync_timer);
 	evtimer_del(c->retry_timer);
-	read_ops(c, ops, xb);
-	body = etcd_encode_txn(NULL, 0, ops, 4, NULL, 0);
+	read_plan(c, &p);
+	body = etcd_encode_txn(NULL, 0, p.ops, p.n, NULL, 0);
 	c->io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, read_cb, c);
 	free(body);
-	for (int i = 0; i < 4; i++) {
-		free(xb[i]);
-	}
-}
-
-/* The pause after a lost compare-and-set: nodes that arrived together (their
- * alive keys created close together) and are not in the state yet go in the
- * order of arrival, about 2 ms apart, instead of all losing to each other
- * again (torch's loop collapses near 128 nodes, reference §8). A hint only:
- * the compare-and-set keeps it correct. */
-static uint64_t
-retry_pause(const struct etcdr *c)
-{
-	int64_t mine = -1;
-	uint64_t ahead = 0;
-
-	for (size_t i = 0; c->alive && c->alive[i]; i++) {
-		if (strcmp(c->alive[i], c->me.name) == 0) {
-			mine = c->alive_crev[i];
-		}
-	}
-	for (size_t i = 0; mine >= 0 && c->alive && c->alive[i]; i++) {
-		struct rdzv_node n;
-
-		if (c->alive_crev[i] >= mine ||
-		    rdzv_node_parse(&n, c->alive[i], strlen(c->alive[i])) < 0) {
-			continue;
-		}
-		if (rdzv_state_find_participant(&c->st, &n) < 0 &&
-		    rdzv_state_find_wait(&c->st, &n) < 0 &&
-		    rdzv_state_find_redundant(&c->st, &n) < 0) {
-			ahead++;
-		}
-		rdzv_node_release(&n);
-	}
-	ahead = ahead > 1000 ? 1000 : ahead;
-	return ahead * 2000 + (uint64_t)random() % 1000;
+	read_plan_release(&p);
 }
 
 static void
 cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
+	bool drops_intent = c->cas_drops_intent;
 
 	c->io_pending = false;
+	c->cas_drops_intent = false;
 	if (err < 0) {
 		/* The write may or may not have landed: re-read and re-decide. */
 		io_failed(c, err, errmsg);
@@ -606,44 +797,45 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		c->mod_rev = resp->revision;
 		c->rev = resp->revision;
 		c->notable = false;
+		if (drops_intent) {
+			c->intent = false;
+		}
 		if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
 			c->peak_count = c->st.n_participants;
 		}
+		joiners_clear(c);
+		intent_check(c);
 		observe(c);
 		report_progress(c);
 	} else if (absorb(c, resp) < 0) {
-		if (c->op_active) {
-			c->op_active = false;
-			if (c->op_done) {
-				c->op_done(c, -EBADMSG, RDZV_ACTION_ERROR_CLOSED);
-			}
-		}
+		absorb_failed(c);
 		return;
 	} else if (c->op_active) {
-		/* Lost a race: the answer holds the fresh state. Retry after a
-		 * random pause that grows with the crowd, so that nodes arriving
-		 * together do not all lose to each other again. */
+		/* Lost a race: the answer holds the fresh state, most likely
+		 * with us admitted by the winner. Decide again after a short
+		 * random pause. */
 		c->in_sync = true;
-		timer_usec(c->sync_timer, retry_pause(c));
+		timer_usec(c->sync_timer, (uint64_t)random() % 2000);
 		c->lost = true;
 		return;
 	}
 	after_io(c);
 }
 
+/* Write the local copy; drop_intent: delete our join request in the same
+ * txn (we take ourselves out). */
 static void
-cas_write(struct etcdr *c)
+cas_write(struct etcdr *c, bool drop_intent)
 {
 	struct etcd_cmp cmp = {
 		.key = c->state_key,
 		.target = c->mod_rev ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
 		.revision = c->mod_rev,
 	};
-	struct etcd_op put[2] = {{.kind = ETCD_OP_PUT, .key = c->state_key},
-				 {.kind = ETCD_OP_PUT, .key = c->gen_key}},
-		       ops[4];
-	char *xb[4], *value, *body, gen[32];
-	size_t len;
+	struct etcd_op put[3] = {{.kind = ETCD_OP_PUT, .key = c->state_key}};
+	struct read_plan p;
+	char *value, *body, gen[32];
+	size_t len, n = 1;
 
 	if (c->notable) {
 		c->st.gen++;
@@ -654,17 +846,23 @@ cas_write(struct etcdr *c)
 	/* Only a change waiting nodes must hear about wakes them (their watch
 	 * covers w/, not the state): no broadcast of the whole state per join. */
 	snprintf(gen, sizeof(gen), "%" PRIu64, c->st.gen);
-	put[1].value = gen;
-	put[1].value_len = strlen(gen);
-	read_ops(c, ops, xb);
-	body = etcd_encode_txn(&cmp, 1, put, c->notable ? 2 : 1, ops, 4);
+	if (c->notable) {
+		put[n++] = (struct etcd_op){.kind = ETCD_OP_PUT,
+					    .key = c->gen_key,
+					    .value = gen,
+					    .value_len = strlen(gen)};
+	}
+	c->cas_drops_intent = drop_intent && c->intent && !c->intent_pending;
+	if (c->cas_drops_intent) {
+		put[n++] = (struct etcd_op){.kind = ETCD_OP_DELETE, .key = c->join_key};
+	}
+	read_plan(c, &p);
+	body = etcd_encode_txn(&cmp, 1, put, n, p.ops, p.n);
 	c->io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, cas_cb, c);
 	free(body);
 	free(value);
-	for (int i = 0; i < 4; i++) {
-		free(xb[i]);
-	}
+	read_plan_release(&p);
 }
 
 /* After a read or a write: whoever waits on the state looks at it. */
@@ -721,6 +919,44 @@ op_end(struct etcdr *c, int err, enum rdzv_action a)
 }
 
 static void
+intent_put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+
+	c->intent_pending = false;
+	if (err < 0) {
+		/* Without a request nobody admits us; we still admit ourselves. */
+		c->intent = false;
+		emit(c, "putting the join request: %s", errmsg);
+	}
+	intent_check(c);
+	read_all(c);
+}
+
+/* Ask to join: j/<node> and i/<node> (role, local world size), on our lease. */
+static void
+intent_put(struct etcdr *c)
+{
+	json_t *o = json_pack("{sssi}", "role", c->r->cfg->role, "local_world_size",
+			      c->r->local_world_size);
+	char *info = json_dumps(o, JSON_COMPACT), *body;
+	struct etcd_op put[2] = {
+		{.kind = ETCD_OP_PUT, .key = c->join_key, .value = "1", .value_len = 1,
+		 .lease = c->lease},
+		{.kind = ETCD_OP_PUT, .key = c->info_key, .value = info, .value_len = strlen(info),
+		 .lease = c->lease},
+	};
+
+	json_decref(o);
+	c->intent = true;
+	c->intent_pending = true;
+	body = etcd_encode_txn(NULL, 0, put, 2, NULL, 0);
+	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, intent_put_cb, c);
+	free(body);
+	free(info);
+}
+
+static void
 op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 {
 	c->op_active = true;
@@ -728,6 +964,10 @@ op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 	c->op_deadline = deadline;
 	c->op_done = done;
 	c->in_sync = false;
+	if (op == RDZV_OP_JOIN && !c->intent) {
+		intent_put(c); /* reads when it is in */
+		return;
+	}
 	read_all(c);
 }
 
@@ -767,7 +1007,17 @@ op_step(struct etcdr *c)
 			c->next_deadline = c->op_deadline;
 		}
 		record_action(c, a);
-		cas_write(c);
+		/* Admit whoever asked to join on the way (order of request). */
+		if (c->n_joiners > 0) {
+			bool notable = false;
+
+			rdzv_admit(&c->st, c->joiners, c->n_joiners, &ctx, &notable);
+			if (notable) {
+				c->notable = true;
+			}
+		}
+		cas_write(c, a == RDZV_ACTION_REMOVE_FROM_PARTICIPANTS ||
+				     a == RDZV_ACTION_REMOVE_FROM_WAIT_LIST);
 		return;
 	}
 	if (a == RDZV_ACTION_SYNC) {
@@ -798,38 +1048,16 @@ sync_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* ---- the watch ---------------------------------------------------------- */
+/* ---- the watches -------------------------------------------------------- */
 
-/* Whether a batch of events can change anything for us: a node arriving
- * (alive put) cannot, until it writes the state (and then w/gen when it
- * matters); the rank exchange and the barrier only while we are in them. */
-static bool
-watch_relevant(const struct etcdr *c, const struct etcd_response *resp)
-{
-	size_t alen = strlen(c->alive_prefix), wlen = strlen(c->watch_prefix);
-
-	for (size_t i = 0; i < resp->n_events; i++) {
-		const struct etcd_event *ev = &resp->events[i];
-		const char *k = ev->kv.key;
-
-		if (ev->is_delete || strcmp(k, c->gen_key) == 0) {
-			return true;
-		}
-		if (strncmp(k, c->alive_prefix, alen) == 0) {
-			continue;
-		}
-		if (strncmp(k, c->watch_prefix, wlen) == 0 &&
-		    ((k[wlen] == 'x' && c->exchanging) || (k[wlen] == 'b' && c->barrier))) {
-			return true;
-		}
-	}
-	return false;
-}
-
+/* w/: w/gen (and deletions: the run's keys going) call for a re-read; the
+ * rank assignment and barrier arrivals are taken from the events. */
 static void
 watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
+	bool reread = reset;
+	char *akey;
 
 	if (err < 0) {
 		emit(c, "%s; reconnecting", errmsg);
@@ -838,8 +1066,55 @@ watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errm
 	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
 		return;
 	}
-	if (!reset && !watch_relevant(c, resp)) {
+	akey = c->exchanging && c->rank != 0 ? assignment_key(c, c->round) : NULL;
+	for (size_t i = 0; i < resp->n_events; i++) {
+		const struct etcd_event *ev = &resp->events[i];
+
+		if (ev->is_delete || strcmp(ev->kv.key, c->gen_key) == 0) {
+			reread = true;
+		} else if (akey && strcmp(ev->kv.key, akey) == 0) {
+			set_assignment(c, ev->kv.value, ev->kv.value_len);
+		} else if (c->barrier) {
+			barrier_mark(c, ev->kv.key);
+		}
+	}
+	free(akey);
+	if (reread) {
+		read_all(c);
 		return;
+	}
+	if (c->exchanging) {
+		exchange_check(c);
+	}
+	if (c->barrier) {
+		barrier_check(c);
+	}
+}
+
+/* a/ deletions: a lease went. */
+static void
+deaths_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+	size_t plen = strlen(c->alive_prefix);
+
+	if (err < 0) {
+		emit(c, "%s; reconnecting", errmsg);
+		return;
+	}
+	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
+		return;
+	}
+	if (reset) {
+		c->alive_stale = true;
+	}
+	for (size_t i = 0; i < resp->n_events; i++) {
+		const struct etcd_kv *kv = &resp->events[i].kv;
+
+		if (resp->events[i].is_delete && kv->key_len > plen &&
+		    !is_dead(c, kv->key + plen)) {
+			strv_push(&c->dead, kv->key + plen);
+		}
 	}
 	read_all(c);
 }
@@ -853,6 +1128,9 @@ next_fail(struct etcdr *c, int err, const char *msg)
 	c->next_pending = false;
 	c->exchanging = false;
 	evtimer_del(c->aux_timer);
+	if (c->boot == BOOT_READY) {
+		intent_drop(c);
+	}
 	set_state(c, NODE_STATE_FAILED, "next_rendezvous", msg);
 	defer(c, 0, err, 0, msg);
 }
@@ -898,14 +1176,130 @@ put_done_cb(int err, const struct etcd_response *resp, const char *errmsg, void 
 }
 
 static void
+published_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	if (err < 0) {
+		/* The others fail at their join deadline, and say why. */
+		emit(arg, "publishing the rank assignment: %s", errmsg);
+	}
+}
+
+static int
+cmp_kv_key(const void *key, const void *kv)
+{
+	return strcmp(key, ((const struct etcd_kv *)kv)->key);
+}
+
+/* Group rank 0: once every participant's i/ key is in, publish w/r/<round>:
+ * {"master_addr", "master_port", "roles": [...], "nodes": [[role, lws], ...]}
+ * in group rank order. Returns 1 when published, 0 while keys are missing. */
+static int
+exchange_publish(struct etcdr *c)
+{
+	json_t *roles = json_array(), *nodes = json_array(), *o;
+	struct etcd_op put = {.kind = ETCD_OP_PUT};
+	char *key = NULL, *body;
+
+	for (size_t i = 0; i < c->st.n_participants; i++) {
+		const struct etcd_kv *kv;
+		json_t *info = NULL, *role, *lws;
+		size_t ri;
+
+		free(key);
+		key = xasprintf("%s%s", c->info_prefix, c->st.participants[i].node.name);
+		kv = bsearch(key, c->infos.kvs, c->infos.n_kvs, sizeof(*kv), cmp_kv_key);
+		if (kv) {
+			info = json_loadb(kv->value, kv->value_len, 0, NULL);
+		}
+		role = json_object_get(info, "role");
+		lws = json_object_get(info, "local_world_size");
+		if (!json_is_string(role) || !json_is_integer(lws)) {
+			/* Not there (yet), or not ours: the node's lease tells. */
+			json_decref(info);
+			json_decref(roles);
+			json_decref(nodes);
+			free(key);
+			return 0;
+		}
+		for (ri = 0; ri < json_array_size(roles); ri++) {
+			if (json_equal(json_array_get(roles, ri), role)) {
+				break;
+			}
+		}
+		if (ri == json_array_size(roles)) {
+			json_array_append(roles, role);
+		}
+		json_array_append_new(nodes, json_pack("[IO]", (json_int_t)ri, lws));
+		json_decref(info);
+	}
+	free(key);
+	o = json_pack("{sssisoso}", "master_addr", c->master_addr, "master_port", c->master_port,
+		      "roles", roles, "nodes", nodes);
+	free(c->assignment);
+	c->assignment = json_dumps(o, JSON_COMPACT);
+	c->assignment_len = strlen(c->assignment);
+	json_decref(o);
+	key = assignment_key(c, c->round);
+	put.key = key;
+	put.value = c->assignment;
+	put.value_len = c->assignment_len;
+	body = etcd_encode_op(&put);
+	(void)etcd_client_call(c->cl, "/v3/kv/put", body, published_cb, c);
+	free(body);
+	free(key);
+	c->published = true;
+	return 1;
+}
+
+/* Read w/r/<round> into c->result. Returns 0 or -EBADMSG. */
+static int
+exchange_take(struct etcdr *c)
+{
+	struct rdzv_result *res = &c->result;
+	json_t *o = json_loadb(c->assignment, c->assignment_len, 0, NULL);
+	json_t *roles = json_object_get(o, "roles"), *nodes = json_object_get(o, "nodes"),
+	       *addr = json_object_get(o, "master_addr"), *port = json_object_get(o, "master_port");
+
+	if (!json_is_array(roles) || !json_is_array(nodes) || !json_is_string(addr) ||
+	    !json_is_integer(port) || json_array_size(nodes) != (size_t)c->world) {
+		json_decref(o);
+		return -EBADMSG;
+	}
+	rdzv_result_release(res);
+	strv_free(c->roles);
+	res->nodes = xcalloc((size_t)c->world, sizeof(*res->nodes));
+	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
+	for (int rank = 0; rank < c->world; rank++) {
+		json_t *n = json_array_get(nodes, (size_t)rank);
+		json_t *role = json_array_get(roles, (size_t)json_integer_value(json_array_get(n, 0)));
+		json_int_t lws = json_integer_value(json_array_get(n, 1));
+
+		if (!json_is_integer(json_array_get(n, 0)) ||
+		    json_integer_value(json_array_get(n, 0)) < 0 || !json_is_string(role) ||
+		    lws < 1 || lws > 1 << 20) {
+			json_decref(o);
+			return -EBADMSG;
+		}
+		c->roles[rank] = xstrdup(json_string_value(role));
+		res->nodes[rank].role = c->roles[rank];
+		res->nodes[rank].local_world_size = (int)lws;
+	}
+	res->round = (int)c->round;
+	res->group_rank = c->rank;
+	res->group_world_size = c->world;
+	res->master_addr = xstrdup(json_string_value(addr));
+	res->master_port = (int)json_integer_value(port);
+	res->use_agent_store = false;
+	json_decref(o);
+	return 0;
+}
+
+static void
 exchange_start(struct etcdr *c)
 {
 	long me = rdzv_state_find_participant(&c->st, &c->me);
 	const struct config *cfg = c->r->cfg;
-	char *prefix, *key, *info;
 	uint64_t now = now_usec();
-	struct etcd_op put = {.kind = ETCD_OP_PUT};
-	json_t *o;
 
 	rdzv_result_release(&c->result);
 	strv_free(c->roles);
@@ -914,37 +1308,26 @@ exchange_start(struct etcdr *c)
 	c->rank = c->st.participants[me].rank;
 	c->world = (int)c->st.n_participants;
 	c->exchanging = true;
-	o = json_pack("{sssi}", "role", cfg->role, "local_world_size", c->r->local_world_size);
+	c->published = false;
+	free(c->assignment);
+	c->assignment = NULL;
+	range_release(&c->infos);
 	if (c->rank == 0) {
 		int port = free_port();
 
-		json_object_set_new(o, "master_addr",
-				    json_string(cfg->local_addr && *cfg->local_addr
-							? cfg->local_addr
-							: host_fqdn()));
-		json_object_set_new(o, "master_port", json_integer(port > 0 ? port : 29500));
+		free(c->master_addr);
+		c->master_addr =
+			xstrdup(cfg->local_addr && *cfg->local_addr ? cfg->local_addr : host_fqdn());
+		c->master_port = port > 0 ? port : 29500;
 	}
-	info = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	prefix = round_prefix(c, 'x', c->round);
-	key = xasprintf("%s%d", prefix, c->rank);
-	put.key = key;
-	put.value = info;
-	put.value_len = strlen(info);
-	free(prefix);
-	prefix = etcd_encode_op(&put);
-	(void)etcd_client_call(c->cl, "/v3/kv/put", prefix, put_done_cb, c);
-	free(prefix);
-	free(key);
-	free(info);
 	timer_usec(c->aux_timer, c->next_deadline > now ? c->next_deadline - now : 1);
+	read_all(c);
 }
 
 static void
 exchange_check(struct etcdr *c)
 {
 	const struct config *cfg = c->r->cfg;
-	struct rdzv_result *res = &c->result;
 	char *msg;
 
 	if (c->st.closed || c->st.round != c->round ||
@@ -957,50 +1340,17 @@ exchange_check(struct etcdr *c)
 		}
 		return;
 	}
-	if (c->xkeys.n_kvs < (size_t)c->world) {
+	if (c->rank == 0 && !c->published && exchange_publish(c) == 0) {
 		return;
 	}
-	res->round = (int)c->round;
-	res->group_rank = c->rank;
-	res->group_world_size = c->world;
-	res->nodes = xcalloc((size_t)c->world, sizeof(*res->nodes));
-	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
-	for (size_t i = 0; i < c->xkeys.n_kvs; i++) {
-		const struct etcd_kv *kv = &c->xkeys.kvs[i];
-		const char *slash = strrchr(kv->key, '/');
-		long long rank;
-		json_t *o = json_loadb(kv->value, kv->value_len, 0, NULL);
-		json_t *role = json_object_get(o, "role"),
-		       *lws = json_object_get(o, "local_world_size");
-
-		if (!slash || parse_int(slash + 1, 0, c->world - 1, &rank) < 0 ||
-		    !json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
-		    json_integer_value(lws) > 1 << 20 || c->roles[rank]) {
-			json_decref(o);
-			c->exchanging = false;
-			next_fail(c, -EBADMSG, "the rank exchange in etcd holds a malformed entry");
-			return;
-		}
-		c->roles[rank] = xstrdup(json_string_value(role));
-		res->nodes[rank].role = c->roles[rank];
-		res->nodes[rank].local_world_size = (int)json_integer_value(lws);
-		if (rank == 0) {
-			json_t *a = json_object_get(o, "master_addr"),
-			       *p = json_object_get(o, "master_port");
-
-			if (!json_is_string(a) || !json_is_integer(p)) {
-				json_decref(o);
-				c->exchanging = false;
-				next_fail(c, -EBADMSG, "group rank 0 published no MASTER_ADDR");
-				return;
-			}
-			free(res->master_addr);
-			res->master_addr = xstrdup(json_string_value(a));
-			res->master_port = (int)json_integer_value(p);
-		}
-		json_decref(o);
+	if (!c->assignment) {
+		return;
 	}
-	res->use_agent_store = false;
+	if (exchange_take(c) < 0) {
+		c->exchanging = false;
+		next_fail(c, -EBADMSG, "the rank assignment in etcd is malformed");
+		return;
+	}
 	c->exchanging = false;
 	evtimer_del(c->aux_timer);
 	c->next_active = false;
@@ -1011,7 +1361,7 @@ exchange_check(struct etcdr *c)
 			c->me.name, c->round, cfg->rdzv_id, c->rank, c->world);
 	set_state(c, NODE_STATE_SUCCEEDED, "next_rendezvous", msg);
 	free(msg);
-	c->r->cb.done(0, res, NULL, c->r->cb.arg);
+	c->r->cb.done(0, &c->result, NULL, c->r->cb.arg);
 	observe(c);
 }
 
@@ -1288,8 +1638,10 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		c->boot = BOOT_READY;
 		c->err_logged = 0;
 		timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
-		c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, c->rev + 1,
+		c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, c->rev + 1, false,
 					  watch_cb, c);
+		c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end, c->rev + 1, true,
+					   deaths_cb, c);
 		if (c->next_pending) {
 			start_next(c);
 		}
@@ -1348,7 +1700,7 @@ boot_step(struct etcdr *c)
 static void
 barrier_check(struct etcdr *c)
 {
-	if (c->barrier && c->bkeys.n_kvs >= (size_t)c->world) {
+	if (c->barrier && c->n_arrived >= c->world) {
 		c->barrier = false;
 		evtimer_del(c->aux_timer);
 		defer(c, 1, 0, 0, NULL);
@@ -1396,6 +1748,9 @@ etcdr_exit_barrier(struct rdzv *r)
 		return 0;
 	}
 	c->barrier = true;
+	free(c->arrived);
+	c->arrived = xcalloc((size_t)c->world, sizeof(*c->arrived));
+	c->n_arrived = 0;
 	prefix = round_prefix(c, 'b', c->round);
 	key = xasprintf("%s%d", prefix, c->rank);
 	put.key = key;
@@ -1455,6 +1810,8 @@ fin_step(struct etcdr *c, int err)
 		evtimer_del(c->ka_timer);
 		etcd_watch_free(c->watch);
 		c->watch = NULL;
+		etcd_watch_free(c->deaths);
+		c->deaths = NULL;
 		if (c->lease == 0) {
 			c->fin = FIN_NONE;
 			defer(c, 1, 0, 0, NULL);
@@ -1621,7 +1978,14 @@ etcdr_init(struct rdzv *r, char **reterr)
 		      : xasprintf("/elasticd/%s/", cfg->rdzv_id);
 	c->prefix_end = etcd_prefix_end(c->prefix, strlen(c->prefix), &len);
 	c->state_key = xasprintf("%sstate", c->prefix);
-	c->alive_prefix = xasprintf("%sw/alive/", c->prefix);
+	c->alive_prefix = xasprintf("%sa/", c->prefix);
+	c->join_prefix = xasprintf("%sj/", c->prefix);
+	c->join_end = etcd_prefix_end(c->join_prefix, strlen(c->join_prefix), &len);
+	c->join_key = xasprintf("%s%s", c->join_prefix, c->me.name);
+	c->info_prefix = xasprintf("%si/", c->prefix);
+	c->info_end = etcd_prefix_end(c->info_prefix, strlen(c->info_prefix), &len);
+	c->info_key = xasprintf("%s%s", c->info_prefix, c->me.name);
+	c->alive_stale = true;
 	c->gen_key = xasprintf("%sw/gen", c->prefix);
 	c->watch_prefix = xasprintf("%sw/", c->prefix);
 	c->watch_end = etcd_prefix_end(c->watch_prefix, strlen(c->watch_prefix), &len);
@@ -1647,6 +2011,7 @@ etcdr_free(struct rdzv *r)
 		return;
 	}
 	etcd_watch_free(c->watch);
+	etcd_watch_free(c->deaths);
 	etcd_client_free(c->cl);
 	if (c->sync_timer) {
 		event_free(c->sync_timer);
@@ -1663,21 +2028,23 @@ etcdr_free(struct rdzv *r)
 	if (c->aux_timer) {
 		event_free(c->aux_timer);
 	}
-	for (size_t k = 0; k < 2; k++) {
-		struct etcd_range *dst = k ? &c->bkeys : &c->xkeys;
-
-		for (size_t i = 0; i < dst->n_kvs; i++) {
-			free(dst->kvs[i].key);
-			free(dst->kvs[i].value);
-		}
-		free(dst->kvs);
-	}
+	range_release(&c->infos);
+	joiners_clear(c);
+	free(c->joiners);
+	free(c->assignment);
+	free(c->arrived);
+	free(c->master_addr);
+	strv_free(c->dead);
+	free(c->join_prefix);
+	free(c->join_end);
+	free(c->join_key);
+	free(c->info_prefix);
+	free(c->info_end);
+	free(c->info_key);
 	rdzv_state_release(&c->st);
 	rdzv_node_release(&c->me);
 	rdzv_result_release(&c->result);
 	strv_free(c->roles);
-	strv_free(c->alive);
-	free(c->alive_crev);
 	free(c->prefix);
 	free(c->prefix_end);
 	free(c->state_key);

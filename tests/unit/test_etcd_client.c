@@ -150,16 +150,19 @@ test_encode_lease_watch(void **state)
 	o = parse(etcd_encode_lease_id(7587869093536431367LL));
 	assert_string_equal(json_string_value(json_object_get(o, "ID")), "7587869093536431367");
 	json_decref(o);
-	o = parse(etcd_encode_watch("/p/", "/p0", 17));
+	o = parse(etcd_encode_watch("/p/", "/p0", 17, false));
 	cr = json_object_get(o, "create_request");
 	assert_string_equal(json_string_value(json_object_get(cr, "key")), "L3Av");
 	assert_string_equal(json_string_value(json_object_get(cr, "start_revision")), "17");
 	assert_true(json_is_true(json_object_get(cr, "progress_notify")));
+	assert_null(json_object_get(cr, "filters"));
 	json_decref(o);
-	o = parse(etcd_encode_watch("/p/", NULL, 0));
+	o = parse(etcd_encode_watch("/p/", NULL, 0, true));
 	cr = json_object_get(o, "create_request");
 	assert_null(json_object_get(cr, "start_revision"));
 	assert_null(json_object_get(cr, "range_end"));
+	assert_string_equal(json_string_value(json_array_get(json_object_get(cr, "filters"), 0)),
+			    "NOPUT");
 	json_decref(o);
 }
 

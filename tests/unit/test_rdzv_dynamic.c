@@ -281,6 +281,63 @@ test_sanitize(void **state)
 	}
 }
 
+/* Admission on behalf of others: each joiner gets what its own JOIN would do,
+ * in the order given; members and parked nodes are left alone. */
+static void
+test_admit(void **state)
+{
+	static const struct {
+		const char *name;
+		const char *before;
+		const char *joiners; /* space-separated, in order of arrival */
+		const char *after;
+		size_t admitted;
+		bool notable;
+	} rows[] = {
+		{"two into an empty round: min reached, last call", H(0, 0, 0, -1), "b_1_0 a_1_0",
+		 H(0, 0, 0, 1030000000) "p a_1_0 0\np b_1_0 0\nh a_1_0 " NOWS "\nh b_1_0 " NOWS "\n",
+		 2, true},
+		{"one below min: nothing to announce", H(0, 0, 0, -1), "a_1_0",
+		 H(0, 0, 0, -1) "p a_1_0 0\nh a_1_0 " NOWS "\n", 1, false},
+		{"the max-th completes the round, the next one is a spare",
+		 H(0, 0, 0, 1010000000) "p a_1_0 0\np b_1_0 0\n", "c_1_0 d_1_0",
+		 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\np c_1_0 2\nr d_1_0\nh c_1_0 " NOWS
+				"\nh d_1_0 " NOWS "\n",
+		 2, true},
+		{"late joiner of a complete round waits", H(0, 1, 0, -1) "p a_1_0 0\n", "z_1_0",
+		 H(0, 1, 0, -1) "p a_1_0 0\nw z_1_0\nh z_1_0 " NOWS "\n", 1, true},
+		{"members and waiting nodes are not touched",
+		 H(0, 1, 0, -1) "p a_1_0 0\nw w_1_0\nh a_1_0 " FRESH "\nh w_1_0 " FRESH "\n",
+		 "a_1_0 w_1_0",
+		 H(0, 1, 0, -1) "p a_1_0 0\nw w_1_0\nh a_1_0 " FRESH "\nh w_1_0 " FRESH "\n", 0,
+		 false},
+		{"closed: nobody", H(0, 0, 1, -1), "a_1_0", H(0, 0, 1, -1), 0, false},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		struct rdzv_state st;
+		struct rdzv_node nodes[4];
+		struct rdzv_ctx ctx = ctx_at(-100 * S); /* the writer's own deadline: ignored */
+		char *list = xstrdup(rows[i].joiners), *save = NULL;
+		size_t n = 0, admitted;
+		bool notable = !rows[i].notable;
+
+		for (char *t = strtok_r(list, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+			assert_int_equal(rdzv_node_parse(&nodes[n++], t, strlen(t)), 0);
+		}
+		load(rows[i].before, &st);
+		admitted = rdzv_admit(&st, nodes, n, &ctx, &notable);
+		assert_state(&st, rows[i].after, rows[i].name);
+		assert_int_equal(admitted, rows[i].admitted);
+		assert_int_equal(notable, rows[i].notable);
+		rdzv_state_release(&st);
+		for (size_t k = 0; k < n; k++) {
+			rdzv_node_release(&nodes[k]);
+		}
+		free(list);
+	}
+}
+
 static void
 test_next_wake(void **state)
 {
@@ -324,6 +381,7 @@ main(void)
 		cmocka_unit_test(test_apply),
 		cmocka_unit_test(test_sanitize),
 		cmocka_unit_test(test_next_wake),
+		cmocka_unit_test(test_admit),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
