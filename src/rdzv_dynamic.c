@@ -272,6 +272,23 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 	return notable;
 }
 
+/* The action joiner's own JOIN would take now, if it is one rdzv_admit takes
+ * for it; else SYNC. */
+static enum rdzv_action
+admission(const struct rdzv_state *st, const struct rdzv_node *joiner, const struct rdzv_ctx *ctx)
+{
+	struct rdzv_ctx jc = *ctx;
+	enum rdzv_action a;
+
+	jc.node = joiner;
+	jc.op_deadline = UINT64_MAX; /* the joiner's own deadline is its business */
+	a = rdzv_decide(RDZV_OP_JOIN, st, &jc);
+	return a == RDZV_ACTION_ADD_TO_PARTICIPANTS || a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
+			       a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST
+		       ? a
+		       : RDZV_ACTION_SYNC;
+}
+
 size_t
 rdzv_admit(struct rdzv_state *st, const struct rdzv_node *joiners, size_t n,
 	   const struct rdzv_ctx *ctx, bool *ret_notable)
@@ -280,14 +297,12 @@ rdzv_admit(struct rdzv_state *st, const struct rdzv_node *joiners, size_t n,
 	bool notable = false;
 
 	for (size_t i = 0; i < n; i++) {
-		struct rdzv_ctx jc = *ctx;
-		enum rdzv_action a;
+		enum rdzv_action a = admission(st, &joiners[i], ctx);
 
-		jc.node = &joiners[i];
-		jc.op_deadline = UINT64_MAX; /* the joiner's own deadline is its business */
-		a = rdzv_decide(RDZV_OP_JOIN, st, &jc);
-		if (a == RDZV_ACTION_ADD_TO_PARTICIPANTS || a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
-		    a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST) {
+		if (a != RDZV_ACTION_SYNC) {
+			struct rdzv_ctx jc = *ctx;
+
+			jc.node = &joiners[i];
 			if (rdzv_apply(st, a, &jc)) {
 				notable = true;
 			}

@@ -73,6 +73,9 @@
 
 /* Pause before retrying after etcd could not be reached at all. */
 #define RETRY_USEC (1 * USEC_PER_SEC)
+/* How long a joiner lets an earlier one admit it before writing itself (the
+ * earlier one's lease expiring wakes it sooner). */
+#define BEHIND_USEC (2 * USEC_PER_SEC)
 /* At most one "cannot reach etcd" line per this span. */
 #define ERR_LOG_USEC (10 * USEC_PER_SEC)
 
@@ -83,8 +86,7 @@ typedef void (*op_done_fn)(struct etcdr *c, int err, enum rdzv_action a);
 
 enum boot {
 	BOOT_LEASE, /* granting the lease */
-	BOOT_CLEAN, /* looking for a stale closed rendezvous */
-	BOOT_ALIVE, /* writing a/<node> */
+	BOOT_CLEAN, /* writing a/<node>, removing a stale closed rendezvous */
 	BOOT_READY,
 	BOOT_FAILED,
 };
@@ -117,6 +119,7 @@ struct etcdr {
 	char *join_prefix, *join_end, *join_key;
 	char *info_prefix, *info_end, *info_key;
 	char *gen_key;      /* put with every change waiting nodes must hear of */
+	char *adm_key;      /* put by a write that admits others: joiners re-read */
 	char *watch_prefix; /* "w/": everything but the state itself */
 	char *watch_end;
 	struct rdzv_node me;
@@ -136,15 +139,24 @@ struct etcdr {
 	int64_t mod_rev;     /* of the state key; 0: absent */
 	int64_t rev;         /* header revision of the last read */
 	char **dead;      /* nodes known to have lost their lease */
-	bool alive_stale; /* the next read takes the a/ range (first read, a reset) */
+	bool alive_stale; /* the next read takes the a/ range (after a reset) */
 	struct rdzv_node *joiners; /* j/ requests, in order of request */
 	size_t n_joiners;
+	/* The coordinator: the node whose a/ key is the oldest. It alone
+	 * watches and reads the join requests and admits them. */
+	bool coordinator;       /* we are it */
+	bool coordinator_known; /* somebody is */
+	struct etcd_watch *jwatch; /* the coordinator's watch on j/ */
+	int64_t j_seen;            /* j/ read through this revision */
 	bool intent;         /* our j/ key is there */
-	bool intent_pending; /* its put is in flight */
+	bool intent_pending; /* the read in flight puts it */
 	bool cas_drops_intent; /* the compare-and-set in flight deletes it */
+	bool cas_admits;       /* it admits other joiners: put adm_key */
+	uint64_t behind_since; /* waiting for the coordinator to admit us */
+	bool behind_looked;    /* read again after waiting long */
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
-	int rd_alive, rd_join, rd_exch, rd_barrier;
+	int rd_state, rd_alive, rd_oldest, rd_join, rd_exch, rd_barrier;
 
 	/* The I/O lane: one read or compare-and-set at a time. */
 	bool io_pending;
@@ -181,8 +193,9 @@ struct etcdr {
 	int master_port;
 	bool published;         /* group rank 0: w/r/<round> written */
 	struct etcd_range infos; /* group rank 0: the i/ keys */
-	char *assignment;        /* w/r/<round> as read */
+	char *assignment; /* the newest w/r/<round> seen */
 	size_t assignment_len;
+	int64_t assignment_round;
 	bool *arrived; /* exit barrier: group ranks seen in w/b/<round>/ */
 	int n_arrived;
 	struct event *aux_timer; /* exchange / barrier deadline */
@@ -388,15 +401,15 @@ joiners_clear(struct etcdr *c)
 	c->n_joiners = 0;
 }
 
-/* The join requests of a j/ range, oldest first. */
+/* Add the join requests of a j/ range to those held, oldest first, each node
+ * once. */
 static void
 take_joiners(struct etcdr *c, const struct etcd_range *r)
 {
 	size_t plen = strlen(c->join_prefix);
 	const struct etcd_kv **by_rev = xcalloc(r->n_kvs + 1, sizeof(*by_rev));
 
-	joiners_clear(c);
-	c->joiners = xrealloc(c->joiners, (r->n_kvs + 1) * sizeof(*c->joiners));
+	c->joiners = xrealloc(c->joiners, (c->n_joiners + r->n_kvs + 1) * sizeof(*c->joiners));
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		by_rev[i] = &r->kvs[i];
 	}
@@ -404,9 +417,18 @@ take_joiners(struct etcdr *c, const struct etcd_range *r)
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		const struct etcd_kv *kv = by_rev[i];
 
-		if (kv->key_len > plen &&
-		    rdzv_node_parse(&c->joiners[c->n_joiners], kv->key + plen,
-				    kv->key_len - plen) == 0) {
+		struct rdzv_node *n = &c->joiners[c->n_joiners];
+		bool dup = false;
+
+		if (kv->key_len <= plen || rdzv_node_parse(n, kv->key + plen, kv->key_len - plen) < 0) {
+			continue;
+		}
+		for (size_t k = 0; k < c->n_joiners && !dup; k++) {
+			dup = rdzv_node_cmp(&c->joiners[k], n) == 0;
+		}
+		if (dup) {
+			rdzv_node_release(n);
+		} else {
 			c->n_joiners++;
 		}
 	}
@@ -556,12 +578,18 @@ barrier_mark(struct etcdr *c, const char *key)
 	}
 }
 
+/* Keep the newest rank assignment seen (w/r/<round>), whenever it comes:
+ * group rank 0 may publish before we look. */
 static void
-set_assignment(struct etcdr *c, const char *value, size_t len)
+set_assignment(struct etcdr *c, int64_t round, const char *value, size_t len)
 {
+	if (c->assignment && round < c->assignment_round) {
+		return;
+	}
 	free(c->assignment);
 	c->assignment = xstrndup(value, len);
 	c->assignment_len = len;
+	c->assignment_round = round;
 }
 
 static void
@@ -599,16 +627,65 @@ intent_check(struct etcdr *c)
 	}
 }
 
-/* Take an answer's ranges: the state first, then those read_plan asked for. */
+/* The coordinator's watch on j/: a new request, a look. */
+static void
+jwatch_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+	bool put = reset;
+
+	if (err < 0) {
+		emit(c, "%s; reconnecting", errmsg);
+		return;
+	}
+	if (reset) {
+		c->j_seen = 0;
+	}
+	for (size_t i = 0; i < resp->n_events && !put; i++) {
+		put = !resp->events[i].is_delete;
+	}
+	if (put && c->coordinator && c->fin == FIN_NONE) {
+		read_all(c);
+	}
+}
+
+/* Take up or leave the coordinator's work; rev: the revision just read. */
+static void
+coordinator_set(struct etcdr *c, bool on, int64_t rev)
+{
+	if (on == c->coordinator) {
+		return;
+	}
+	c->coordinator = on;
+	joiners_clear(c);
+	etcd_watch_free(c->jwatch);
+	c->jwatch = NULL;
+	if (on) {
+		/* Every request so far on the next read, later ones as they come. */
+		c->j_seen = 0;
+		c->jwatch = etcd_watch_new(c->cl, c->join_prefix, c->join_end, rev + 1, false,
+					   jwatch_cb, c);
+		c->kick_pending = true;
+	}
+}
+
+/* The answer to the range read_plan put at index i, or NULL. */
+static const struct etcd_range *
+planned(const struct etcd_response *resp, int i)
+{
+	return i >= 0 && (size_t)i < resp->n_ranges ? &resp->ranges[i] : NULL;
+}
+
+/* Take the ranges read_plan asked for from an answer. */
 static int
 absorb(struct etcdr *c, const struct etcd_response *resp)
 {
-	const struct etcd_range *sr = &resp->ranges[0];
+	const struct etcd_range *sr = planned(resp, c->rd_state), *r;
 	struct rdzv_state st;
 	bool notable = false;
 	size_t dropped;
 
-	if (resp->n_ranges < 1) {
+	if (!sr) {
 		return -EBADMSG;
 	}
 	if (sr->n_kvs == 0) {
@@ -619,32 +696,33 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 	} else {
 		c->mod_rev = sr->kvs[0].mod_revision;
 	}
+	rdzv_state_stamp_members(&st, (int64_t)wall_usec()); /* liveness: the leases */
 	rdzv_state_release(&c->st);
 	c->st = st;
 	c->rev = resp->revision;
-	if (c->rd_alive > 0 && (size_t)c->rd_alive < resp->n_ranges) {
-		dead_from_alive(c, &resp->ranges[c->rd_alive]);
+	if ((r = planned(resp, c->rd_alive))) {
+		dead_from_alive(c, r);
 		c->alive_stale = false;
 	}
-	if (c->rd_join > 0 && (size_t)c->rd_join < resp->n_ranges) {
-		take_joiners(c, &resp->ranges[c->rd_join]);
-	} else {
-		joiners_clear(c);
+	if ((r = planned(resp, c->rd_oldest))) {
+		c->coordinator_known = r->n_kvs == 1;
+		coordinator_set(c, r->n_kvs == 1 && strcmp(r->kvs[0].key, c->alive_key) == 0,
+				resp->revision);
 	}
-	if (c->rd_exch > 0 && (size_t)c->rd_exch < resp->n_ranges && c->exchanging) {
-		const struct etcd_range *x = &resp->ranges[c->rd_exch];
-
+	if ((r = planned(resp, c->rd_join)) && c->coordinator) {
+		take_joiners(c, r);
+		c->j_seen = resp->revision;
+	}
+	if ((r = planned(resp, c->rd_exch)) && c->exchanging) {
 		if (c->rank == 0) {
-			range_copy(&c->infos, x);
-		} else if (x->n_kvs == 1) {
-			set_assignment(c, x->kvs[0].value, x->kvs[0].value_len);
+			range_copy(&c->infos, r);
+		} else if (r->n_kvs == 1) {
+			set_assignment(c, c->round, r->kvs[0].value, r->kvs[0].value_len);
 		}
 	}
-	if (c->rd_barrier > 0 && (size_t)c->rd_barrier < resp->n_ranges && c->barrier) {
-		const struct etcd_range *b = &resp->ranges[c->rd_barrier];
-
-		for (size_t i = 0; i < b->n_kvs; i++) {
-			barrier_mark(c, b->kvs[i].key);
+	if ((r = planned(resp, c->rd_barrier)) && c->barrier) {
+		for (size_t i = 0; i < r->n_kvs; i++) {
+			barrier_mark(c, r->kvs[i].key);
 		}
 	}
 	if (c->next_active && !st.complete && st.n_participants > c->peak_count) {
@@ -667,13 +745,13 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 	return 0;
 }
 
-/* What a read asks for after the state: the a/ range when the dead set must
- * be rebuilt; the j/ range when this node may write a join (it runs the join
- * and is no participant yet); while exchanging, the i/ range (group rank 0,
+/* What a read asks for, after whatever the txn writes first: the state; the a/ range when the dead set must
+ * be rebuilt; the oldest a/ key (who coordinates); for the coordinator, the
+ * join requests since its last look; while exchanging, the i/ range (group rank 0,
  * until it publishes) or w/r/<round> (the others); in the exit barrier,
  * w/b/<round>/. Records where each answer will be (c->rd_*). */
 struct read_plan {
-	struct etcd_op ops[5];
+	struct etcd_op ops[8]; /* the txn's writes (if any), then the reads */
 	size_t n;
 	char *bufs[3];
 };
@@ -683,8 +761,8 @@ read_plan(struct etcdr *c, struct read_plan *p)
 {
 	size_t len;
 
-	memset(p, 0, sizeof(*p));
 	c->rd_alive = c->rd_join = c->rd_exch = c->rd_barrier = -1;
+	c->rd_state = (int)p->n;
 	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->state_key};
 	if (c->alive_stale) {
 		c->rd_alive = (int)p->n;
@@ -693,13 +771,21 @@ read_plan(struct etcdr *c, struct read_plan *p)
 						  .range_end = c->alive_end,
 						  .keys_only = true};
 	}
-	if (c->op_active && c->op == RDZV_OP_JOIN &&
-	    rdzv_state_find_participant(&c->st, &c->me) < 0) {
+	c->rd_oldest = (int)p->n;
+	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
+					  .key = c->alive_prefix,
+					  .range_end = c->alive_end,
+					  .keys_only = true,
+					  .limit = 1,
+					  .oldest_first = true};
+	if (c->coordinator) {
+		/* The requests since the last look. */
 		c->rd_join = (int)p->n;
 		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
 						  .key = c->join_prefix,
 						  .range_end = c->join_end,
-						  .keys_only = true};
+						  .keys_only = true,
+						  .min_mod_revision = c->j_seen + 1};
 	}
 	if (c->exchanging && c->rank == 0 && !c->published) {
 		c->rd_exch = (int)p->n;
@@ -745,6 +831,11 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 	struct etcdr *c = arg;
 
 	c->io_pending = false;
+	if (c->intent_pending) {
+		/* The read carried our join request. */
+		c->intent_pending = false;
+		c->intent = err == 0;
+	}
 	if (err < 0) {
 		io_failed(c, err, errmsg);
 		return;
@@ -758,11 +849,36 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 	after_io(c);
 }
 
+/* Ask to join, at the head of a read: j/<node> and i/<node> (role, local
+ * world size), on our lease. Returns the i/ value, to free after encoding. */
+static char *
+intent_ops(struct etcdr *c, struct read_plan *p)
+{
+	json_t *o = json_pack("{sssi}", "role", c->r->cfg->role, "local_world_size",
+			      c->r->local_world_size);
+	char *info = json_dumps(o, JSON_COMPACT);
+
+	json_decref(o);
+	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_PUT,
+					  .key = c->join_key,
+					  .value = "1",
+					  .value_len = 1,
+					  .lease = c->lease};
+	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_PUT,
+					  .key = c->info_key,
+					  .value = info,
+					  .value_len = strlen(info),
+					  .lease = c->lease};
+	c->intent = true;
+	c->intent_pending = true;
+	return info;
+}
+
 static void
 read_all(struct etcdr *c)
 {
-	struct read_plan p;
-	char *body;
+	struct read_plan p = {0};
+	char *body, *info = NULL;
 
 	if (c->io_pending) {
 		c->kick_pending = true;
@@ -772,11 +888,15 @@ read_all(struct etcdr *c)
 	c->in_sync = false;
 	evtimer_del(c->sync_timer);
 	evtimer_del(c->retry_timer);
+	if (c->op_active && c->op == RDZV_OP_JOIN && !c->intent) {
+		info = intent_ops(c, &p);
+	}
 	read_plan(c, &p);
 	body = etcd_encode_txn(NULL, 0, p.ops, p.n, NULL, 0);
 	c->io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, read_cb, c);
 	free(body);
+	free(info);
 	read_plan_release(&p);
 }
 
@@ -803,7 +923,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
 			c->peak_count = c->st.n_participants;
 		}
-		joiners_clear(c);
+		joiners_clear(c); /* all of them are in the state written */
 		intent_check(c);
 		observe(c);
 		report_progress(c);
@@ -832,15 +952,24 @@ cas_write(struct etcdr *c, bool drop_intent)
 		.target = c->mod_rev ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
 		.revision = c->mod_rev,
 	};
-	struct etcd_op put[3] = {{.kind = ETCD_OP_PUT, .key = c->state_key}};
-	struct read_plan p;
+	struct etcd_op put[4] = {{.kind = ETCD_OP_PUT, .key = c->state_key}};
+	struct read_plan p = {0};
 	char *value, *body, gen[32];
-	size_t len, n = 1;
+	size_t len, n = 1, n_hb;
+	struct rdzv_heartbeat *hb;
 
 	if (c->notable) {
 		c->st.gen++;
 	}
+	/* Without heartbeats: liveness is the leases, and every node gets the
+	 * state at least once after the crowd is in. */
+	hb = c->st.heartbeats;
+	n_hb = c->st.n_heartbeats;
+	c->st.heartbeats = NULL;
+	c->st.n_heartbeats = 0;
 	value = rdzv_state_encode(&c->st, &len);
+	c->st.heartbeats = hb;
+	c->st.n_heartbeats = n_hb;
 	put[0].value = value;
 	put[0].value_len = len;
 	/* Only a change waiting nodes must hear about wakes them (their watch
@@ -856,6 +985,10 @@ cas_write(struct etcdr *c, bool drop_intent)
 	if (c->cas_drops_intent) {
 		put[n++] = (struct etcd_op){.kind = ETCD_OP_DELETE, .key = c->join_key};
 	}
+	if (c->cas_admits) {
+		put[n++] = (struct etcd_op){
+			.kind = ETCD_OP_PUT, .key = c->adm_key, .value = "1", .value_len = 1};
+	}
 	read_plan(c, &p);
 	body = etcd_encode_txn(&cmp, 1, put, n, p.ops, p.n);
 	c->io_pending = true;
@@ -865,12 +998,66 @@ cas_write(struct etcdr *c, bool drop_intent)
 	read_plan_release(&p);
 }
 
+static struct rdzv_ctx
+make_ctx(const struct etcdr *c)
+{
+	struct rdzv_ctx ctx = {
+		.settings = &c->settings,
+		.node = &c->me,
+		.now_wall = (int64_t)wall_usec(),
+		.now_mono = now_usec(),
+		.op_deadline = c->op_deadline,
+	};
+
+	return ctx;
+}
+
+/* The coordinator admits the requests it holds and the wait list (a round
+ * that opens takes them), in one compare-and-set. Returns whether it wrote. */
+static bool
+admit_now(struct etcdr *c)
+{
+	struct rdzv_ctx ctx = make_ctx(c);
+	struct rdzv_node *list;
+	size_t n = 0, admitted;
+	bool notable = false;
+
+	if (!c->coordinator || c->io_pending || c->boot != BOOT_READY || c->fin != FIN_NONE ||
+	    (c->n_joiners == 0 && c->st.n_wait_list == 0)) {
+		return false;
+	}
+	list = xcalloc(c->n_joiners + c->st.n_wait_list + 1, sizeof(*list));
+	for (size_t i = 0; i < c->st.n_wait_list; i++) {
+		rdzv_node_copy(&list[n++], &c->st.wait_list[i]); /* admitting moves it */
+	}
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		rdzv_node_copy(&list[n++], &c->joiners[i]);
+	}
+	admitted = rdzv_admit(&c->st, list, n, &ctx, &notable);
+	for (size_t i = 0; i < n; i++) {
+		rdzv_node_release(&list[i]);
+	}
+	free(list);
+	if (admitted == 0) {
+		return false;
+	}
+	if (notable) {
+		c->notable = true;
+	}
+	c->cas_admits = true;
+	cas_write(c, false);
+	return true;
+}
+
 /* After a read or a write: whoever waits on the state looks at it. */
 static void
 after_io(struct etcdr *c)
 {
 	if (c->op_active) {
 		op_step(c);
+	}
+	if (!c->io_pending) {
+		admit_now(c);
 	}
 	if (c->exchanging) {
 		exchange_check(c);
@@ -891,19 +1078,6 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the operation loop ------------------------------------------------- */
 
-static struct rdzv_ctx
-make_ctx(const struct etcdr *c)
-{
-	struct rdzv_ctx ctx = {
-		.settings = &c->settings,
-		.node = &c->me,
-		.now_wall = (int64_t)wall_usec(),
-		.now_mono = now_usec(),
-		.op_deadline = c->op_deadline,
-	};
-
-	return ctx;
-}
 
 static void
 op_end(struct etcdr *c, int err, enum rdzv_action a)
@@ -919,44 +1093,6 @@ op_end(struct etcdr *c, int err, enum rdzv_action a)
 }
 
 static void
-intent_put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
-{
-	struct etcdr *c = arg;
-
-	c->intent_pending = false;
-	if (err < 0) {
-		/* Without a request nobody admits us; we still admit ourselves. */
-		c->intent = false;
-		emit(c, "putting the join request: %s", errmsg);
-	}
-	intent_check(c);
-	read_all(c);
-}
-
-/* Ask to join: j/<node> and i/<node> (role, local world size), on our lease. */
-static void
-intent_put(struct etcdr *c)
-{
-	json_t *o = json_pack("{sssi}", "role", c->r->cfg->role, "local_world_size",
-			      c->r->local_world_size);
-	char *info = json_dumps(o, JSON_COMPACT), *body;
-	struct etcd_op put[2] = {
-		{.kind = ETCD_OP_PUT, .key = c->join_key, .value = "1", .value_len = 1,
-		 .lease = c->lease},
-		{.kind = ETCD_OP_PUT, .key = c->info_key, .value = info, .value_len = strlen(info),
-		 .lease = c->lease},
-	};
-
-	json_decref(o);
-	c->intent = true;
-	c->intent_pending = true;
-	body = etcd_encode_txn(NULL, 0, put, 2, NULL, 0);
-	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, intent_put_cb, c);
-	free(body);
-	free(info);
-}
-
-static void
 op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 {
 	c->op_active = true;
@@ -964,11 +1100,9 @@ op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 	c->op_deadline = deadline;
 	c->op_done = done;
 	c->in_sync = false;
-	if (op == RDZV_OP_JOIN && !c->intent) {
-		intent_put(c); /* reads when it is in */
-		return;
-	}
-	read_all(c);
+	c->behind_since = 0;
+	c->behind_looked = false;
+	read_all(c); /* with our join request first, for a join */
 }
 
 static void
@@ -999,6 +1133,38 @@ op_step(struct etcdr *c)
 	overlay(c, ctx.now_wall);
 	a = rdzv_decide(c->op, &c->st, &ctx);
 	if (rdzv_action_is_mutation(a)) {
+		bool joining = a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
+			       a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
+			       a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST;
+
+		if (joining && c->coordinator_known && !c->coordinator) {
+			/* The coordinator admits us: wait for its w/adm (or
+			 * its lease going) instead of racing it. Write
+			 * ourselves only if it makes no progress at all. */
+			uint64_t now = now_usec();
+
+			if (c->behind_since == 0) {
+				c->behind_since = now;
+			}
+			if (now - c->behind_since < BEHIND_USEC) {
+				c->in_sync = true;
+				if (!c->kick_pending) {
+					timer_usec(c->sync_timer,
+						   c->behind_since + BEHIND_USEC - now);
+				}
+				return;
+			}
+			if (!c->behind_looked) {
+				/* No word for a while: maybe admitted already. */
+				c->behind_looked = true;
+				c->behind_since = now;
+				c->in_sync = true;
+				c->kick_pending = true;
+				return;
+			}
+		}
+		c->behind_since = 0;
+		c->behind_looked = false;
 		if (rdzv_apply(&c->st, a, &ctx)) {
 			c->notable = true;
 		}
@@ -1008,10 +1174,12 @@ op_step(struct etcdr *c)
 		}
 		record_action(c, a);
 		/* Admit whoever asked to join on the way (order of request). */
+		c->cas_admits = false;
 		if (c->n_joiners > 0) {
 			bool notable = false;
 
-			rdzv_admit(&c->st, c->joiners, c->n_joiners, &ctx, &notable);
+			c->cas_admits =
+				rdzv_admit(&c->st, c->joiners, c->n_joiners, &ctx, &notable) > 0;
 			if (notable) {
 				c->notable = true;
 			}
@@ -1042,9 +1210,12 @@ sync_timer_cb(evutil_socket_t fd, short what, void *arg)
 		c->in_sync = false;
 		c->lost = false;
 		op_step(c);
-		if (!c->io_pending && c->kick_pending) {
-			read_all(c);
-		}
+	}
+	if (!c->io_pending) {
+		admit_now(c);
+	}
+	if (!c->io_pending && c->kick_pending) {
+		read_all(c);
 	}
 }
 
@@ -1057,7 +1228,8 @@ watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errm
 {
 	struct etcdr *c = arg;
 	bool reread = reset;
-	char *akey;
+	char *rprefix = xasprintf("%sw/r/", c->prefix);
+	size_t rlen = strlen(rprefix);
 
 	if (err < 0) {
 		emit(c, "%s; reconnecting", errmsg);
@@ -1066,19 +1238,28 @@ watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errm
 	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
 		return;
 	}
-	akey = c->exchanging && c->rank != 0 ? assignment_key(c, c->round) : NULL;
 	for (size_t i = 0; i < resp->n_events; i++) {
 		const struct etcd_event *ev = &resp->events[i];
 
 		if (ev->is_delete || strcmp(ev->kv.key, c->gen_key) == 0) {
 			reread = true;
-		} else if (akey && strcmp(ev->kv.key, akey) == 0) {
-			set_assignment(c, ev->kv.value, ev->kv.value_len);
+		} else if (strcmp(ev->kv.key, c->adm_key) == 0) {
+			/* Joiners admitted: the coordinator is at work. Those
+			 * admitted hear of it with the round's next notable
+			 * change (w/gen); no crowd of reads per batch. */
+			c->behind_since = 0;
+			c->behind_looked = false;
+		} else if (strncmp(ev->kv.key, rprefix, rlen) == 0) {
+			long long round;
+
+			if (parse_int(ev->kv.key + rlen, 0, INT64_MAX, &round) == 0) {
+				set_assignment(c, round, ev->kv.value, ev->kv.value_len);
+			}
 		} else if (c->barrier) {
 			barrier_mark(c, ev->kv.key);
 		}
 	}
-	free(akey);
+	free(rprefix);
 	if (reread) {
 		read_all(c);
 		return;
@@ -1111,12 +1292,16 @@ deaths_cb(int err, const struct etcd_response *resp, bool reset, const char *err
 	for (size_t i = 0; i < resp->n_events; i++) {
 		const struct etcd_kv *kv = &resp->events[i].kv;
 
+		/* Our own key goes only when a closed run is cleaned up at
+		 * our start; our lease's fate comes from its keep-alive. */
 		if (resp->events[i].is_delete && kv->key_len > plen &&
-		    !is_dead(c, kv->key + plen)) {
+		    strcmp(kv->key, c->alive_key) != 0 && !is_dead(c, kv->key + plen)) {
 			strv_push(&c->dead, kv->key + plen);
 		}
 	}
-	read_all(c);
+	if (reset || resp->n_events > 0) {
+		read_all(c);
+	}
 }
 
 /* ---- next_rendezvous ---------------------------------------------------- */
@@ -1238,6 +1423,7 @@ exchange_publish(struct etcdr *c)
 	free(c->assignment);
 	c->assignment = json_dumps(o, JSON_COMPACT);
 	c->assignment_len = strlen(c->assignment);
+	c->assignment_round = c->round;
 	json_decref(o);
 	key = assignment_key(c, c->round);
 	put.key = key;
@@ -1309,8 +1495,6 @@ exchange_start(struct etcdr *c)
 	c->world = (int)c->st.n_participants;
 	c->exchanging = true;
 	c->published = false;
-	free(c->assignment);
-	c->assignment = NULL;
 	range_release(&c->infos);
 	if (c->rank == 0) {
 		int port = free_port();
@@ -1321,7 +1505,11 @@ exchange_start(struct etcdr *c)
 		c->master_port = port > 0 ? port : 29500;
 	}
 	timer_usec(c->aux_timer, c->next_deadline > now ? c->next_deadline - now : 1);
-	read_all(c);
+	if (c->rank == 0) {
+		read_all(c); /* the i/ keys */
+	} else {
+		exchange_check(c); /* the assignment may be in already; else the watch brings it */
+	}
 }
 
 static void
@@ -1343,7 +1531,7 @@ exchange_check(struct etcdr *c)
 	if (c->rank == 0 && !c->published && exchange_publish(c) == 0) {
 		return;
 	}
-	if (!c->assignment) {
+	if (!c->assignment || c->assignment_round != c->round) {
 		return;
 	}
 	if (exchange_take(c) < 0) {
@@ -1568,6 +1756,30 @@ boot_failed_try(struct etcdr *c, int err, const char *msg)
 	timer_usec(c->boot_timer, RETRY_USEC);
 }
 
+/* a/<node> is in at revision rev: watch from there and start. deaths_from:
+ * the first revision of deaths that matter, the creation of the state we
+ * found (a node that died before we came may still be in it); deletions
+ * before it belong to an earlier job under the same run id, whose node names
+ * may come back (same host, same pid). */
+static void
+boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from)
+{
+	c->rev = rev;
+	c->boot = BOOT_READY;
+	c->err_logged = 0;
+	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
+	c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, c->rev + 1, false, watch_cb,
+				  c);
+	/* Only deletions come; a compacted history resets it (then the a/
+	 * range is read once). */
+	c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end,
+				   deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1, true,
+				   deaths_cb, c);
+	if (c->next_pending) {
+		start_next(c);
+	}
+}
+
 static void
 clean_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
@@ -1577,7 +1789,7 @@ clean_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 		boot_failed_try(c, err, errmsg);
 		return;
 	}
-	boot_step(c);
+	boot_ready(c, resp->revision, 0);
 }
 
 static void
@@ -1599,13 +1811,13 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		c->boot = BOOT_CLEAN;
 		break;
 	case BOOT_CLEAN:
-		c->boot = BOOT_ALIVE;
-		if (resp->n_ranges >= 2 && resp->ranges[0].n_kvs == 1 &&
-		    resp->ranges[1].n_kvs == 0) {
+		/* [put a/<node>, the state, a/ (count)] */
+		if (resp->n_ranges >= 3 && resp->ranges[1].n_kvs == 1 &&
+		    resp->ranges[2].count <= 1) {
 			struct rdzv_state st;
 			bool closed =
-				rdzv_state_decode(resp->ranges[0].kvs[0].value,
-						  resp->ranges[0].kvs[0].value_len, &st) == 0 &&
+				rdzv_state_decode(resp->ranges[1].kvs[0].value,
+						  resp->ranges[1].kvs[0].value_len, &st) == 0 &&
 				st.closed;
 
 			rdzv_state_release(&st);
@@ -1616,12 +1828,17 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 				struct etcd_cmp cmp = {
 					.key = c->state_key,
 					.target = ETCD_CMP_MOD,
-					.revision = resp->ranges[0].kvs[0].mod_revision,
+					.revision = resp->ranges[1].kvs[0].mod_revision,
 				};
-				struct etcd_op del = {.kind = ETCD_OP_DELETE,
-						      .key = c->prefix,
-						      .range_end = c->prefix_end};
-				char *body = etcd_encode_txn(&cmp, 1, &del, 1, NULL, 0);
+				/* Everything but a/: ours is in, and the others'
+				 * went with their leases. */
+				struct etcd_op del[2] = {{.kind = ETCD_OP_DELETE,
+							  .key = c->prefix,
+							  .range_end = c->alive_prefix},
+							 {.kind = ETCD_OP_DELETE,
+							  .key = c->alive_end,
+							  .range_end = c->prefix_end}};
+				char *body = etcd_encode_txn(&cmp, 1, del, 2, NULL, 0);
 
 				emit(c,
 				     "removing the closed rendezvous '%s' left in etcd by an "
@@ -1632,19 +1849,10 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 				return;
 			}
 		}
-		break;
-	case BOOT_ALIVE:
-		c->rev = resp->revision;
-		c->boot = BOOT_READY;
-		c->err_logged = 0;
-		timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
-		c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, c->rev + 1, false,
-					  watch_cb, c);
-		c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end, c->rev + 1, true,
-					   deaths_cb, c);
-		if (c->next_pending) {
-			start_next(c);
-		}
+		boot_ready(c, resp->revision,
+			   resp->n_ranges >= 2 && resp->ranges[1].n_kvs == 1
+				   ? resp->ranges[1].kvs[0].create_revision
+				   : 0);
 		return;
 	case BOOT_READY:
 	case BOOT_FAILED:
@@ -1665,26 +1873,22 @@ boot_step(struct etcdr *c)
 		path = "/v3/lease/grant";
 		break;
 	case BOOT_CLEAN: {
-		struct etcd_op ops[2] = {
+		/* In, and a look for a closed rendezvous nobody else is in. */
+		struct etcd_op ops[3] = {
+			{.kind = ETCD_OP_PUT,
+			 .key = c->alive_key,
+			 .value = "1",
+			 .value_len = 1,
+			 .lease = c->lease},
 			{.kind = ETCD_OP_RANGE, .key = c->state_key},
 			{.kind = ETCD_OP_RANGE,
 			 .key = c->alive_prefix,
 			 .range_end = c->alive_end,
-			 .keys_only = true},
+			 .keys_only = true,
+			 .limit = 1},
 		};
 
-		body = etcd_encode_txn(NULL, 0, ops, 2, NULL, 0);
-		break;
-	}
-	case BOOT_ALIVE: {
-		struct etcd_op put = {.kind = ETCD_OP_PUT,
-				      .key = c->alive_key,
-				      .value = "1",
-				      .value_len = 1,
-				      .lease = c->lease};
-
-		body = etcd_encode_op(&put);
-		path = "/v3/kv/put";
+		body = etcd_encode_txn(NULL, 0, ops, 3, NULL, 0);
 		break;
 	}
 	case BOOT_READY:
@@ -1812,6 +2016,8 @@ fin_step(struct etcdr *c, int err)
 		c->watch = NULL;
 		etcd_watch_free(c->deaths);
 		c->deaths = NULL;
+		etcd_watch_free(c->jwatch);
+		c->jwatch = NULL;
 		if (c->lease == 0) {
 			c->fin = FIN_NONE;
 			defer(c, 1, 0, 0, NULL);
@@ -1985,8 +2191,8 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->info_prefix = xasprintf("%si/", c->prefix);
 	c->info_end = etcd_prefix_end(c->info_prefix, strlen(c->info_prefix), &len);
 	c->info_key = xasprintf("%s%s", c->info_prefix, c->me.name);
-	c->alive_stale = true;
 	c->gen_key = xasprintf("%sw/gen", c->prefix);
+	c->adm_key = xasprintf("%sw/adm", c->prefix);
 	c->watch_prefix = xasprintf("%sw/", c->prefix);
 	c->watch_end = etcd_prefix_end(c->watch_prefix, strlen(c->watch_prefix), &len);
 	c->alive_end = etcd_prefix_end(c->alive_prefix, strlen(c->alive_prefix), &len);
@@ -2012,6 +2218,7 @@ etcdr_free(struct rdzv *r)
 	}
 	etcd_watch_free(c->watch);
 	etcd_watch_free(c->deaths);
+	etcd_watch_free(c->jwatch);
 	etcd_client_free(c->cl);
 	if (c->sync_timer) {
 		event_free(c->sync_timer);
@@ -2053,6 +2260,7 @@ etcdr_free(struct rdzv *r)
 	free(c->alive_key);
 	free(c->boot_err);
 	free(c->gen_key);
+	free(c->adm_key);
 	free(c->watch_prefix);
 	free(c->watch_end);
 	free(c);

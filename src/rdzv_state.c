@@ -359,6 +359,49 @@ rdzv_state_init(struct rdzv_state *st)
 }
 
 void
+rdzv_state_stamp_members(struct rdzv_state *st, int64_t usec)
+{
+	size_t cap = st->n_participants + st->n_wait_list + st->n_redundancy_list;
+	/* capacity(cap) >= capacity(n): the arrays' growth rule holds. */
+	struct rdzv_heartbeat *hb = xcalloc(capacity(cap) + 1, sizeof(*hb));
+	size_t ip = 0, iw = 0, ir = 0, n = 0;
+
+	/* A merge of the three sorted lists; a node is in one list at most,
+	 * but a duplicate would be dropped. */
+	while (ip < st->n_participants || iw < st->n_wait_list || ir < st->n_redundancy_list) {
+		const struct rdzv_node *next = NULL;
+
+		if (ip < st->n_participants) {
+			next = &st->participants[ip].node;
+		}
+		if (iw < st->n_wait_list && (!next || rdzv_node_cmp(&st->wait_list[iw], next) < 0)) {
+			next = &st->wait_list[iw];
+		}
+		if (ir < st->n_redundancy_list &&
+		    (!next || rdzv_node_cmp(&st->redundancy_list[ir], next) < 0)) {
+			next = &st->redundancy_list[ir];
+		}
+		if (n == 0 || rdzv_node_cmp(&hb[n - 1].node, next) != 0) {
+			rdzv_node_copy(&hb[n].node, next);
+			hb[n++].usec = usec;
+		}
+		if (ip < st->n_participants && next == &st->participants[ip].node) {
+			ip++;
+		} else if (iw < st->n_wait_list && next == &st->wait_list[iw]) {
+			iw++;
+		} else {
+			ir++;
+		}
+	}
+	for (size_t i = 0; i < st->n_heartbeats; i++) {
+		rdzv_node_release(&st->heartbeats[i].node);
+	}
+	free(st->heartbeats);
+	st->heartbeats = hb;
+	st->n_heartbeats = n;
+}
+
+void
 rdzv_state_release(struct rdzv_state *st)
 {
 	for (size_t i = 0; i < st->n_participants; i++) {

@@ -102,6 +102,11 @@ bool rdzv_state_remove_redundant(struct rdzv_state *st, const struct rdzv_node *
 bool rdzv_state_set_heartbeat(struct rdzv_state *st, const struct rdzv_node *n, int64_t usec);
 bool rdzv_state_remove_heartbeat(struct rdzv_state *st, const struct rdzv_node *n);
 
+/* Replace the heartbeats with one per node of the participants, wait list
+ * and redundancy list, each stamped usec (for a store where liveness lives
+ * elsewhere, as etcd leases: the state is kept without "h" lines). */
+void rdzv_state_stamp_members(struct rdzv_state *st, int64_t usec);
+
 /* Encode into a malloc'd buffer (not NUL-terminated; *ret_len bytes). */
 char *rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len);
 

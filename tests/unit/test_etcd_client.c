@@ -107,6 +107,19 @@ test_encode_put_range(void **state)
 	assert_string_equal(json_string_value(json_object_get(o, "range_end")), "L3Aw");
 	assert_true(json_is_true(json_object_get(o, "keys_only")));
 	assert_null(json_object_get(o, "value"));
+	assert_null(json_object_get(o, "limit"));
+	assert_null(json_object_get(o, "sort_order"));
+	assert_null(json_object_get(o, "min_mod_revision"));
+	json_decref(o);
+	/* The oldest key of a prefix; keys changed since a revision. */
+	range.limit = 1;
+	range.oldest_first = true;
+	range.min_mod_revision = 42;
+	o = parse(etcd_encode_op(&range));
+	assert_string_equal(json_string_value(json_object_get(o, "limit")), "1");
+	assert_string_equal(json_string_value(json_object_get(o, "sort_order")), "ASCEND");
+	assert_string_equal(json_string_value(json_object_get(o, "sort_target")), "CREATE");
+	assert_string_equal(json_string_value(json_object_get(o, "min_mod_revision")), "42");
 	json_decref(o);
 }
 

@@ -136,6 +136,31 @@ test_sets_and_roundtrip(void **state)
 	rdzv_state_release(&st);
 }
 
+/* Heartbeats rebuilt from the members, in node order, for stores whose
+ * liveness is kept elsewhere. */
+static void
+test_stamp_members(void **state)
+{
+	static const char text[] = "elasticd-rdzv 1 0 0 1 0 -1\n"
+				   "p b_1_0 0\np d_1_0 1\nw a_1_0\nw c_1_0\nr e_1_0\n"
+				   "h zz_1_0 5\n";
+	struct rdzv_state st;
+	const char *want[] = {"a_1_0", "b_1_0", "c_1_0", "d_1_0", "e_1_0"};
+
+	assert_int_equal(rdzv_state_decode(text, strlen(text), &st), 0);
+	rdzv_state_stamp_members(&st, 42);
+	assert_int_equal(st.n_heartbeats, 5);
+	for (size_t i = 0; i < 5; i++) {
+		assert_string_equal(st.heartbeats[i].node.name, want[i]);
+		assert_int_equal(st.heartbeats[i].usec, 42);
+	}
+	rdzv_state_release(&st);
+	rdzv_state_init(&st);
+	rdzv_state_stamp_members(&st, 42);
+	assert_int_equal(st.n_heartbeats, 0);
+	rdzv_state_release(&st);
+}
+
 static void
 test_corrupt(void **state)
 {
@@ -191,6 +216,7 @@ main(void)
 		cmocka_unit_test(test_node_order),
 		cmocka_unit_test(test_sets_and_roundtrip),
 		cmocka_unit_test(test_corrupt),
+		cmocka_unit_test(test_stamp_members),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
