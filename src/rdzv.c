@@ -1,11 +1,27 @@
 #include "rdzv.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "util.h"
+
+struct rdzv_notice {
+	struct rdzv *r;
+	struct event *ev;
+	enum rdzv_tell what;
+	int err;
+	int n;
+	char *msg;
+	struct rdzv_notice *next;
+};
 
 int
 rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host, int *ret_port)
@@ -108,24 +124,14 @@ rdzv_shutdown(struct rdzv *r)
 	r->ops->shutdown(r);
 }
 
-static void
-finished_deferred(evutil_socket_t fd, short what, void *arg)
-{
-	struct rdzv *r = arg;
-
-	if (r->cb.finished) {
-		r->cb.finished(0, NULL, r->cb.arg);
-	}
-}
-
 int
 rdzv_exit_barrier(struct rdzv *r)
 {
 	if (r->ops->exit_barrier) {
 		return r->ops->exit_barrier(r);
 	}
-	return event_base_once(r->base, -1, EV_TIMEOUT, finished_deferred, r, NULL) < 0 ? -ENOMEM
-											: 0;
+	rdzv_tell(r, RDZV_TELL_FINISHED, 0, 0, NULL);
+	return 0;
 }
 
 int
@@ -137,8 +143,8 @@ rdzv_finish(struct rdzv *r, bool close)
 	if (close) {
 		r->ops->shutdown(r);
 	}
-	return event_base_once(r->base, -1, EV_TIMEOUT, finished_deferred, r, NULL) < 0 ? -ENOMEM
-											: 0;
+	rdzv_tell(r, RDZV_TELL_FINISHED, 0, 0, NULL);
+	return 0;
 }
 
 void
@@ -150,6 +156,14 @@ rdzv_free(struct rdzv *r)
 	if (r->ops->free) {
 		r->ops->free(r);
 	}
+	while (r->notices) {
+		struct rdzv_notice *n = r->notices;
+
+		r->notices = n->next;
+		event_free(n->ev);
+		free(n->msg);
+		free(n);
+	}
 	free(r);
 }
 
@@ -159,4 +173,141 @@ rdzv_result_release(struct rdzv_result *res)
 	free(res->nodes);
 	free(res->master_addr);
 	memset(res, 0, sizeof(*res));
+}
+
+/* ---- for backends ---------------------------------------------------------- */
+
+static void
+notice_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdzv_notice *n = arg, **pp;
+	struct rdzv *r = n->r;
+
+	for (pp = &r->notices; *pp != n; pp = &(*pp)->next) {
+	}
+	*pp = n->next;
+	switch (n->what) {
+	case RDZV_TELL_DONE:
+		r->cb.done(n->err, NULL, n->msg, r->cb.arg);
+		break;
+	case RDZV_TELL_FINISHED:
+		if (r->cb.finished) {
+			r->cb.finished(n->err, n->msg, r->cb.arg);
+		}
+		break;
+	case RDZV_TELL_FAILED:
+		if (r->cb.failed) {
+			r->cb.failed(n->err, n->msg, r->cb.arg);
+		}
+		break;
+	case RDZV_TELL_NODES_WAITING:
+		if (r->cb.nodes_waiting) {
+			r->cb.nodes_waiting(n->n, n->msg, r->cb.arg);
+		}
+		break;
+	}
+	event_free(n->ev);
+	free(n->msg);
+	free(n);
+}
+
+void
+rdzv_tell(struct rdzv *r, enum rdzv_tell what, int err, int n, const char *msg)
+{
+	struct rdzv_notice *nt = xcalloc(1, sizeof(*nt)), **pp;
+
+	nt->r = r;
+	nt->what = what;
+	nt->err = err;
+	nt->n = n;
+	nt->msg = msg ? xstrdup(msg) : NULL;
+	nt->ev = event_new(r->base, -1, 0, notice_cb, nt);
+	if (!nt->ev) {
+		abort();
+	}
+	/* In order of telling. */
+	for (pp = &r->notices; *pp; pp = &(*pp)->next) {
+	}
+	*pp = nt;
+	event_active(nt->ev, EV_TIMEOUT, 0);
+}
+
+void
+rdzv_progress(struct rdzv *r, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (!r->cb.progress) {
+		return;
+	}
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0) {
+		va_end(ap);
+		return;
+	}
+	va_end(ap);
+	r->cb.progress(msg, r->cb.arg);
+	free(msg);
+}
+
+void
+rdzv_set_node_state(struct rdzv *r, enum node_state *cur, enum node_state s, int rank,
+		    const char *fn, const char *msg)
+{
+	/* The agent records next_rendezvous's own events for every backend. */
+	if (r->events && events_enabled(r->events) && strcmp(fn, "next_rendezvous") != 0) {
+		char *name = xasprintf("rdzv_%s.c:%s", r->ops->name, fn);
+
+		(void)events_record_rdzv(r->events, name, s, rank, "%s", msg);
+		free(name);
+	}
+	if (s != *cur) {
+		rdzv_progress(r, "rendezvous node %s -> %s (%s)", node_state_name(*cur),
+			      node_state_name(s), msg);
+		*cur = s;
+	}
+}
+
+int
+rdzv_conf_seconds(const struct config *cfg, const char *key, double def, uint64_t *ret_usec,
+		  char **reterr)
+{
+	const char *v = config_rdzv_conf_get(cfg, key);
+	double d = def;
+
+	if (v && (parse_double(v, &d) < 0 || d <= 0 || d > 1e9)) {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for %s: expected a number of "
+				    "seconds > 0",
+				    v, key);
+		return -EINVAL;
+	}
+	*ret_usec = (uint64_t)(d * 1e6);
+	return 0;
+}
+
+int
+rdzv_free_port(void)
+{
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -EADDRNOTAVAIL;
+
+	if (fd < 0) {
+		struct sockaddr_in s4 = {.sin_family = AF_INET};
+
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		len = sizeof(s4);
+		if (fd >= 0 && bind(fd, (struct sockaddr *)&s4, len) == 0 &&
+		    getsockname(fd, (struct sockaddr *)&s4, &len) == 0) {
+			port = ntohs(s4.sin_port);
+		}
+	} else if (bind(fd, (struct sockaddr *)&sa, len) == 0 &&
+		   getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+		port = ntohs(sa.sin6_port);
+	}
+	if (fd >= 0) {
+		close(fd);
+	}
+	return port;
 }

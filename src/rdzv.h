@@ -12,10 +12,12 @@
 
 #include "ranks.h"
 
+#include "events.h"
+
 struct config;
 struct event_base;
-struct events;
 struct rdzv;
+struct rdzv_notice;
 
 /* What one completed round gives the agent. */
 struct rdzv_result {
@@ -94,8 +96,9 @@ struct rdzv {
 	const struct config *cfg; /* borrowed */
 	int local_world_size;
 	struct rdzv_callbacks cb;
-	struct events *events; /* cb.events: where RdzvEvents go, may be NULL */
-	void *backend;         /* the backend's own state */
+	struct events *events;       /* cb.events: where RdzvEvents go, may be NULL */
+	void *backend;               /* the backend's own state */
+	struct rdzv_notice *notices; /* rdzv_tell's, not delivered yet */
 };
 
 /* Create the rendezvous the config asks for. local_world_size is this node's
@@ -132,3 +135,40 @@ extern const struct rdzv_backend_ops rdzv_c10d_ops;
 /* "etcd" (rdzv_etcd.c): the same dynamic rendezvous with its state in an etcd
  * v3 cluster (--rdzv-endpoint host1:2379,host2:2379,...). */
 extern const struct rdzv_backend_ops rdzv_etcd_ops;
+
+/* ---- for backends ---------------------------------------------------------- */
+
+/* Which callback rdzv_tell calls. */
+enum rdzv_tell {
+	RDZV_TELL_DONE,          /* cb.done(err, NULL, msg): rdzv_next failed */
+	RDZV_TELL_FINISHED,      /* cb.finished(err, msg) */
+	RDZV_TELL_FAILED,        /* cb.failed(err, msg) */
+	RDZV_TELL_NODES_WAITING, /* cb.nodes_waiting(n, msg) */
+};
+
+/* Tell the agent from a fresh loop turn, never inside a store callback chain
+ * that its reaction (rdzv_next, rdzv_free) could cut short. err: 0 or
+ * -errno; n: RDZV_TELL_NODES_WAITING's count; msg (copied, may be NULL).
+ * Optional callbacks that are NULL are skipped. rdzv_free drops what is not
+ * delivered yet. */
+void rdzv_tell(struct rdzv *r, enum rdzv_tell what, int err, int n, const char *msg);
+
+/* A line for cb.progress (printf format); nothing when it is NULL. */
+void rdzv_progress(struct rdzv *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The one place a dynamic backend's NodeState changes: an RdzvEvent named
+ * "rdzv_<backend>.c:<fn>" with rank (-1: none) for every step, as torch's
+ * construct_and_record_rdzv_event (except fn "next_rendezvous", which the
+ * agent records for every backend), and a progress line when *cur changes
+ * to s. */
+void rdzv_set_node_state(struct rdzv *r, enum node_state *cur, enum node_state s, int rank,
+			 const char *fn, const char *msg);
+
+/* --rdzv-conf key as seconds > 0 (def when absent) in microseconds into
+ * *ret_usec. Returns 0, or -EINVAL with *reterr (malloc'd) naming the key. */
+int rdzv_conf_seconds(const struct config *cfg, const char *key, double def, uint64_t *ret_usec,
+		      char **reterr);
+
+/* A TCP port free on this host now (bound on the wildcard address and
+ * closed, as torch's _get_free_port), or -errno. */
+int rdzv_free_port(void);

@@ -149,61 +149,12 @@ backend(struct rdzv *r)
 	return r->backend;
 }
 
-static void emit(struct c10d *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-emit(struct c10d *c, const char *fmt, ...)
-{
-	va_list ap;
-	char *msg;
-
-	if (!c->r->cb.progress) {
-		return;
-	}
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0) {
-		va_end(ap);
-		return;
-	}
-	va_end(ap);
-	c->r->cb.progress(msg, c->r->cb.arg);
-	free(msg);
-}
-
-static const char *
-node_state_str(enum node_state s)
-{
-	switch (s) {
-	case NODE_STATE_INIT:
-		return "INIT";
-	case NODE_STATE_RUNNING:
-		return "RUNNING";
-	case NODE_STATE_SUCCEEDED:
-		return "SUCCEEDED";
-	case NODE_STATE_FAILED:
-		return "FAILED";
-	}
-	return "?";
-}
-
 /* The one place this node's NodeState changes: an RdzvEvent for every step
  * (torch's construct_and_record_rdzv_event) and a log line for a transition. */
 static void
 c10d_set_state(struct c10d *c, enum node_state s, const char *fn, const char *msg)
 {
-	/* The agent records next_rendezvous's own events for every backend. */
-	if (c->r->events && events_enabled(c->r->events) && strcmp(fn, "next_rendezvous") != 0) {
-		char *name = xasprintf("rdzv_c10d.c:%s", fn);
-
-		(void)events_record_rdzv(c->r->events, name, s, c->running ? c->rank : -1, "%s",
-					 msg);
-		free(name);
-	}
-	if (s != c->node_state) {
-		emit(c, "rendezvous node %s -> %s (%s)", node_state_str(c->node_state),
-		     node_state_str(s), msg);
-		c->node_state = s;
-	}
+	rdzv_set_node_state(c->r, &c->node_state, s, c->running ? c->rank : -1, fn, msg);
 }
 
 static void record_step(struct c10d *c, const char *fn, const char *fmt, ...)
@@ -239,64 +190,6 @@ static char *
 round_key(const struct c10d *c, const char *what)
 {
 	return xasprintf("%s%s", c->prefix, what);
-}
-
-/* ---- deferred completions ------------------------------------------------ */
-
-struct deferred {
-	struct c10d *c;
-	int kind; /* 0 done, 1 finished, 2 failed, 3 nodes_waiting */
-	int err;
-	int n;
-	char *msg;
-};
-
-static void
-deferred_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct deferred *d = arg;
-	struct rdzv *r = d->c->r;
-
-	switch (d->kind) {
-	case 0:
-		r->cb.done(d->err, NULL, d->msg, r->cb.arg);
-		break;
-	case 1:
-		if (r->cb.finished) {
-			r->cb.finished(d->err, d->msg, r->cb.arg);
-		}
-		break;
-	case 2:
-		if (r->cb.failed) {
-			r->cb.failed(d->err, d->msg, r->cb.arg);
-		}
-		break;
-	case 3:
-		if (r->cb.nodes_waiting) {
-			r->cb.nodes_waiting(d->n, d->msg, r->cb.arg);
-		}
-		break;
-	}
-	free(d->msg);
-	free(d);
-}
-
-/* Tell the agent from a fresh loop turn: never inside a store callback chain
- * that the agent's reaction (free, next) could cut short. */
-static void
-defer(struct c10d *c, int kind, int err, int n, const char *msg)
-{
-	struct deferred *d = xcalloc(1, sizeof(*d));
-
-	d->c = c;
-	d->kind = kind;
-	d->err = err;
-	d->n = n;
-	d->msg = msg ? xstrdup(msg) : NULL;
-	if (event_base_once(c->r->base, -1, EV_TIMEOUT, deferred_cb, d, NULL) < 0) {
-		free(d->msg);
-		free(d);
-	}
 }
 
 /* ---- the operation loop ------------------------------------------------- */
@@ -373,30 +266,32 @@ report_progress(struct c10d *c)
 		return;
 	}
 	if (st->complete) {
-		emit(c,
-		     "rendezvous '%s' round %" PRId64 " is running with %zu nodes; %s for the next "
-		     "round",
-		     c->r->cfg->rdzv_id, st->round, st->n_participants,
-		     waiting ? "waiting in the wait list" : "waiting");
+		rdzv_progress(c->r,
+			      "rendezvous '%s' round %" PRId64
+			      " is running with %zu nodes; %s for the next "
+			      "round",
+			      c->r->cfg->rdzv_id, st->round, st->n_participants,
+			      waiting ? "waiting in the wait list" : "waiting");
 		return;
 	}
 	if (st->n_participants < (size_t)c->settings.min_nodes) {
-		emit(c,
-		     "rendezvous '%s' round %" PRId64
-		     ": %zu of %d nodes joined (%s); awaiting %zu more",
-		     c->r->cfg->rdzv_id, st->round, st->n_participants, c->settings.min_nodes,
-		     names, (size_t)c->settings.min_nodes - st->n_participants);
+		rdzv_progress(c->r,
+			      "rendezvous '%s' round %" PRId64
+			      ": %zu of %d nodes joined (%s); awaiting %zu more",
+			      c->r->cfg->rdzv_id, st->round, st->n_participants,
+			      c->settings.min_nodes, names,
+			      (size_t)c->settings.min_nodes - st->n_participants);
 	} else {
 		double left = st->deadline >= 0
 				      ? (double)(st->deadline - (int64_t)wall_usec()) / 1e6
 				      : 0.0;
 
-		emit(c,
-		     "rendezvous '%s' round %" PRId64
-		     ": %zu nodes joined (%s), min %d max %d; last "
-		     "call ends in %.1f s",
-		     c->r->cfg->rdzv_id, st->round, st->n_participants, names,
-		     c->settings.min_nodes, c->settings.max_nodes, left > 0 ? left : 0.0);
+		rdzv_progress(c->r,
+			      "rendezvous '%s' round %" PRId64
+			      ": %zu nodes joined (%s), min %d max %d; last "
+			      "call ends in %.1f s",
+			      c->r->cfg->rdzv_id, st->round, st->n_participants, names,
+			      c->settings.min_nodes, c->settings.max_nodes, left > 0 ? left : 0.0);
 	}
 }
 
@@ -411,7 +306,7 @@ observe(struct c10d *c)
 	if (c->barrier && st->closed) {
 		/* The job ended elsewhere: nobody else will join the barrier. */
 		c->barrier = false;
-		defer(c, 1, 0, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return;
 	}
 	if (!c->running || c->told) {
@@ -420,26 +315,27 @@ observe(struct c10d *c)
 	me = rdzv_state_find_participant(st, &c->me);
 	if (st->closed) {
 		c->told = true;
-		defer(c, 2, -ECONNABORTED, 0,
-		      "the rendezvous was closed by another node (its workers failed or the job "
-		      "ended)");
+		rdzv_tell(
+			c->r, RDZV_TELL_FAILED, -ECONNABORTED, 0,
+			"the rendezvous was closed by another node (its workers failed or the job "
+			"ended)");
 		return;
 	}
 	if (st->round != c->round || !st->complete || me < 0) {
 		msg = xasprintf("this node is no longer in round %" PRId64 " of the rendezvous",
 				c->round);
 		c->told = true;
-		defer(c, 3, 0, 0, msg);
+		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, 0, msg);
 	} else if (st->n_participants < (size_t)c->world) {
 		msg = xasprintf("%zu of the %d nodes of round %" PRId64 " left",
 				(size_t)c->world - st->n_participants, c->world, c->round);
 		c->told = true;
-		defer(c, 3, 0, 0, msg);
+		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, 0, msg);
 	} else if (st->n_wait_list > 0) {
 		msg = xasprintf("Detected %zu new nodes from group_rank=%d", st->n_wait_list,
 				c->rank);
 		c->told = true;
-		defer(c, 3, 0, (int)st->n_wait_list, msg);
+		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, (int)st->n_wait_list, msg);
 	}
 	free(msg);
 }
@@ -811,10 +707,10 @@ store_gone(struct c10d *c, int err)
 		next_fail(c, -ECONNRESET, msg);
 	} else if (c->barrier) {
 		c->barrier = false;
-		defer(c, 1, -ECONNRESET, 0, msg);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, -ECONNRESET, 0, msg);
 	} else if (c->running && !c->told) {
 		c->told = true;
-		defer(c, 2, -ECONNRESET, 0, msg);
+		rdzv_tell(c->r, RDZV_TELL_FAILED, -ECONNRESET, 0, msg);
 	}
 	free(msg);
 }
@@ -877,7 +773,7 @@ next_fail(struct c10d *c, int err, const char *msg)
 	turn_release(c);
 	c->next_active = false;
 	c10d_set_state(c, NODE_STATE_FAILED, "next_rendezvous", msg);
-	defer(c, 0, err, 0, msg);
+	rdzv_tell(c->r, RDZV_TELL_DONE, err, 0, msg);
 }
 
 static void keep_alive_arm(struct c10d *c);
@@ -996,32 +892,6 @@ member_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 
 /* A port nobody listens on now (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: worker
  * RANK 0 binds it, as torch 1.13). */
-static int
-free_port(void)
-{
-	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -EADDRNOTAVAIL;
-
-	if (fd < 0) {
-		struct sockaddr_in s4 = {.sin_family = AF_INET};
-
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		len = sizeof(s4);
-		if (fd >= 0 && bind(fd, (struct sockaddr *)&s4, len) == 0 &&
-		    getsockname(fd, (struct sockaddr *)&s4, &len) == 0) {
-			port = ntohs(s4.sin_port);
-		}
-	} else if (bind(fd, (struct sockaddr *)&sa, len) == 0 &&
-		   getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-		port = ntohs(sa.sin6_port);
-	}
-	if (fd >= 0) {
-		close(fd);
-	}
-	return port;
-}
-
 static bool
 host_is_loopback(const char *host)
 {
@@ -1092,7 +962,7 @@ leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		tcpstore_server_set_merge_attempts(c->worker_server, true);
 	}
 	snprintf(port, sizeof(port), "%d",
-		 agent_store ? tcpstore_server_port(c->worker_server) : free_port());
+		 agent_store ? tcpstore_server_port(c->worker_server) : rdzv_free_port());
 	if (cfg->local_addr && *cfg->local_addr) {
 		snprintf(addr, sizeof(addr), "%s", cfg->local_addr);
 	} else if (cfg->standalone) {
@@ -1496,7 +1366,7 @@ barrier_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	}
 	c->barrier = false;
 	if (err == 0) {
-		defer(c, 1, 0, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return;
 	}
 	msg = err == -ETIMEDOUT
@@ -1505,7 +1375,7 @@ barrier_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 				"%" PRId64 " finished",
 				(double)c->barrier_timeout / 1e6, c->round)
 		      : xstrdup(c->dead_msg ? c->dead_msg : strerror(-err));
-	defer(c, 1, err, 0, msg);
+	rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, msg);
 	free(msg);
 }
 
@@ -1537,7 +1407,8 @@ c10d_exit_barrier(struct rdzv *r)
 
 	c->running = false;
 	if (!c->prefix || c->dead) {
-		defer(c, 1, c->dead ? -ECONNRESET : 0, 0, c->dead ? c->dead_msg : NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, c->dead ? -ECONNRESET : 0, 0,
+			  c->dead ? c->dead_msg : NULL);
 		return 0;
 	}
 	c->barrier = true;
@@ -1554,7 +1425,7 @@ linger_end(struct c10d *c)
 	if (c->server) {
 		tcpstore_server_set_idle_cb(c->server, NULL, NULL);
 	}
-	defer(c, 1, 0, 0, NULL);
+	rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 }
 
 /* The last client left our store, or the linger deadline passed. */
@@ -1687,22 +1558,6 @@ parse_bool(const char *s)
 }
 
 /* A --rdzv-conf duration in seconds (> 0; fractions allowed). */
-static int
-conf_seconds(const struct config *cfg, const char *key, double def, uint64_t *ret, char **reterr)
-{
-	const char *v = config_rdzv_conf_get(cfg, key);
-	double d = def;
-
-	if (v && (parse_double(v, &d) < 0 || d <= 0 || d > 1e9)) {
-		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for %s: expected a number of "
-				    "seconds > 0",
-				    v, key);
-		return -EINVAL;
-	}
-	*ret = (uint64_t)(d * 1e6);
-	return 0;
-}
-
 /* Whether host names this machine (torch's _matches_machine_hostname). */
 static bool
 host_is_local(const char *host)
@@ -1757,8 +1612,8 @@ connect_log_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->up || c->dead || !c->next_pending) {
 		return;
 	}
-	emit(c, "still waiting for the rendezvous store at %s:%d to answer", c->host,
-	     c->connect_port);
+	rdzv_progress(c->r, "still waiting for the rendezvous store at %s:%d to answer", c->host,
+		      c->connect_port);
 	evtimer_add(c->connect_log_timer, &tv);
 }
 
@@ -1785,12 +1640,12 @@ c10d_init(struct rdzv *r, char **reterr)
 				    endpoint);
 		return -EINVAL;
 	}
-	if (conf_seconds(cfg, "join_timeout", 600, &c->join_timeout, reterr) < 0 ||
-	    conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
-	    conf_seconds(cfg, "close_timeout", 30, &c->close_timeout, reterr) < 0 ||
-	    conf_seconds(cfg, "heartbeat_timeout", 5, &c->heartbeat_timeout, reterr) < 0 ||
-	    conf_seconds(cfg, "keep_alive_interval", 5, &ka, reterr) < 0 ||
-	    conf_seconds(cfg, "exit_barrier_timeout", 300, &c->barrier_timeout, reterr) < 0) {
+	if (rdzv_conf_seconds(cfg, "join_timeout", 600, &c->join_timeout, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "close_timeout", 30, &c->close_timeout, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "heartbeat_timeout", 5, &c->heartbeat_timeout, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "keep_alive_interval", 5, &ka, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "exit_barrier_timeout", 300, &c->barrier_timeout, reterr) < 0) {
 		return -EINVAL;
 	}
 	v = config_rdzv_conf_get(cfg, "keep_alive_max_attempt");

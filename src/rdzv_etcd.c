@@ -136,24 +136,24 @@ struct etcdr {
 
 	/* The local copy. */
 	struct rdzv_state st;
-	int64_t mod_rev;     /* of the state key; 0: absent */
-	int64_t rev;         /* header revision of the last read */
-	char **dead;      /* nodes known to have lost their lease */
-	bool alive_stale; /* the next read takes the a/ range (after a reset) */
+	int64_t mod_rev;           /* of the state key; 0: absent */
+	int64_t rev;               /* header revision of the last read */
+	char **dead;               /* nodes known to have lost their lease */
+	bool alive_stale;          /* the next read takes the a/ range (after a reset) */
 	struct rdzv_node *joiners; /* j/ requests, in order of request */
 	size_t n_joiners;
 	/* The coordinator: the node whose a/ key is the oldest. It alone
 	 * watches and reads the join requests and admits them. */
-	bool coordinator;       /* we are it */
-	bool coordinator_known; /* somebody is */
+	bool coordinator;          /* we are it */
+	bool coordinator_known;    /* somebody is */
 	struct etcd_watch *jwatch; /* the coordinator's watch on j/ */
 	int64_t j_seen;            /* j/ read through this revision */
-	bool intent;         /* our j/ key is there */
-	bool intent_pending; /* the read in flight puts it */
-	bool cas_drops_intent; /* the compare-and-set in flight deletes it */
-	bool cas_admits;       /* it admits other joiners: put adm_key */
-	uint64_t behind_since; /* waiting for the coordinator to admit us */
-	bool behind_looked;    /* read again after waiting long */
+	bool intent;               /* our j/ key is there */
+	bool intent_pending;       /* the read in flight puts it */
+	bool cas_drops_intent;     /* the compare-and-set in flight deletes it */
+	bool cas_admits;           /* it admits other joiners: put adm_key */
+	uint64_t behind_since;     /* waiting for the coordinator to admit us */
+	bool behind_looked;        /* read again after waiting long */
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
 	int rd_state, rd_alive, rd_oldest, rd_join, rd_exch, rd_barrier;
@@ -189,11 +189,11 @@ struct etcdr {
 	int world;
 	struct rdzv_result result;
 	char **roles;
-	char *master_addr;      /* group rank 0: what it publishes */
+	char *master_addr; /* group rank 0: what it publishes */
 	int master_port;
-	bool published;         /* group rank 0: w/r/<round> written */
+	bool published;          /* group rank 0: w/r/<round> written */
 	struct etcd_range infos; /* group rank 0: the i/ keys */
-	char *assignment; /* the newest w/r/<round> seen */
+	char *assignment;        /* the newest w/r/<round> seen */
 	size_t assignment_len;
 	int64_t assignment_round;
 	bool *arrived; /* exit barrier: group ranks seen in w/b/<round>/ */
@@ -213,98 +213,11 @@ backend(struct rdzv *r)
 	return r->backend;
 }
 
-static void emit(struct etcdr *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-emit(struct etcdr *c, const char *fmt, ...)
-{
-	va_list ap;
-	char *msg;
-
-	if (!c->r->cb.progress) {
-		return;
-	}
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0) {
-		va_end(ap);
-		return;
-	}
-	va_end(ap);
-	c->r->cb.progress(msg, c->r->cb.arg);
-	free(msg);
-}
-
 /* This node's NodeState: an RdzvEvent per step, a log line per transition. */
 static void
 set_state(struct etcdr *c, enum node_state s, const char *fn, const char *msg)
 {
-	if (c->r->events && events_enabled(c->r->events) && strcmp(fn, "next_rendezvous") != 0) {
-		char *name = xasprintf("rdzv_etcd.c:%s", fn);
-
-		(void)events_record_rdzv(c->r->events, name, s, c->running ? c->rank : -1, "%s",
-					 msg);
-		free(name);
-	}
-	if (s != c->node_state) {
-		emit(c, "rendezvous node %s -> %s (%s)", node_state_name(c->node_state),
-		     node_state_name(s), msg);
-		c->node_state = s;
-	}
-}
-
-struct deferred {
-	struct etcdr *c;
-	int kind; /* 0 done, 1 finished, 2 failed, 3 nodes_waiting */
-	int err;
-	int n;
-	char *msg;
-};
-
-static void
-deferred_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct deferred *d = arg;
-	struct rdzv *r = d->c->r;
-
-	switch (d->kind) {
-	case 0:
-		r->cb.done(d->err, NULL, d->msg, r->cb.arg);
-		break;
-	case 1:
-		if (r->cb.finished) {
-			r->cb.finished(d->err, d->msg, r->cb.arg);
-		}
-		break;
-	case 2:
-		if (r->cb.failed) {
-			r->cb.failed(d->err, d->msg, r->cb.arg);
-		}
-		break;
-	case 3:
-		if (r->cb.nodes_waiting) {
-			r->cb.nodes_waiting(d->n, d->msg, r->cb.arg);
-		}
-		break;
-	}
-	free(d->msg);
-	free(d);
-}
-
-/* Tell the agent from a fresh loop turn. */
-static void
-defer(struct etcdr *c, int kind, int err, int n, const char *msg)
-{
-	struct deferred *d = xcalloc(1, sizeof(*d));
-
-	d->c = c;
-	d->kind = kind;
-	d->err = err;
-	d->n = n;
-	d->msg = msg ? xstrdup(msg) : NULL;
-	if (event_base_once(c->r->base, -1, EV_TIMEOUT, deferred_cb, d, NULL) < 0) {
-		free(d->msg);
-		free(d);
-	}
+	rdzv_set_node_state(c->r, &c->node_state, s, c->running ? c->rank : -1, fn, msg);
 }
 
 static void
@@ -420,7 +333,8 @@ take_joiners(struct etcdr *c, const struct etcd_range *r)
 		struct rdzv_node *n = &c->joiners[c->n_joiners];
 		bool dup = false;
 
-		if (kv->key_len <= plen || rdzv_node_parse(n, kv->key + plen, kv->key_len - plen) < 0) {
+		if (kv->key_len <= plen ||
+		    rdzv_node_parse(n, kv->key + plen, kv->key_len - plen) < 0) {
 			continue;
 		}
 		for (size_t k = 0; k < c->n_joiners && !dup; k++) {
@@ -464,8 +378,8 @@ io_failed(struct etcdr *c, int err, const char *msg)
 
 	if (c->err_logged == 0 || now - c->err_logged >= ERR_LOG_USEC) {
 		c->err_logged = now;
-		emit(c, "cannot reach etcd (%s); retrying%s", msg,
-		     c->next_active ? " until the join timeout" : "");
+		rdzv_progress(c->r, "cannot reach etcd (%s); retrying%s", msg,
+			      c->next_active ? " until the join timeout" : "");
 	}
 	if (c->op_active && !c->next_active && now >= c->op_deadline) {
 		/* The close op: give up, the lease still goes. */
@@ -498,7 +412,7 @@ observe(struct etcdr *c)
 	if (c->barrier && st->closed) {
 		c->barrier = false;
 		evtimer_del(c->aux_timer);
-		defer(c, 1, 0, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return;
 	}
 	if (!c->running || c->told) {
@@ -507,26 +421,27 @@ observe(struct etcdr *c)
 	me = rdzv_state_find_participant(st, &c->me);
 	if (st->closed) {
 		c->told = true;
-		defer(c, 2, -ECONNABORTED, 0,
-		      "the rendezvous was closed by another node (its workers failed or the job "
-		      "ended)");
+		rdzv_tell(
+			c->r, RDZV_TELL_FAILED, -ECONNABORTED, 0,
+			"the rendezvous was closed by another node (its workers failed or the job "
+			"ended)");
 		return;
 	}
 	if (st->round != c->round || !st->complete || me < 0) {
 		msg = xasprintf("this node is no longer in round %" PRId64 " of the rendezvous",
 				c->round);
 		c->told = true;
-		defer(c, 3, 0, 0, msg);
+		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, 0, msg);
 	} else if (st->n_participants < (size_t)c->world) {
 		msg = xasprintf("%zu of the %d nodes of round %" PRId64 " left",
 				(size_t)c->world - st->n_participants, c->world, c->round);
 		c->told = true;
-		defer(c, 3, 0, 0, msg);
+		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, 0, msg);
 	} else if (st->n_wait_list > 0) {
 		msg = xasprintf("Detected %zu new nodes from group_rank=%d", st->n_wait_list,
 				c->rank);
 		c->told = true;
-		defer(c, 3, 0, (int)st->n_wait_list, msg);
+		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, (int)st->n_wait_list, msg);
 	}
 	free(msg);
 }
@@ -541,14 +456,17 @@ report_progress(struct etcdr *c)
 	}
 	c->last_count = st->n_participants;
 	if (st->n_participants < (size_t)c->settings.min_nodes) {
-		emit(c,
-		     "rendezvous '%s' round %" PRId64 ": %zu of %d nodes joined; awaiting %zu more",
-		     c->r->cfg->rdzv_id, st->round, st->n_participants, c->settings.min_nodes,
-		     (size_t)c->settings.min_nodes - st->n_participants);
+		rdzv_progress(c->r,
+			      "rendezvous '%s' round %" PRId64
+			      ": %zu of %d nodes joined; awaiting %zu more",
+			      c->r->cfg->rdzv_id, st->round, st->n_participants,
+			      c->settings.min_nodes,
+			      (size_t)c->settings.min_nodes - st->n_participants);
 	} else {
-		emit(c, "rendezvous '%s' round %" PRId64 ": %zu nodes joined, min %d max %d",
-		     c->r->cfg->rdzv_id, st->round, st->n_participants, c->settings.min_nodes,
-		     c->settings.max_nodes);
+		rdzv_progress(c->r,
+			      "rendezvous '%s' round %" PRId64 ": %zu nodes joined, min %d max %d",
+			      c->r->cfg->rdzv_id, st->round, st->n_participants,
+			      c->settings.min_nodes, c->settings.max_nodes);
 	}
 }
 
@@ -598,7 +516,7 @@ intent_del_cb(int err, const struct etcd_response *resp, const char *errmsg, voi
 	if (err < 0) {
 		/* Harmless: a participant's request is ignored, and the key
 		 * goes with the lease. */
-		emit(arg, "deleting the join request: %s", errmsg);
+		rdzv_progress(((struct etcdr *)arg)->r, "deleting the join request: %s", errmsg);
 	}
 }
 
@@ -635,7 +553,7 @@ jwatch_cb(int err, const struct etcd_response *resp, bool reset, const char *err
 	bool put = reset;
 
 	if (err < 0) {
-		emit(c, "%s; reconnecting", errmsg);
+		rdzv_progress(c->r, "%s; reconnecting", errmsg);
 		return;
 	}
 	if (reset) {
@@ -745,11 +663,11 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 	return 0;
 }
 
-/* What a read asks for, after whatever the txn writes first: the state; the a/ range when the dead set must
- * be rebuilt; the oldest a/ key (who coordinates); for the coordinator, the
- * join requests since its last look; while exchanging, the i/ range (group rank 0,
- * until it publishes) or w/r/<round> (the others); in the exit barrier,
- * w/b/<round>/. Records where each answer will be (c->rd_*). */
+/* What a read asks for, after whatever the txn writes first: the state; the a/ range when the dead
+ * set must be rebuilt; the oldest a/ key (who coordinates); for the coordinator, the join requests
+ * since its last look; while exchanging, the i/ range (group rank 0, until it publishes) or
+ * w/r/<round> (the others); in the exit barrier, w/b/<round>/. Records where each answer will be
+ * (c->rd_*). */
 struct read_plan {
 	struct etcd_op ops[8]; /* the txn's writes (if any), then the reads */
 	size_t n;
@@ -1078,7 +996,6 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the operation loop ------------------------------------------------- */
 
-
 static void
 op_end(struct etcdr *c, int err, enum rdzv_action a)
 {
@@ -1232,7 +1149,7 @@ watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errm
 	size_t rlen = strlen(rprefix);
 
 	if (err < 0) {
-		emit(c, "%s; reconnecting", errmsg);
+		rdzv_progress(c->r, "%s; reconnecting", errmsg);
 		return;
 	}
 	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
@@ -1280,7 +1197,7 @@ deaths_cb(int err, const struct etcd_response *resp, bool reset, const char *err
 	size_t plen = strlen(c->alive_prefix);
 
 	if (err < 0) {
-		emit(c, "%s; reconnecting", errmsg);
+		rdzv_progress(c->r, "%s; reconnecting", errmsg);
 		return;
 	}
 	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
@@ -1317,33 +1234,7 @@ next_fail(struct etcdr *c, int err, const char *msg)
 		intent_drop(c);
 	}
 	set_state(c, NODE_STATE_FAILED, "next_rendezvous", msg);
-	defer(c, 0, err, 0, msg);
-}
-
-static int
-free_port(void)
-{
-	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -EADDRNOTAVAIL;
-
-	if (fd < 0) {
-		struct sockaddr_in s4 = {.sin_family = AF_INET};
-
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		len = sizeof(s4);
-		if (fd >= 0 && bind(fd, (struct sockaddr *)&s4, len) == 0 &&
-		    getsockname(fd, (struct sockaddr *)&s4, &len) == 0) {
-			port = ntohs(s4.sin_port);
-		}
-	} else if (bind(fd, (struct sockaddr *)&sa, len) == 0 &&
-		   getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
-		port = ntohs(sa.sin6_port);
-	}
-	if (fd >= 0) {
-		close(fd);
-	}
-	return port;
+	rdzv_tell(c->r, RDZV_TELL_DONE, err, 0, msg);
 }
 
 static void join_done(struct etcdr *c, int err, enum rdzv_action a);
@@ -1354,7 +1245,7 @@ put_done_cb(int err, const struct etcd_response *resp, const char *errmsg, void 
 	struct etcdr *c = arg;
 
 	if (err < 0) {
-		emit(c, "%s", errmsg);
+		rdzv_progress(c->r, "%s", errmsg);
 	}
 	/* Our own put wakes our watch too; read anyway in case it is down. */
 	read_all(c);
@@ -1365,7 +1256,8 @@ published_cb(int err, const struct etcd_response *resp, const char *errmsg, void
 {
 	if (err < 0) {
 		/* The others fail at their join deadline, and say why. */
-		emit(arg, "publishing the rank assignment: %s", errmsg);
+		rdzv_progress(((struct etcdr *)arg)->r, "publishing the rank assignment: %s",
+			      errmsg);
 	}
 }
 
@@ -1457,7 +1349,8 @@ exchange_take(struct etcdr *c)
 	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
 	for (int rank = 0; rank < c->world; rank++) {
 		json_t *n = json_array_get(nodes, (size_t)rank);
-		json_t *role = json_array_get(roles, (size_t)json_integer_value(json_array_get(n, 0)));
+		json_t *role =
+			json_array_get(roles, (size_t)json_integer_value(json_array_get(n, 0)));
 		json_int_t lws = json_integer_value(json_array_get(n, 1));
 
 		if (!json_is_integer(json_array_get(n, 0)) ||
@@ -1497,11 +1390,11 @@ exchange_start(struct etcdr *c)
 	c->published = false;
 	range_release(&c->infos);
 	if (c->rank == 0) {
-		int port = free_port();
+		int port = rdzv_free_port();
 
 		free(c->master_addr);
-		c->master_addr =
-			xstrdup(cfg->local_addr && *cfg->local_addr ? cfg->local_addr : host_fqdn());
+		c->master_addr = xstrdup(cfg->local_addr && *cfg->local_addr ? cfg->local_addr
+									     : host_fqdn());
 		c->master_port = port > 0 ? port : 29500;
 	}
 	timer_usec(c->aux_timer, c->next_deadline > now ? c->next_deadline - now : 1);
@@ -1683,7 +1576,7 @@ lease_lost(struct etcdr *c)
 		next_fail(c, -ECONNABORTED, msg);
 	} else if (c->running && !c->told) {
 		c->told = true;
-		defer(c, 2, -ECONNABORTED, 0, msg);
+		rdzv_tell(c->r, RDZV_TELL_FAILED, -ECONNABORTED, 0, msg);
 	}
 }
 
@@ -1701,7 +1594,7 @@ ka_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		return;
 	}
 	if (err < 0 && err != -ENOENT) {
-		emit(c, "lease keep-alive: %s", errmsg);
+		rdzv_progress(c->r, "lease keep-alive: %s", errmsg);
 	} else if (err == -ENOENT) {
 		lease_lost(c);
 		return;
@@ -1741,7 +1634,7 @@ boot_failed_try(struct etcdr *c, int err, const char *msg)
 
 	if (c->err_logged == 0 || now - c->err_logged >= ERR_LOG_USEC) {
 		c->err_logged = now;
-		emit(c, "cannot reach etcd (%s); retrying until the join timeout", msg);
+		rdzv_progress(c->r, "cannot reach etcd (%s); retrying until the join timeout", msg);
 	}
 	if (now >= deadline && c->next_active) {
 		char *m = xasprintf("the rendezvous '%s' cannot reach etcd at --rdzv-endpoint %s "
@@ -1773,8 +1666,8 @@ boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from)
 	/* Only deletions come; a compacted history resets it (then the a/
 	 * range is read once). */
 	c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end,
-				   deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1, true,
-				   deaths_cb, c);
+				   deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1,
+				   true, deaths_cb, c);
 	if (c->next_pending) {
 		start_next(c);
 	}
@@ -1840,10 +1733,11 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 							  .range_end = c->prefix_end}};
 				char *body = etcd_encode_txn(&cmp, 1, del, 2, NULL, 0);
 
-				emit(c,
-				     "removing the closed rendezvous '%s' left in etcd by an "
-				     "earlier job",
-				     c->r->cfg->rdzv_id);
+				rdzv_progress(
+					c->r,
+					"removing the closed rendezvous '%s' left in etcd by an "
+					"earlier job",
+					c->r->cfg->rdzv_id);
 				(void)etcd_client_call(c->cl, "/v3/kv/txn", body, clean_cb, c);
 				free(body);
 				return;
@@ -1907,7 +1801,7 @@ barrier_check(struct etcdr *c)
 	if (c->barrier && c->n_arrived >= c->world) {
 		c->barrier = false;
 		evtimer_del(c->aux_timer);
-		defer(c, 1, 0, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 	}
 }
 
@@ -1921,7 +1815,7 @@ aux_timer_cb(evutil_socket_t fd, short what, void *arg)
 		c->barrier = false;
 		msg = xasprintf("the exit barrier of round %" PRId64 " timed out after %g s",
 				c->round, (double)c->barrier_timeout / 1e6);
-		defer(c, 1, -ETIMEDOUT, 0, msg);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, -ETIMEDOUT, 0, msg);
 		free(msg);
 	} else if (c->exchanging) {
 		c->exchanging = false;
@@ -1948,7 +1842,7 @@ etcdr_exit_barrier(struct rdzv *r)
 	char *prefix, *key, *body;
 
 	if (!c->running) {
-		defer(c, 1, 0, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return 0;
 	}
 	c->barrier = true;
@@ -1975,10 +1869,10 @@ fin_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 	struct etcdr *c = arg;
 
 	if (err < 0) {
-		emit(c, "leaving the rendezvous: %s", errmsg);
+		rdzv_progress(c->r, "leaving the rendezvous: %s", errmsg);
 		/* Nothing more to do without etcd: the lease expires by itself. */
 		c->fin = FIN_NONE;
-		defer(c, 1, 0, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return;
 	}
 	if (c->fin == FIN_CHECK) {
@@ -1996,7 +1890,7 @@ fin_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 			return;
 		}
 		c->fin = FIN_NONE;
-		defer(c, 1, 0, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return;
 	}
 	fin_step(c, 0);
@@ -2020,7 +1914,7 @@ fin_step(struct etcdr *c, int err)
 		c->jwatch = NULL;
 		if (c->lease == 0) {
 			c->fin = FIN_NONE;
-			defer(c, 1, 0, 0, NULL);
+			rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 			return;
 		}
 		body = etcd_encode_lease_id(c->lease);
@@ -2044,7 +1938,7 @@ fin_step(struct etcdr *c, int err)
 	case FIN_DELETE:
 	case FIN_NONE:
 		c->fin = FIN_NONE;
-		defer(c, 1, err, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, NULL);
 		return;
 	}
 }
@@ -2079,7 +1973,7 @@ etcdr_finish(struct rdzv *r, bool close)
 			fin_step(c, 0);
 			return 0;
 		}
-		defer(c, 1, 0, 0, NULL);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return 0;
 	}
 	if (close) {
@@ -2103,22 +1997,6 @@ etcdr_shutdown(struct rdzv *r)
 /* ---- set-up ------------------------------------------------------------- */
 
 static int
-conf_seconds(const struct config *cfg, const char *key, double def, uint64_t *ret, char **reterr)
-{
-	const char *v = config_rdzv_conf_get(cfg, key);
-	double d = def;
-
-	if (v && (parse_double(v, &d) < 0 || d <= 0 || d > 1e9)) {
-		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for %s: expected a number of "
-				    "seconds > 0",
-				    v, key);
-		return -EINVAL;
-	}
-	*ret = (uint64_t)(d * 1e6);
-	return 0;
-}
-
-static int
 etcdr_init(struct rdzv *r, char **reterr)
 {
 	const struct config *cfg = r->cfg;
@@ -2132,11 +2010,11 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->r = r;
 	c->node_state = NODE_STATE_INIT;
 	rdzv_state_init(&c->st);
-	if (conf_seconds(cfg, "join_timeout", 600, &c->join_timeout, reterr) < 0 ||
-	    conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
-	    conf_seconds(cfg, "close_timeout", 30, &c->close_timeout, reterr) < 0 ||
-	    conf_seconds(cfg, "keep_alive_interval", 5, &ka, reterr) < 0 ||
-	    conf_seconds(cfg, "exit_barrier_timeout", 300, &c->barrier_timeout, reterr) < 0) {
+	if (rdzv_conf_seconds(cfg, "join_timeout", 600, &c->join_timeout, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "close_timeout", 30, &c->close_timeout, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "keep_alive_interval", 5, &ka, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "exit_barrier_timeout", 300, &c->barrier_timeout, reterr) < 0) {
 		return -EINVAL;
 	}
 	v = config_rdzv_conf_get(cfg, "keep_alive_max_attempt");

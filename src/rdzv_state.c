@@ -374,7 +374,8 @@ rdzv_state_stamp_members(struct rdzv_state *st, int64_t usec)
 		if (ip < st->n_participants) {
 			next = &st->participants[ip].node;
 		}
-		if (iw < st->n_wait_list && (!next || rdzv_node_cmp(&st->wait_list[iw], next) < 0)) {
+		if (iw < st->n_wait_list &&
+		    (!next || rdzv_node_cmp(&st->wait_list[iw], next) < 0)) {
 			next = &st->wait_list[iw];
 		}
 		if (ir < st->n_redundancy_list &&

@@ -295,7 +295,8 @@ test_admit(void **state)
 		bool notable;
 	} rows[] = {
 		{"two into an empty round: min reached, last call", H(0, 0, 0, -1), "b_1_0 a_1_0",
-		 H(0, 0, 0, 1030000000) "p a_1_0 0\np b_1_0 0\nh a_1_0 " NOWS "\nh b_1_0 " NOWS "\n",
+		 H(0, 0, 0, 1030000000) "p a_1_0 0\np b_1_0 0\nh a_1_0 " NOWS "\nh b_1_0 " NOWS
+					"\n",
 		 2, true},
 		{"one below min: nothing to announce", H(0, 0, 0, -1), "a_1_0",
 		 H(0, 0, 0, -1) "p a_1_0 0\nh a_1_0 " NOWS "\n", 1, false},
@@ -377,10 +378,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decide),
-		cmocka_unit_test(test_apply),
-		cmocka_unit_test(test_sanitize),
-		cmocka_unit_test(test_next_wake),
+		cmocka_unit_test(test_decide),   cmocka_unit_test(test_apply),
+		cmocka_unit_test(test_sanitize), cmocka_unit_test(test_next_wake),
 		cmocka_unit_test(test_admit),
 	};
 

@@ -212,10 +212,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_node_parse),
-		cmocka_unit_test(test_node_order),
-		cmocka_unit_test(test_sets_and_roundtrip),
-		cmocka_unit_test(test_corrupt),
+		cmocka_unit_test(test_node_parse),         cmocka_unit_test(test_node_order),
+		cmocka_unit_test(test_sets_and_roundtrip), cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_stamp_members),
 	};
 
