@@ -1,7 +1,11 @@
 /* rdzv_dynamic.c — the dynamic rendezvous decisions (see the header). */
 #include "rdzv_dynamic.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
+
+#include "util.h"
 
 const char *
 rdzv_action_name(enum rdzv_action a)
@@ -390,4 +394,40 @@ rdzv_next_wake_usec(enum rdzv_op op, const struct rdzv_state *st, const struct r
 		}
 	}
 	return wake < 1000 ? 1000 : wake;
+}
+
+int
+rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_timeout_usec, size_t joined,
+		  int min_nodes, int64_t round, char **ret_msg)
+{
+	switch (a) {
+	case RDZV_ACTION_ERROR_CLOSED:
+		*ret_msg = xasprintf("the rendezvous '%s' is closed", run_id);
+		return -ECONNABORTED;
+	case RDZV_ACTION_ERROR_TIMEOUT:
+		*ret_msg = xasprintf("the rendezvous '%s' did not complete within the join timeout "
+				     "of %g s: %zu of at least %d nodes joined round %" PRId64,
+				     run_id, (double)join_timeout_usec / 1e6, joined, min_nodes,
+				     round);
+		return -ETIMEDOUT;
+	case RDZV_ACTION_GRACEFUL_EXIT:
+		*ret_msg = xasprintf("the rendezvous '%s' closed while this node waited as a "
+				     "spare; terminating pending rendezvous",
+				     run_id);
+		return -ESHUTDOWN;
+	case RDZV_ACTION_KEEP_ALIVE:
+	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
+	case RDZV_ACTION_ADD_TO_WAIT_LIST:
+	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
+	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
+	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
+	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
+	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
+	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+	case RDZV_ACTION_SYNC:
+	case RDZV_ACTION_FINISH:
+		break;
+	}
+	*ret_msg = xasprintf("unexpected rendezvous action %s", rdzv_action_name(a));
+	return -EPROTO;
 }

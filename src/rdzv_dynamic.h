@@ -99,6 +99,15 @@ bool rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx
 size_t rdzv_admit(struct rdzv_state *st, const struct rdzv_node *joiners, size_t n,
 		  const struct rdzv_ctx *ctx, bool *ret_notable);
 
+/* What next_rendezvous reports when its join operation ended with a, an
+ * action other than FINISH: returns -ECONNABORTED (closed), -ETIMEDOUT (join
+ * timeout), RDZV_GRACEFUL_EXIT's -ESHUTDOWN (a spare saw the rendezvous
+ * close) or -EPROTO (an action a join never ends with), with *ret_msg
+ * (malloc'd) naming run_id; joined and round describe the round it waited
+ * for, join_timeout_usec the timeout. */
+int rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_timeout_usec,
+		      size_t joined, int min_nodes, int64_t round, char **ret_msg);
+
 /* torch's _sanitize: drop every node whose heartbeat is older than
  * keep_alive_interval * keep_alive_max_attempt from the heartbeats and every
  * list, then the epilogue if a participant went. Returns the number of nodes

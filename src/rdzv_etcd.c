@@ -1456,41 +1456,13 @@ join_done(struct etcdr *c, int err, enum rdzv_action a)
 		next_fail(c, err, "the rendezvous state in etcd is corrupt");
 		return;
 	}
-	switch (a) {
-	case RDZV_ACTION_FINISH:
+	if (a == RDZV_ACTION_FINISH) {
 		exchange_start(c);
 		return;
-	case RDZV_ACTION_ERROR_CLOSED:
-		msg = xasprintf("the rendezvous '%s' is closed", id);
-		next_fail(c, -ECONNABORTED, msg);
-		break;
-	case RDZV_ACTION_ERROR_TIMEOUT:
-		msg = xasprintf("the rendezvous '%s' did not complete within the join timeout of "
-				"%g s: %zu of at least %d nodes joined round %" PRId64,
-				id, (double)c->join_timeout / 1e6, c->peak_count,
-				c->settings.min_nodes, c->st.round);
-		next_fail(c, -ETIMEDOUT, msg);
-		break;
-	case RDZV_ACTION_GRACEFUL_EXIT:
-		msg = xasprintf("the rendezvous '%s' closed while this node waited as a spare; "
-				"terminating pending rendezvous",
-				id);
-		next_fail(c, RDZV_GRACEFUL_EXIT, msg);
-		break;
-	case RDZV_ACTION_KEEP_ALIVE:
-	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
-	case RDZV_ACTION_ADD_TO_WAIT_LIST:
-	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
-	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
-	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
-	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
-	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
-	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
-	case RDZV_ACTION_SYNC:
-		msg = xasprintf("unexpected rendezvous action %s", rdzv_action_name(a));
-		next_fail(c, -EPROTO, msg);
-		break;
 	}
+	err = rdzv_join_failure(a, id, c->join_timeout, c->peak_count, c->settings.min_nodes,
+				c->st.round, &msg);
+	next_fail(c, err, msg);
 	free(msg);
 }
 

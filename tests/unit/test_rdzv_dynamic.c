@@ -3,6 +3,7 @@
  * then what each action does to the state (§3.2, §3.4, §3.5) and dead-node
  * sanitising (§3.6). States are written in the store encoding, so each row
  * reads like the document the nodes share. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -339,6 +340,36 @@ test_admit(void **state)
 	}
 }
 
+/* What next_rendezvous reports for each way a join can end but FINISH. */
+static void
+test_join_failure(void **state)
+{
+	static const struct {
+		enum rdzv_action a;
+		int err;
+		const char *msg;
+	} rows[] = {
+		{RDZV_ACTION_ERROR_CLOSED, -ECONNABORTED, "the rendezvous 'job' is closed"},
+		{RDZV_ACTION_ERROR_TIMEOUT, -ETIMEDOUT,
+		 "the rendezvous 'job' did not complete within the join timeout of 2.5 s: 1 of at "
+		 "least 3 nodes joined round 4"},
+		{RDZV_ACTION_GRACEFUL_EXIT, -ESHUTDOWN,
+		 "the rendezvous 'job' closed while this node waited as a spare; terminating "
+		 "pending "
+		 "rendezvous"},
+		{RDZV_ACTION_SYNC, -EPROTO, "unexpected rendezvous action SYNC"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		char *msg = NULL;
+
+		assert_int_equal(rdzv_join_failure(rows[i].a, "job", 2500000, 1, 3, 4, &msg),
+				 rows[i].err);
+		assert_string_equal(msg, rows[i].msg);
+		free(msg);
+	}
+}
+
 static void
 test_next_wake(void **state)
 {
@@ -380,7 +411,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_decide),   cmocka_unit_test(test_apply),
 		cmocka_unit_test(test_sanitize), cmocka_unit_test(test_next_wake),
-		cmocka_unit_test(test_admit),
+		cmocka_unit_test(test_admit),    cmocka_unit_test(test_join_failure),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
