@@ -431,3 +431,32 @@ rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_timeout_
 	*ret_msg = xasprintf("unexpected rendezvous action %s", rdzv_action_name(a));
 	return -EPROTO;
 }
+
+int
+rdzv_round_check(const struct rdzv_state *st, const struct rdzv_node *me, int64_t round, int world,
+		 int rank, int *ret_waiting, char **ret_msg)
+{
+	*ret_waiting = 0;
+	if (st->closed) {
+		*ret_msg = xstrdup("the rendezvous was closed by another node (its workers failed "
+				   "or the job ended)");
+		return -ECONNABORTED;
+	}
+	if (st->round != round || !st->complete || rdzv_state_find_participant(st, me) < 0) {
+		*ret_msg = xasprintf(
+			"this node is no longer in round %" PRId64 " of the rendezvous", round);
+		return 1;
+	}
+	if (st->n_participants < (size_t)world) {
+		*ret_msg = xasprintf("%zu of the %d nodes of round %" PRId64 " left",
+				     (size_t)world - st->n_participants, world, round);
+		return 1;
+	}
+	if (st->n_wait_list > 0) {
+		*ret_msg = xasprintf("Detected %zu new nodes from group_rank=%d", st->n_wait_list,
+				     rank);
+		*ret_waiting = (int)st->n_wait_list;
+		return 1;
+	}
+	return 0;
+}

@@ -108,6 +108,16 @@ size_t rdzv_admit(struct rdzv_state *st, const struct rdzv_node *joiners, size_t
 int rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_timeout_usec,
 		      size_t joined, int min_nodes, int64_t round, char **ret_msg);
 
+/* For a node running round `round` as group rank `rank` of `world` nodes:
+ * what the state says about that round (torch's agent polls
+ * num_nodes_waiting; elasticd looks at every state it reads). Returns 0
+ * (nothing to do), 1 (re-form: this node is out of the round, a member
+ * left, or nodes wait to join; *ret_waiting is the wait list's length,
+ * 0 for the other reasons) or -ECONNABORTED (another node closed the
+ * rendezvous). *ret_msg (malloc'd) says why unless 0 is returned. */
+int rdzv_round_check(const struct rdzv_state *st, const struct rdzv_node *me, int64_t round,
+		     int world, int rank, int *ret_waiting, char **ret_msg);
+
 /* torch's _sanitize: drop every node whose heartbeat is older than
  * keep_alive_interval * keep_alive_max_attempt from the heartbeats and every
  * list, then the epilogue if a participant went. Returns the number of nodes

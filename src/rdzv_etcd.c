@@ -406,8 +406,8 @@ static void
 observe(struct etcdr *c)
 {
 	const struct rdzv_state *st = &c->st;
-	long me;
 	char *msg = NULL;
+	int r, waiting;
 
 	if (c->barrier && st->closed) {
 		c->barrier = false;
@@ -418,30 +418,11 @@ observe(struct etcdr *c)
 	if (!c->running || c->told) {
 		return;
 	}
-	me = rdzv_state_find_participant(st, &c->me);
-	if (st->closed) {
+	r = rdzv_round_check(st, &c->me, c->round, c->world, c->rank, &waiting, &msg);
+	if (r != 0) {
 		c->told = true;
-		rdzv_tell(
-			c->r, RDZV_TELL_FAILED, -ECONNABORTED, 0,
-			"the rendezvous was closed by another node (its workers failed or the job "
-			"ended)");
-		return;
-	}
-	if (st->round != c->round || !st->complete || me < 0) {
-		msg = xasprintf("this node is no longer in round %" PRId64 " of the rendezvous",
-				c->round);
-		c->told = true;
-		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, 0, msg);
-	} else if (st->n_participants < (size_t)c->world) {
-		msg = xasprintf("%zu of the %d nodes of round %" PRId64 " left",
-				(size_t)c->world - st->n_participants, c->world, c->round);
-		c->told = true;
-		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, 0, msg);
-	} else if (st->n_wait_list > 0) {
-		msg = xasprintf("Detected %zu new nodes from group_rank=%d", st->n_wait_list,
-				c->rank);
-		c->told = true;
-		rdzv_tell(c->r, RDZV_TELL_NODES_WAITING, 0, (int)st->n_wait_list, msg);
+		rdzv_tell(c->r, r < 0 ? RDZV_TELL_FAILED : RDZV_TELL_NODES_WAITING, r < 0 ? r : 0,
+			  waiting, msg);
 	}
 	free(msg);
 }

@@ -370,6 +370,48 @@ test_join_failure(void **state)
 	}
 }
 
+/* What a running node (round 0, rank 1 of 2) makes of the state it reads. */
+static void
+test_round_check(void **state)
+{
+	static const struct {
+		const char *name;
+		const char *state;
+		int ret;
+		int waiting;
+		const char *msg;
+	} rows[] = {
+		{"all there", H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\n", 0, 0, NULL},
+		{"closed", H(0, 1, 1, -1) "p a_1_0 0\np me_1_0 1\n", -ECONNABORTED, 0,
+		 "the rendezvous was closed by another node (its workers failed or the job ended)"},
+		{"next round", H(1, 0, 0, -1), 1, 0,
+		 "this node is no longer in round 0 of the rendezvous"},
+		{"dropped", H(0, 1, 0, -1) "p a_1_0 0\n", 1, 0,
+		 "this node is no longer in round 0 of the rendezvous"},
+		{"a member left", H(0, 1, 0, -1) "p me_1_0 1\n", 1, 0,
+		 "1 of the 2 nodes of round 0 left"},
+		{"late joiners", H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\nw x_1_0\nw y_1_0\n", 1, 2,
+		 "Detected 2 new nodes from group_rank=1"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		struct rdzv_state st;
+		char *msg = NULL;
+		int waiting = -1;
+
+		load(rows[i].state, &st);
+		if (rdzv_round_check(&st, &me, 0, 2, 1, &waiting, &msg) != rows[i].ret) {
+			fail_msg("%s: want %d", rows[i].name, rows[i].ret);
+		}
+		assert_int_equal(waiting, rows[i].waiting);
+		if (rows[i].msg) {
+			assert_string_equal(msg, rows[i].msg);
+		}
+		free(msg);
+		rdzv_state_release(&st);
+	}
+}
+
 static void
 test_next_wake(void **state)
 {
@@ -409,9 +451,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decide),   cmocka_unit_test(test_apply),
-		cmocka_unit_test(test_sanitize), cmocka_unit_test(test_next_wake),
-		cmocka_unit_test(test_admit),    cmocka_unit_test(test_join_failure),
+		cmocka_unit_test(test_decide),      cmocka_unit_test(test_apply),
+		cmocka_unit_test(test_sanitize),    cmocka_unit_test(test_next_wake),
+		cmocka_unit_test(test_admit),       cmocka_unit_test(test_join_failure),
+		cmocka_unit_test(test_round_check),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
