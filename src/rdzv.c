@@ -311,3 +311,50 @@ rdzv_free_port(void)
 	}
 	return port;
 }
+
+int
+rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
+		  uint64_t *ret_join_timeout, uint64_t *ret_close_timeout,
+		  uint64_t *ret_barrier_timeout, char **reterr)
+{
+	const char *v = config_rdzv_conf_get(cfg, "keep_alive_max_attempt");
+	uint64_t ka, lc;
+	long long n = 3;
+
+	if (rdzv_conf_seconds(cfg, "join_timeout", 600, ret_join_timeout, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "close_timeout", 30, ret_close_timeout, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "keep_alive_interval", 5, &ka, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "exit_barrier_timeout", 300, ret_barrier_timeout, reterr) < 0) {
+		return -EINVAL;
+	}
+	if (v && parse_int(v, 1, 1000000, &n) < 0) {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for keep_alive_max_attempt: "
+				    "expected an integer >= 1",
+				    v);
+		return -EINVAL;
+	}
+	*settings = (struct rdzv_settings){
+		.min_nodes = cfg->min_nodes,
+		.max_nodes = cfg->max_nodes,
+		.last_call_usec = (int64_t)lc,
+		.keep_alive_interval_usec = (int64_t)ka,
+		.keep_alive_max_attempt = (int)n,
+	};
+	return 0;
+}
+
+int
+rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr)
+{
+	static long long next_local_id;
+	const char *addr = cfg->local_addr && *cfg->local_addr ? cfg->local_addr : host_fqdn();
+
+	if (rdzv_node_init(ret, addr, (long long)getpid(), next_local_id++) < 0) {
+		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces or control "
+				    "characters",
+				    addr);
+		return -EINVAL;
+	}
+	return 0;
+}

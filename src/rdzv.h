@@ -13,6 +13,7 @@
 #include "ranks.h"
 
 #include "events.h"
+#include "rdzv_dynamic.h"
 
 struct config;
 struct event_base;
@@ -172,3 +173,17 @@ int rdzv_conf_seconds(const struct config *cfg, const char *key, double def, uin
 /* A TCP port free on this host now (bound on the wildcard address and
  * closed, as torch's _get_free_port), or -errno. */
 int rdzv_free_port(void);
+
+/* The --rdzv-conf keys every dynamic backend reads: join_timeout (600 s),
+ * last_call_timeout (30 s), close_timeout (30 s), keep_alive_interval (5 s),
+ * keep_alive_max_attempt (3), exit_barrier_timeout (300 s), as torch 2.x's
+ * RendezvousParameters; min and max nodes from --nnodes. Times in
+ * microseconds. Returns 0, or -EINVAL with *reterr (malloc'd) naming the key. */
+int rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
+		      uint64_t *ret_join_timeout, uint64_t *ret_close_timeout,
+		      uint64_t *ret_barrier_timeout, char **reterr);
+
+/* This handler's node descriptor: --local-addr (else the FQDN), the pid and a
+ * process-wide counter (torch's _NodeDescGenerator). Returns 0 with *ret
+ * (rdzv_node_release), or -EINVAL with *reterr (malloc'd). */
+int rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr);

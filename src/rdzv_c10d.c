@@ -55,9 +55,6 @@
 /* Gen keys kept behind the newest one (older ones are deleted). */
 #define GEN_KEEP 64
 
-/* torch's _NodeDescGenerator: a process-wide counter, one id per handler. */
-static long long next_local_id;
-
 struct c10d;
 typedef void (*op_done_fn)(struct c10d *c, int err, enum rdzv_action a);
 
@@ -1578,8 +1575,6 @@ c10d_init(struct rdzv *r, char **reterr)
 	const char *endpoint =
 		cfg->rdzv_endpoint && *cfg->rdzv_endpoint ? cfg->rdzv_endpoint : "localhost";
 	const char *v;
-	uint64_t ka, lc;
-	long long n = 3;
 	int is_host = -1, err = 0;
 	uint64_t deadline;
 
@@ -1593,19 +1588,9 @@ c10d_init(struct rdzv *r, char **reterr)
 				    endpoint);
 		return -EINVAL;
 	}
-	if (rdzv_conf_seconds(cfg, "join_timeout", 600, &c->join_timeout, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "close_timeout", 30, &c->close_timeout, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "heartbeat_timeout", 5, &c->heartbeat_timeout, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "keep_alive_interval", 5, &ka, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "exit_barrier_timeout", 300, &c->barrier_timeout, reterr) < 0) {
-		return -EINVAL;
-	}
-	v = config_rdzv_conf_get(cfg, "keep_alive_max_attempt");
-	if (v && parse_int(v, 1, 1000000, &n) < 0) {
-		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for keep_alive_max_attempt: "
-				    "expected an integer >= 1",
-				    v);
+	if (rdzv_dynamic_conf(cfg, &c->settings, &c->join_timeout, &c->close_timeout,
+			      &c->barrier_timeout, reterr) < 0 ||
+	    rdzv_conf_seconds(cfg, "heartbeat_timeout", 5, &c->heartbeat_timeout, reterr) < 0) {
 		return -EINVAL;
 	}
 	v = config_rdzv_conf_get(cfg, "is_host");
@@ -1615,17 +1600,7 @@ c10d_init(struct rdzv *r, char **reterr)
 				    v);
 		return -EINVAL;
 	}
-	c->settings.min_nodes = cfg->min_nodes;
-	c->settings.max_nodes = cfg->max_nodes;
-	c->settings.last_call_usec = (int64_t)lc;
-	c->settings.keep_alive_interval_usec = (int64_t)ka;
-	c->settings.keep_alive_max_attempt = (int)n;
-	if (rdzv_node_init(&c->me,
-			   cfg->local_addr && *cfg->local_addr ? cfg->local_addr : host_fqdn(),
-			   (long long)getpid(), next_local_id++) < 0) {
-		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces or control "
-				    "characters",
-				    cfg->local_addr ? cfg->local_addr : host_fqdn());
+	if (rdzv_node_self(cfg, &c->me, reterr) < 0) {
 		return -EINVAL;
 	}
 	c->key = xasprintf("/torch.rendezvous.%s", cfg->rdzv_id);

@@ -79,8 +79,6 @@
 /* At most one "cannot reach etcd" line per this span. */
 #define ERR_LOG_USEC (10 * USEC_PER_SEC)
 
-static long long next_local_id;
-
 struct etcdr;
 typedef void (*op_done_fn)(struct etcdr *c, int err, enum rdzv_action a);
 
@@ -1955,45 +1953,23 @@ etcdr_init(struct rdzv *r, char **reterr)
 	const struct config *cfg = r->cfg;
 	struct etcdr *c = xcalloc(1, sizeof(*c));
 	const char *v;
-	uint64_t ka, lc;
-	long long n = 3;
 	size_t len;
 
 	r->backend = c;
 	c->r = r;
 	c->node_state = NODE_STATE_INIT;
 	rdzv_state_init(&c->st);
-	if (rdzv_conf_seconds(cfg, "join_timeout", 600, &c->join_timeout, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "close_timeout", 30, &c->close_timeout, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "keep_alive_interval", 5, &ka, reterr) < 0 ||
-	    rdzv_conf_seconds(cfg, "exit_barrier_timeout", 300, &c->barrier_timeout, reterr) < 0) {
+	if (rdzv_dynamic_conf(cfg, &c->settings, &c->join_timeout, &c->close_timeout,
+			      &c->barrier_timeout, reterr) < 0 ||
+	    rdzv_node_self(cfg, &c->me, reterr) < 0) {
 		return -EINVAL;
 	}
-	v = config_rdzv_conf_get(cfg, "keep_alive_max_attempt");
-	if (v && parse_int(v, 1, 1000000, &n) < 0) {
-		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for keep_alive_max_attempt: "
-				    "expected an integer >= 1",
-				    v);
-		return -EINVAL;
-	}
-	c->settings.min_nodes = cfg->min_nodes;
-	c->settings.max_nodes = cfg->max_nodes;
-	c->settings.last_call_usec = (int64_t)lc;
-	c->settings.keep_alive_interval_usec = (int64_t)ka;
-	c->settings.keep_alive_max_attempt = (int)n;
 	/* The lease TTL is torch's heartbeat expiry, at least etcd's minimum. */
-	c->ttl = (int64_t)((ka * (uint64_t)n + USEC_PER_SEC - 1) / USEC_PER_SEC);
+	c->ttl = (c->settings.keep_alive_interval_usec * c->settings.keep_alive_max_attempt +
+		  USEC_PER_SEC - 1) /
+		 USEC_PER_SEC;
 	if (c->ttl < 2) {
 		c->ttl = 2;
-	}
-	if (rdzv_node_init(&c->me,
-			   cfg->local_addr && *cfg->local_addr ? cfg->local_addr : host_fqdn(),
-			   (long long)getpid(), next_local_id++) < 0) {
-		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces or control "
-				    "characters",
-				    cfg->local_addr ? cfg->local_addr : host_fqdn());
-		return -EINVAL;
 	}
 	if (!cfg->rdzv_endpoint || !*cfg->rdzv_endpoint) {
 		*reterr = xstrdup("--rdzv-endpoint: the etcd backend needs the etcd members "
