@@ -2,9 +2,10 @@
 """Several real elasticd processes forming one job through the etcd (v3)
 rendezvous backend, against real etcd members (Debian's etcd-server) started
 by the test on loopback ports with their data in a temp dir: completion, the
-keys cleaned up and a reused run id, min:max with a late joiner, a SIGKILLed
-agent whose lease expires, etcd unreachable, and a 3-member cluster losing a
-member during the rendezvous."""
+keys cleaned up and a reused run id, min:max with a late joiner, a crowd
+starting together, a SIGKILLed agent whose lease expires (also the one that
+admits the others), etcd unreachable, and a 3-member cluster losing a member
+during the rendezvous."""
 
 import base64
 import json
@@ -161,6 +162,40 @@ class EtcdTest(lib.ElasticdTestCase):
         two = [d for d in self.worker_dumps() if d["WORLD_SIZE"] == "2"]
         self.check_world(two, 2)
         self.assertNotIn(str(victim.pid), {d["AGENT_PID"] for d in two})
+
+    def test_crowd_starting_together(self):
+        # Eight agents at once: the first one in admits the others as they
+        # ask; every rank of the world exactly once, one master.
+        self.start_etcd(1)
+        a = [self.agent("8") for _ in range(8)]
+        for r in self.wait_all(a):
+            self.assertRc(r, 0)
+        self.check_world(self.worker_dumps(), 8)
+
+    def test_admitting_agent_killed_while_others_wait(self):
+        # The oldest agent admits the others. SIGKILL it while a second one
+        # waits in the round: once its lease expires the second takes over
+        # and admits the late ones; the job forms without the dead one.
+        self.start_etcd(1)
+
+        def alive():
+            return [k for k in self.etcd.keys("/elasticd/job/a/")]
+        first = self.agent("3")
+        self.assertTrue(lib.wait_until(lambda: len(alive()) == 1, 20), alive())
+        second = self.agent("3")
+        self.assertTrue(lib.wait_until(lambda: len(alive()) == 2, 20), alive())
+        # The second is a participant (admitted) before the first goes.
+        self.assertTrue(lib.wait_until(
+            lambda: len(self.etcd.keys("/elasticd/job/j/")) == 0, 20),
+            self.etcd.keys("/elasticd/job/j/"))
+        first.signal(signal.SIGKILL)
+        first.wait(10)
+        late = [self.agent("3") for _ in range(2)]
+        for r in self.wait_all([second] + late):
+            self.assertRc(r, 0)
+        dumps = self.worker_dumps()
+        self.check_world(dumps, 3)
+        self.assertNotIn(str(first.pid), {d["AGENT_PID"] for d in dumps})
 
     def test_etcd_unreachable_clear_error(self):
         port = free_port()
