@@ -839,17 +839,21 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 	after_io(c);
 }
 
-/* Write the local copy; drop_intent: delete our join request in the same
- * txn (we take ourselves out). */
+/* Write the local copy, changed by our own action a (SYNC: none, only
+ * admissions). Taking ourselves out deletes our join request in the same
+ * txn; a spare leaving the redundancy list to join asks again (a request the
+ * coordinator has not seen yet). */
 static void
-cas_write(struct etcdr *c, bool drop_intent)
+cas_write(struct etcdr *c, enum rdzv_action a)
 {
+	bool drop_intent =
+		a == RDZV_ACTION_REMOVE_FROM_PARTICIPANTS || a == RDZV_ACTION_REMOVE_FROM_WAIT_LIST;
 	struct etcd_cmp cmp = {
 		.key = c->state_key,
 		.target = c->mod_rev ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
 		.revision = c->mod_rev,
 	};
-	struct etcd_op put[4] = {{.kind = ETCD_OP_PUT, .key = c->state_key}};
+	struct etcd_op put[5] = {{.kind = ETCD_OP_PUT, .key = c->state_key}};
 	struct read_plan p = {0};
 	char *value, *body, gen[32];
 	size_t len, n = 1, n_hb;
@@ -881,6 +885,13 @@ cas_write(struct etcdr *c, bool drop_intent)
 	c->cas_drops_intent = drop_intent && c->intent && !c->intent_pending;
 	if (c->cas_drops_intent) {
 		put[n++] = (struct etcd_op){.kind = ETCD_OP_DELETE, .key = c->join_key};
+	} else if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->intent &&
+		   !c->intent_pending) {
+		put[n++] = (struct etcd_op){.kind = ETCD_OP_PUT,
+					    .key = c->join_key,
+					    .value = "1",
+					    .value_len = 1,
+					    .lease = c->lease};
 	}
 	if (c->cas_admits) {
 		put[n++] = (struct etcd_op){
@@ -942,7 +953,7 @@ admit_now(struct etcdr *c)
 		c->notable = true;
 	}
 	c->cas_admits = true;
-	cas_write(c, false);
+	cas_write(c, RDZV_ACTION_SYNC);
 	return true;
 }
 
@@ -1080,8 +1091,7 @@ op_step(struct etcdr *c)
 				c->notable = true;
 			}
 		}
-		cas_write(c, a == RDZV_ACTION_REMOVE_FROM_PARTICIPANTS ||
-				     a == RDZV_ACTION_REMOVE_FROM_WAIT_LIST);
+		cas_write(c, a);
 		return;
 	}
 	if (a == RDZV_ACTION_SYNC) {
