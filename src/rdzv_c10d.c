@@ -107,6 +107,7 @@ struct c10d {
 	 * only: a node stops waiting for its turn after a bounded time. */
 	int64_t ticket;
 	bool turn_held;
+	int64_t served_seen; /* the "served" count when we last looked; -1: not yet */
 
 	/* The gen WAIT on watch. */
 	bool watching;
@@ -1133,16 +1134,27 @@ turn_go(struct c10d *c)
 	op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
 }
 
+static void served_cb(int err, const struct tcpstore_reply *rep, void *arg);
+
 static void
 turn_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
+	char *k;
 
 	if (err < 0 && err != -ETIMEDOUT) {
 		store_gone(c, err);
 		return;
 	}
-	turn_go(c);
+	if (err == 0) {
+		turn_go(c);
+		return;
+	}
+	/* Timed out: go unless the queue moved meanwhile (a crowd's turns
+	 * take a while; only a stuck one is skipped). */
+	k = xasprintf("%s/served", c->key);
+	tcpstore_client_add(c->cmd, k, 0, served_cb, c);
+	free(k);
 }
 
 static void
@@ -1158,10 +1170,12 @@ served_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	ahead = c->ticket - 1 - rep->i64;
-	if (ahead <= 0) {
+	if (ahead <= 0 || (c->served_seen >= 0 && rep->i64 == c->served_seen)) {
+		/* Our turn, or nobody went ahead for a whole wait. */
 		turn_go(c);
 		return;
 	}
+	c->served_seen = rep->i64;
 	/* Wait for the node before us, a little longer the further back we are. */
 	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket);
 	keys[0] = k;
@@ -1182,6 +1196,7 @@ ticket_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	c->ticket = rep->i64;
+	c->served_seen = -1;
 	k = xasprintf("%s/served", c->key);
 	tcpstore_client_add(c->cmd, k, 0, served_cb, c);
 	free(k);
