@@ -6,42 +6,50 @@
  *
  * Keys, all under one prefix per run id (--rdzv-conf etcd_prefix, default
  * "/elasticd/<run_id>/"):
- *   state            the encoded rdzv_state; compare-and-set on its
- *                    mod_revision through /v3/kv/txn (create_revision 0
- *                    when absent); a lost race returns the current value in
- *                    the same round trip
+ *   state            the encoded rdzv_state, without heartbeats (liveness is
+ *                    the leases); compare-and-set on its mod_revision
+ *                    through /v3/kv/txn (create_revision 0 when absent); a
+ *                    lost race returns the current value in the same round
+ *                    trip
  *   a/<node>         one key per agent, attached to the agent's lease (TTL
  *                    keep_alive_interval * keep_alive_max_attempt, refreshed
- *                    every TTL/3): liveness is the lease, so a dead node's keys
- *                    vanish by themselves. Each node keeps the set of nodes it
- *                    knows dead (members of the state without an a/ key when
- *                    it first reads, then every a/ deletion, from a watch that
- *                    filters out puts); before each decision the state's
- *                    heartbeats become "now" for the others and "never" for
- *                    those, so rdzv_sanitize drops exactly the nodes whose
- *                    lease went, and nodes never write heartbeats alone.
- *   j/<node>         a join request (lease), put when a node starts to join
- *                    and deleted once it is a participant. A node that writes
- *                    the state first admits every requester on the way
- *                    (rdzv_admit, in order of request), so one
- *                    compare-and-set admits a crowd and nodes arriving
- *                    together stop losing races to each other.
+ *                    every TTL/3), put at start: a dead node's keys vanish by
+ *                    themselves. Each node keeps the set of nodes it knows
+ *                    dead, from a watch on a/ that filters out puts, started
+ *                    at the creation of the state it found (deletions before
+ *                    belong to an earlier job of the same run id). Before each
+ *                    decision every member of the state gets a heartbeat of
+ *                    "now", or "never" when dead, so rdzv_sanitize drops
+ *                    exactly the nodes whose lease went.
+ *   j/<node>         a join request (lease), put in the same txn as the
+ *                    first read of a join, deleted once a participant.
  *   i/<node>         the node's role and local world size (lease), put with
  *                    its join request
  *   w/gen            put in the same txn as a state change that waiting
  *                    nodes must hear about (rdzv_apply's "notable")
+ *   w/adm            put by a write that admitted other nodes
  *   w/r/<round>      the rank assignment, published by group rank 0 from the
  *                    i/ keys of the round's participants (as torch 2.x's
  *                    agent: rank 0 gathers, everyone reads one answer): roles,
  *                    local world sizes, MASTER_ADDR and a free MASTER_PORT
  *   w/b/<round>/<rank> exit barrier
+ *
+ * Admission: the coordinator, the node whose a/ key is the oldest (every read
+ * asks for it, limit 1), watches j/ and reads the requests since its last
+ * look; every write it makes admits them all on the way, in order of request
+ * (rdzv_admit), and so does a write of its own join. The others do not race
+ * it: a node whose join would add itself waits (for w/adm to show progress)
+ * and writes itself only when nothing moved for BEHIND_USEC and a fresh read
+ * still lacks it. A crowd of N nodes thus costs a few compare-and-sets, not N
+ * rounds of losers (torch's loop collapses near 128 nodes, reference §8).
+ *
  * Waiting never polls: one watch on w/ (resumed from its last revision after
  * a drop, moved to the member the unary calls use after a fail-over) brings
- * w/gen (then a re-read), the rank assignment and the barrier arrivals (taken
- * from the events themselves); a second one brings a/ deletions. Join
- * requests and the state itself are outside both, so a join is never
- * broadcast to every node. Timers only re-run the pure decision on the local
- * copy (last-call and join deadlines).
+ * w/gen (then a re-read), w/adm, the rank assignment and the barrier arrivals
+ * (taken from the events themselves); the a/ deletions come on the second
+ * watch, the coordinator's requests on a third. The state itself is outside
+ * all of them: a join is never broadcast to every node. Timers only re-run
+ * the pure decision on the local copy (last-call and join deadlines).
  *
  * MASTER_ADDR/MASTER_PORT: group rank 0's address (--local-addr, else the
  * FQDN) and a free port there; TORCHELASTIC_USE_AGENT_STORE=False (as torch's
@@ -73,8 +81,9 @@
 
 /* Pause before retrying after etcd could not be reached at all. */
 #define RETRY_USEC (1 * USEC_PER_SEC)
-/* How long a joiner lets an earlier one admit it before writing itself (the
- * earlier one's lease expiring wakes it sooner). */
+/* How long a joiner lets the coordinator admit it, with no w/adm seen, before
+ * it looks again and then writes itself (the coordinator's lease expiring
+ * wakes it sooner). */
 #define BEHIND_USEC (2 * USEC_PER_SEC)
 /* At most one "cannot reach etcd" line per this span. */
 #define ERR_LOG_USEC (10 * USEC_PER_SEC)
