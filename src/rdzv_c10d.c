@@ -107,6 +107,21 @@ struct c10d {
 	 * only: a node stops waiting for its turn after a bounded time. */
 	int64_t ticket;
 	bool turn_held;
+
+	/* Admission by the store host (the coordinator): a joiner SETs
+	 * "<key>/j/<node>"; the host hears it from its own server, no round
+	 * trip, and admits every requester in one compare-and-set
+	 * (rdzv_admit). Joiners that see "<key>/coordinator" skip the turns and
+	 * wait to be admitted. */
+	bool coordinator;          /* we host the store */
+	bool coordinated;          /* the store has a coordinator (not us) */
+	struct rdzv_node *joiners; /* coordinator: requests not admitted yet */
+	size_t n_joiners;
+	struct event *admit_ev;
+	bool admitting;        /* the compare-and-set in flight admits joiners */
+	uint64_t behind_since; /* joiner: waiting for the coordinator since */
+	size_t behind_count;   /* members the state had when we last looked */
+	bool behind_looked;
 	int64_t served_seen; /* the "served" count when we last looked; -1: not yet */
 
 	/* The gen WAIT on watch. */
@@ -194,6 +209,8 @@ round_key(const struct c10d *c, const char *what)
 
 static void op_read(struct c10d *c);
 static void op_step(struct c10d *c);
+static void admit_soon(struct c10d *c);
+static void joiners_clear(struct c10d *c);
 static void turn_release(struct c10d *c);
 static void watch_update(struct c10d *c);
 static void next_fail(struct c10d *c, int err, const char *msg);
@@ -220,6 +237,7 @@ op_start(struct c10d *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 	c->op_deadline = deadline;
 	c->op_done = done;
 	c->in_sync = false;
+	c->behind_since = 0;
 	op_read(c);
 }
 
@@ -388,6 +406,7 @@ got_state_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (c->op_active) {
 		op_step(c);
 	}
+	admit_soon(c);
 }
 
 static void
@@ -399,10 +418,11 @@ static void
 cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
-	bool has_set;
+	bool has_set, admitting = c->admitting;
 	uint64_t gen = c->pending_gen;
 
 	c->io_pending = false;
+	c->admitting = false;
 	if (err < 0) {
 		store_gone(c, err);
 		return;
@@ -429,10 +449,14 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 			: "%s has a stale state and failed to sync its local changes with other "
 			  "nodes in the rendezvous '%s'.",
 		c->me.name, c->r->cfg->rdzv_id);
+	if (admitting && has_set) {
+		joiners_clear(c); /* every one is in the state written */
+	}
 	adopt(c, rep->value.data, rep->value.len, has_set);
 	if (c->op_active) {
 		op_step(c);
 	}
+	admit_soon(c);
 }
 
 static void
@@ -464,6 +488,133 @@ op_write(struct c10d *c)
 					c->pending_len, cas_cb, c) < 0) {
 		c->io_pending = false;
 		store_gone(c, -ECONNRESET);
+	}
+}
+
+/* ---- admission by the store host ------------------------------------------ */
+
+#define BEHIND_USEC (2 * USEC_PER_SEC)
+
+static char *
+join_key(const struct c10d *c, const char *node)
+{
+	return xasprintf("%s/j/%s", c->key, node);
+}
+
+static void
+joiners_clear(struct c10d *c)
+{
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		rdzv_node_release(&c->joiners[i]);
+	}
+	c->n_joiners = 0;
+}
+
+/* Our server stored "<key>/j/<node>": a node asks to join. */
+static void
+join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vlen, void *arg)
+{
+	struct c10d *c = arg;
+	size_t plen = strlen(c->key) + 3; /* "<key>/j/" */
+	struct rdzv_node n;
+
+	if (klen <= plen || rdzv_node_parse(&n, (const char *)key + plen, klen - plen) < 0) {
+		return;
+	}
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		if (rdzv_node_cmp(&c->joiners[i], &n) == 0) {
+			rdzv_node_release(&n);
+			return;
+		}
+	}
+	c->joiners = xrealloc(c->joiners, (c->n_joiners + 1) * sizeof(*c->joiners));
+	c->joiners[c->n_joiners++] = n;
+	event_active(c->admit_ev, EV_TIMEOUT, 0);
+}
+
+/* Apply the admissions of the joiners we hold and of the wait list (a round
+ * that opens takes them) to the local copy. Returns how many. */
+static size_t
+admit_apply(struct c10d *c, const struct rdzv_ctx *ctx)
+{
+	struct rdzv_node *list = xcalloc(c->n_joiners + c->st.n_wait_list + 1, sizeof(*list));
+	size_t n = 0, admitted;
+	bool notable = false;
+
+	for (size_t i = 0; i < c->st.n_wait_list; i++) {
+		rdzv_node_copy(&list[n++], &c->st.wait_list[i]); /* admitting moves it */
+	}
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		rdzv_node_copy(&list[n++], &c->joiners[i]);
+	}
+	admitted = rdzv_admit(&c->st, list, n, ctx, &notable);
+	for (size_t i = 0; i < n; i++) {
+		rdzv_node_release(&list[i]);
+	}
+	free(list);
+	if (notable) {
+		c->notable = true;
+	}
+	return admitted;
+}
+
+static void
+admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+
+	c->io_pending = false;
+	if (err < 0) {
+		store_gone(c, err);
+		return;
+	}
+	adopt(c, rep->value.data, rep->value.len, false);
+	if (c->op_active) {
+		op_step(c);
+	}
+	if (!c->io_pending) {
+		struct rdzv_ctx ctx = make_ctx(c);
+
+		if (c->coordinator && admit_apply(c, &ctx) > 0) {
+			c->admitting = true;
+			c->dirty = true;
+			op_write(c);
+		} else {
+			joiners_clear(c); /* nothing to do for them: in already, or closed */
+		}
+	}
+}
+
+/* The coordinator admits what it holds: a fresh read, then one
+ * compare-and-set for all (again after a lost race, from its answer). */
+static void
+admit_now(struct c10d *c)
+{
+	if (!c->coordinator || c->io_pending || c->dead || !c->up || c->finishing ||
+	    (c->n_joiners == 0 && c->st.n_wait_list == 0)) {
+		return;
+	}
+	c->io_pending = true;
+	if (tcpstore_client_get(c->cmd, c->key, admit_read_cb, c) < 0) {
+		c->io_pending = false;
+		store_gone(c, -ECONNRESET);
+	}
+}
+
+static void
+admit_cb(evutil_socket_t fd, short what, void *arg)
+{
+	admit_now(arg);
+}
+
+/* After any read: the coordinator looks at what it holds, and at a round
+ * that opened with nodes in the wait list. */
+static void
+admit_soon(struct c10d *c)
+{
+	if (c->coordinator &&
+	    (c->n_joiners > 0 || (!c->st.complete && !c->st.closed && c->st.n_wait_list > 0))) {
+		event_active(c->admit_ev, EV_TIMEOUT, 0);
 	}
 }
 
@@ -549,6 +700,38 @@ sync_timer_cb(evutil_socket_t fd, short what, void *arg)
 	sync_wake(arg);
 }
 
+/* A joiner of a store with a coordinator waits to be admitted instead of
+ * racing it; it writes itself only when BEHIND_USEC passed without the state
+ * gaining a member (the coordinator is stuck or gone). Returns true while it
+ * waits (a timer or the gen WAIT re-reads). */
+static bool
+behind(struct c10d *c, const struct rdzv_ctx *ctx)
+{
+	uint64_t now = now_usec();
+	size_t members = c->st.n_participants + c->st.n_wait_list + c->st.n_redundancy_list;
+	uint64_t wait;
+	struct timeval tv;
+
+	if (c->behind_since == 0 || members > c->behind_count) {
+		c->behind_since = now;
+		c->behind_count = members;
+	}
+	if (now - c->behind_since >= BEHIND_USEC) {
+		return false;
+	}
+	/* Look again by then, and within a keep-alive interval: once admitted
+	 * we must keep our heartbeat in the state fresh. */
+	wait = c->behind_since + BEHIND_USEC - now;
+	if (wait > (uint64_t)c->settings.keep_alive_interval_usec) {
+		wait = (uint64_t)c->settings.keep_alive_interval_usec;
+	}
+	tv.tv_sec = (time_t)(wait / USEC_PER_SEC);
+	tv.tv_usec = (suseconds_t)(wait % USEC_PER_SEC);
+	c->in_sync = true;
+	evtimer_add(c->sync_timer, &tv);
+	return true;
+}
+
 static void
 op_step(struct c10d *c)
 {
@@ -556,6 +739,13 @@ op_step(struct c10d *c)
 	enum rdzv_action a = rdzv_decide(c->op, &c->st, &ctx);
 
 	if (rdzv_action_is_mutation(a)) {
+		bool joining = a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
+			       a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
+			       a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST;
+
+		if (joining && c->coordinated && behind(c, &ctx)) {
+			return;
+		}
 		if (rdzv_apply(&c->st, a, &ctx)) {
 			c->notable = true;
 		}
@@ -565,8 +755,17 @@ op_step(struct c10d *c)
 			c->next_deadline = c->op_deadline;
 		}
 		record_action(c, a);
+		/* The coordinator admits whoever asked, on the way. */
+		c->admitting = c->coordinator && c->n_joiners > 0 && admit_apply(c, &ctx) > 0;
 		c->dirty = true;
 		op_write(c);
+		if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->coordinated) {
+			/* Ask again: the coordinator admits spares that may join. */
+			char *k = join_key(c, c->me.name);
+
+			tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
+			free(k);
+		}
 		return;
 	}
 	if (a == RDZV_ACTION_SYNC) {
@@ -601,6 +800,7 @@ observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	adopt(c, rep->value.data, rep->value.len, false);
+	admit_soon(c);
 }
 
 /* Outside operations (a round runs, the barrier, the exchange): read the
@@ -1100,6 +1300,13 @@ exit_done(struct c10d *c, int err, enum rdzv_action a)
 		join_done(c, err, a == RDZV_ACTION_FINISH ? RDZV_ACTION_ERROR_TIMEOUT : a);
 		return;
 	}
+	if (c->coordinated) {
+		/* Out of the last round: ask the coordinator to admit us. */
+		char *k = join_key(c, c->me.name);
+
+		tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
+		free(k);
+	}
 	op_start(c, RDZV_OP_JOIN, c->next_deadline, join_done);
 }
 
@@ -1203,11 +1410,39 @@ ticket_cb(int err, const struct tcpstore_reply *rep, void *arg)
 }
 
 static void
+coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	char *k;
+
+	if (err < 0) {
+		store_gone(c, err);
+		return;
+	}
+	if (rep->status == TCPSTORE_READY) {
+		c->coordinated = true;
+		op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+		return;
+	}
+	/* A store without a coordinator (not hosted by an agent): turns. */
+	k = xasprintf("%s/ticket", c->key);
+	tcpstore_client_add(c->cmd, k, 1, ticket_cb, c);
+	free(k);
+}
+
+static void
 start_next(struct c10d *c)
 {
-	char *k = xasprintf("%s/ticket", c->key);
+	char *k;
+	const char *keys[1];
 
-	tcpstore_client_add(c->cmd, k, 1, ticket_cb, c);
+	if (c->coordinator) {
+		op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+		return;
+	}
+	k = xasprintf("%s/coordinator", c->key);
+	keys[0] = k;
+	(void)tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, coordinator_check_cb, c);
 	free(k);
 }
 
@@ -1636,7 +1871,16 @@ c10d_init(struct rdzv *r, char **reterr)
 		}
 		free(e);
 	}
+	c->admit_ev = event_new(r->base, -1, 0, admit_cb, c);
 	if (c->server) {
+		char *k = xasprintf("%s/coordinator", c->key), *jp = xasprintf("%s/j/", c->key);
+
+		/* We admit the others: say so before anybody connects. */
+		c->coordinator = true;
+		(void)tcpstore_server_put(c->server, k, c->me.name, strlen(c->me.name));
+		tcpstore_server_on_set(c->server, jp, join_request_cb, c);
+		free(k);
+		free(jp);
 		c->connect_host = xstrdup(strchr(c->host, ':') ? "::1" : "127.0.0.1");
 		c->connect_port = tcpstore_server_port(c->server);
 		c10d_set_state(c, NODE_STATE_INIT, "_create_tcp_store",
@@ -1693,6 +1937,11 @@ c10d_free(struct rdzv *r)
 	rdzv_result_release(&c->result);
 	strv_free(c->roles);
 	strv_free(c->exchange_keys);
+	joiners_clear(c);
+	free(c->joiners);
+	if (c->admit_ev) {
+		event_free(c->admit_ev);
+	}
 	free(c->token);
 	free(c->pending);
 	free(c->key);

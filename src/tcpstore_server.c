@@ -87,6 +87,9 @@ struct tcpstore_server {
 	bool merge_attempts;
 	void (*idle_cb)(void *arg);
 	void *idle_arg;
+	char *set_prefix; /* tcpstore_server_on_set */
+	tcpstore_server_set_fn set_cb;
+	void *set_arg;
 };
 
 void
@@ -381,6 +384,10 @@ store_set(struct tcpstore_server *s, const struct tcpstore_bytes *k, const uint8
 	s->bytes += e->klen + vlen;
 	s->nkeys++;
 	entry_wake(s, e);
+	if (s->set_cb && k->len >= strlen(s->set_prefix) &&
+	    memcmp(k->data, s->set_prefix, strlen(s->set_prefix)) == 0) {
+		s->set_cb(k->data, k->len, v, vlen, s->set_arg);
+	}
 	return true;
 }
 
@@ -979,6 +986,24 @@ tcpstore_server_stats(const struct tcpstore_server *s, struct tcpstore_server_st
 }
 
 void
+tcpstore_server_on_set(struct tcpstore_server *s, const char *prefix, tcpstore_server_set_fn cb,
+		       void *arg)
+{
+	free(s->set_prefix);
+	s->set_prefix = cb ? xstrdup(prefix) : NULL;
+	s->set_cb = cb;
+	s->set_arg = arg;
+}
+
+int
+tcpstore_server_put(struct tcpstore_server *s, const char *key, const void *value, size_t len)
+{
+	struct tcpstore_bytes k = {.data = (const uint8_t *)key, .len = strlen(key)};
+
+	return store_set(s, &k, value, len) ? 0 : -ENOSPC;
+}
+
+void
 tcpstore_server_free(struct tcpstore_server *s)
 {
 	struct conn *c;
@@ -1009,5 +1034,6 @@ tcpstore_server_free(struct tcpstore_server *s)
 		}
 	}
 	free(s->buckets);
+	free(s->set_prefix);
 	free(s);
 }

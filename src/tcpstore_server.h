@@ -78,5 +78,20 @@ void tcpstore_server_stats(const struct tcpstore_server *s, struct tcpstore_serv
  * owner that waits for its clients to leave before it closes the server. */
 void tcpstore_server_set_idle_cb(struct tcpstore_server *s, void (*cb)(void *arg), void *arg);
 
+/* Called after a key starting with the prefix is stored (SET, COMPARE_SET,
+ * ADD, APPEND, MULTI_SET, tcpstore_server_put), with the key and its new
+ * value (valid during the call only). It must not call back into the server
+ * (defer work to the loop). One hook per server; cb NULL removes it. For the
+ * agent that hosts the store and reads what its clients write without a
+ * round trip. */
+typedef void (*tcpstore_server_set_fn)(const uint8_t *key, size_t klen, const uint8_t *value,
+				       size_t vlen, void *arg);
+void tcpstore_server_on_set(struct tcpstore_server *s, const char *prefix,
+			    tcpstore_server_set_fn cb, void *arg);
+
+/* Store key = value[0..len) from inside the process, as a client's SET would
+ * (waiters on the key wake up). Returns 0, or -ENOSPC past the byte limit. */
+int tcpstore_server_put(struct tcpstore_server *s, const char *key, const void *value, size_t len);
+
 /* Close the listener and every connection, free everything. Accepts NULL. */
 void tcpstore_server_free(struct tcpstore_server *s);

@@ -4,7 +4,11 @@
  *
  *   rdzv_swarm N HOST:PORT [RDZV_CONF]
  *
- * The store must be running already (tcpstore_tool serve). Prints, once every
+ * The store must be running already (tcpstore_tool serve), unless
+ * RDZV_SWARM_HOST=1: then participant 0 hosts it on HOST:PORT in this process
+ * (is_host=true, as the agent on the endpoint host does, which makes it the
+ * coordinator that admits the others) and RDZV_CONF must not set is_host.
+ * Prints, once every
  * participant got its round (rank exchange included):
  *   "swarm N=<n> first=<s> last=<s> world=<w>"
  * with times in seconds since start. Exit 0, or 1 on any rendezvous error. */
@@ -45,7 +49,9 @@ done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *arg)
 int
 main(int argc, char **argv)
 {
-	struct config cfg = {0};
+	struct config cfg = {0}, host_cfg = {0};
+	bool hosted = getenv("RDZV_SWARM_HOST") && strcmp(getenv("RDZV_SWARM_HOST"), "1") == 0;
+	char *host_conf = NULL, *conf_others = NULL;
 	struct rdzv **rs;
 	char *err = NULL;
 	char nn[32];
@@ -59,7 +65,12 @@ main(int argc, char **argv)
 	}
 	n_total = atoi(argv[1]);
 	snprintf(nn, sizeof(nn), "%d", n_total);
-	{
+	if (hosted) {
+		host_conf = xasprintf("%s,is_host=true", conf);
+		conf_others = xasprintf("%s,is_host=false", conf);
+		conf = conf_others;
+	}
+	for (int k = hosted ? 0 : 1; k < 2; k++) {
 		char *args[] = {"elasticd",
 				"--nnodes",
 				nn,
@@ -70,12 +81,13 @@ main(int argc, char **argv)
 				"--rdzv-id",
 				argc > 4 ? argv[4] : "swarm",
 				"--rdzv-conf",
-				(char *)conf,
+				k == 0 ? host_conf : (char *)conf,
 				"--no-python",
 				"true",
 				NULL};
 
-		if (config_parse(&cfg, ARRAY_SIZE(args) - 1, args, NULL, &err) != CONFIG_RUN) {
+		if (config_parse(k == 0 ? &host_cfg : &cfg, ARRAY_SIZE(args) - 1, args, NULL,
+				 &err) != CONFIG_RUN) {
 			fprintf(stderr, "rdzv_swarm: %s\n", err ? err : "bad config");
 			return 2;
 		}
@@ -86,7 +98,7 @@ main(int argc, char **argv)
 	for (int i = 0; i < n_total; i++) {
 		struct rdzv_callbacks cb = {.done = done_cb, .arg = (void *)(intptr_t)i};
 
-		rs[i] = rdzv_new(base, &cfg, 1, &cb, &err);
+		rs[i] = rdzv_new(base, hosted && i == 0 ? &host_cfg : &cfg, 1, &cb, &err);
 		if (!rs[i] || rdzv_next(rs[i]) < 0) {
 			fprintf(stderr, "rdzv_swarm: %s\n", err ? err : "cannot start");
 			return 1;
@@ -102,5 +114,10 @@ main(int argc, char **argv)
 	free(rs);
 	event_base_free(base);
 	config_release(&cfg);
+	if (hosted) {
+		config_release(&host_cfg);
+	}
+	free(host_conf);
+	free(conf_others);
 	return n_failed ? 1 : 0;
 }
