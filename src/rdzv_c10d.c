@@ -118,10 +118,16 @@ struct c10d {
 	struct rdzv_node *joiners; /* coordinator: requests not admitted yet */
 	size_t n_joiners;
 	struct event *admit_ev;
-	bool admitting;        /* the compare-and-set in flight admits joiners */
-	uint64_t behind_since; /* joiner: waiting for the coordinator since */
-	size_t behind_count;   /* members the state had when we last looked */
-	bool behind_looked;
+	bool admitting; /* the compare-and-set in flight admits joiners */
+	/* Liveness with a coordinator: each node SETs "<key>/hb/<node>" (its
+	 * own key: no race for the state) every keep-alive interval; the
+	 * coordinator folds them into the state's heartbeats from its own
+	 * server, once per interval for everyone (hb_fold). */
+	struct event *fold_timer;
+	bool fold_due;       /* the interval passed: fold and write */
+	bool fold_dirty;     /* the local copy holds folded heartbeats not written yet */
+	bool ever_in;        /* this handler has been a participant (may be in the state) */
+	uint64_t asked;      /* when we last sent our join request */
 	int64_t served_seen; /* the "served" count when we last looked; -1: not yet */
 
 	/* The gen WAIT on watch. */
@@ -211,6 +217,7 @@ static void op_read(struct c10d *c);
 static void op_step(struct c10d *c);
 static void admit_soon(struct c10d *c);
 static void joiners_clear(struct c10d *c);
+static size_t hb_fold(struct c10d *c, struct rdzv_state *st);
 static void turn_release(struct c10d *c);
 static void watch_update(struct c10d *c);
 static void next_fail(struct c10d *c, int err, const char *msg);
@@ -237,8 +244,10 @@ op_start(struct c10d *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 	c->op_deadline = deadline;
 	c->op_done = done;
 	c->in_sync = false;
-	c->behind_since = 0;
-	op_read(c);
+	if (!c->io_pending) {
+		op_read(c);
+	}
+	/* else the read or write in flight (an admission) decides for it */
 }
 
 static struct rdzv_ctx
@@ -369,6 +378,9 @@ adopt(struct c10d *c, const uint8_t *value, size_t len, bool ours)
 		}
 		return;
 	}
+	if (c->coordinator && c->server && hb_fold(c, &st) > 0) {
+		c->fold_dirty = true; /* written with our next compare-and-set */
+	}
 	rdzv_state_release(&c->st);
 	c->st = st;
 	free(c->token);
@@ -452,6 +464,9 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (admitting && has_set) {
 		joiners_clear(c); /* every one is in the state written */
 	}
+	if (has_set) {
+		c->fold_dirty = false;
+	}
 	adopt(c, rep->value.data, rep->value.len, has_set);
 	if (c->op_active) {
 		op_step(c);
@@ -493,12 +508,69 @@ op_write(struct c10d *c)
 
 /* ---- admission by the store host ------------------------------------------ */
 
-#define BEHIND_USEC (2 * USEC_PER_SEC)
-
 static char *
 join_key(const struct c10d *c, const char *node)
 {
 	return xasprintf("%s/j/%s", c->key, node);
+}
+
+static char *
+hb_key(const struct c10d *c, const char *node)
+{
+	return xasprintf("%s/hb/%s", c->key, node);
+}
+
+/* A node of a coordinated store keeps alive through its own key. */
+static void
+hb_send(struct c10d *c)
+{
+	char *k = hb_key(c, c->me.name), v[32];
+	int64_t now = (int64_t)wall_usec();
+	long i = rdzv_state_find_heartbeat(&c->st, &c->me);
+
+	snprintf(v, sizeof(v), "%" PRId64, now);
+	tcpstore_client_set(c->cmd, k, v, strlen(v), set_done_cb, c);
+	free(k);
+	if (i >= 0) {
+		c->st.heartbeats[i].usec = now; /* the coordinator writes it */
+	}
+}
+
+/* The coordinator: the heartbeats its server holds, into st (its own when
+ * due). Returns how many changed. */
+static size_t
+hb_fold(struct c10d *c, struct rdzv_state *st)
+{
+	int64_t now = (int64_t)wall_usec();
+	size_t changed = 0;
+
+	for (size_t i = 0; i < st->n_heartbeats; i++) {
+		struct rdzv_heartbeat *h = &st->heartbeats[i];
+		const uint8_t *v;
+		size_t len;
+		char buf[32], *k;
+		long long usec;
+
+		if (rdzv_node_cmp(&h->node, &c->me) == 0) {
+			if (now - h->usec >= c->settings.keep_alive_interval_usec / 2) {
+				h->usec = now;
+				changed++;
+			}
+			continue;
+		}
+		k = hb_key(c, h->node.name);
+		if (tcpstore_server_get(c->server, k, &v, &len) == 0 && len < sizeof(buf)) {
+			memcpy(buf, v, len);
+			buf[len] = '\0';
+			if (parse_int(buf, 0, now + 60 * (int64_t)USEC_PER_SEC, &usec) == 0 &&
+			    usec > h->usec) {
+				h->usec = usec;
+				changed++;
+			}
+		}
+		free(k);
+	}
+	return changed;
 }
 
 static void
@@ -575,25 +647,29 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (!c->io_pending) {
 		struct rdzv_ctx ctx = make_ctx(c);
 
-		if (c->coordinator && admit_apply(c, &ctx) > 0) {
-			c->admitting = true;
+		c->admitting = admit_apply(c, &ctx) > 0;
+		if (!c->admitting) {
+			joiners_clear(c); /* nothing to do for them: in already, or closed */
+		}
+		if (c->admitting || c->fold_dirty) {
 			c->dirty = true;
 			op_write(c);
-		} else {
-			joiners_clear(c); /* nothing to do for them: in already, or closed */
 		}
 	}
 }
 
-/* The coordinator admits what it holds: a fresh read, then one
- * compare-and-set for all (again after a lost race, from its answer). */
+/* The coordinator admits what it holds and folds the heartbeats: a fresh
+ * read, then one compare-and-set for all (again after a lost race, from its
+ * answer). */
 static void
 admit_now(struct c10d *c)
 {
 	if (!c->coordinator || c->io_pending || c->dead || !c->up || c->finishing ||
-	    (c->n_joiners == 0 && c->st.n_wait_list == 0)) {
+	    (c->n_joiners == 0 && !c->fold_due &&
+	     (c->st.complete || c->st.closed || c->st.n_wait_list == 0))) {
 		return;
 	}
+	c->fold_due = false;
 	c->io_pending = true;
 	if (tcpstore_client_get(c->cmd, c->key, admit_read_cb, c) < 0) {
 		c->io_pending = false;
@@ -605,6 +681,21 @@ static void
 admit_cb(evutil_socket_t fd, short what, void *arg)
 {
 	admit_now(arg);
+}
+
+static void
+fold_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct c10d *c = arg;
+	int64_t iv = c->settings.keep_alive_interval_usec;
+	struct timeval tv = {(time_t)(iv / 1000000), (suseconds_t)(iv % 1000000)};
+
+	if (c->dead || c->finishing) {
+		return;
+	}
+	c->fold_due = true;
+	admit_now(c);
+	evtimer_add(c->fold_timer, &tv);
 }
 
 /* After any read: the coordinator looks at what it holds, and at a round
@@ -701,35 +792,42 @@ sync_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* A joiner of a store with a coordinator waits to be admitted instead of
- * racing it; it writes itself only when BEHIND_USEC passed without the state
- * gaining a member (the coordinator is stuck or gone). Returns true while it
- * waits (a timer or the gen WAIT re-reads). */
-static bool
-behind(struct c10d *c, const struct rdzv_ctx *ctx)
+ * racing it: the coordinator hosts the store, so it is there as long as the
+ * store is, and it admits every request. The joiner keeps alive through its
+ * own key meanwhile and reads again on the next notable change (the gen
+ * WAIT) or at its join deadline. */
+static void
+ask_to_join(struct c10d *c)
 {
-	uint64_t now = now_usec();
-	size_t members = c->st.n_participants + c->st.n_wait_list + c->st.n_redundancy_list;
-	uint64_t wait;
+	char *k = join_key(c, c->me.name);
+
+	tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
+	free(k);
+	c->asked = now_usec();
+}
+
+static void
+wait_admission(struct c10d *c, const struct rdzv_ctx *ctx)
+{
+	uint64_t now = now_usec(), wait = c->op_deadline > now ? c->op_deadline - now + 1000 : 1000;
+	uint64_t window = (uint64_t)(c->settings.keep_alive_interval_usec *
+				     c->settings.keep_alive_max_attempt);
 	struct timeval tv;
 
-	if (c->behind_since == 0 || members > c->behind_count) {
-		c->behind_since = now;
-		c->behind_count = members;
+	/* Still out after a whole keep-alive window: the request may have met
+	 * a round that dropped us again. Ask anew, and
+	 * look again a window later. */
+	if (now - c->asked >= window) {
+		ask_to_join(c);
 	}
-	if (now - c->behind_since >= BEHIND_USEC) {
-		return false;
-	}
-	/* Look again by then, and within a keep-alive interval: once admitted
-	 * we must keep our heartbeat in the state fresh. */
-	wait = c->behind_since + BEHIND_USEC - now;
-	if (wait > (uint64_t)c->settings.keep_alive_interval_usec) {
-		wait = (uint64_t)c->settings.keep_alive_interval_usec;
+	if (wait > window) {
+		wait = window;
 	}
 	tv.tv_sec = (time_t)(wait / USEC_PER_SEC);
 	tv.tv_usec = (suseconds_t)(wait % USEC_PER_SEC);
 	c->in_sync = true;
 	evtimer_add(c->sync_timer, &tv);
-	return true;
+	watch_update(c);
 }
 
 static void
@@ -738,12 +836,18 @@ op_step(struct c10d *c)
 	struct rdzv_ctx ctx = make_ctx(c);
 	enum rdzv_action a = rdzv_decide(c->op, &c->st, &ctx);
 
+	if (a == RDZV_ACTION_KEEP_ALIVE && c->coordinated) {
+		hb_send(c);
+		a = rdzv_decide(c->op, &c->st, &ctx);
+	}
+
 	if (rdzv_action_is_mutation(a)) {
 		bool joining = a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
 			       a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
 			       a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST;
 
-		if (joining && c->coordinated && behind(c, &ctx)) {
+		if (joining && c->coordinated) {
+			wait_admission(c, &ctx);
 			return;
 		}
 		if (rdzv_apply(&c->st, a, &ctx)) {
@@ -761,10 +865,7 @@ op_step(struct c10d *c)
 		op_write(c);
 		if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->coordinated) {
 			/* Ask again: the coordinator admits spares that may join. */
-			char *k = join_key(c, c->me.name);
-
-			tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
-			free(k);
+			ask_to_join(c);
 		}
 		return;
 	}
@@ -1232,6 +1333,7 @@ exchange_start(struct c10d *c)
 	c->roles = NULL;
 	strv_free(c->exchange_keys);
 	c->exchange_keys = NULL;
+	c->ever_in = true;
 	c->round = c->st.round;
 	c->rank = c->st.participants[me].rank;
 	c->world = (int)c->st.n_participants;
@@ -1302,10 +1404,7 @@ exit_done(struct c10d *c, int err, enum rdzv_action a)
 	}
 	if (c->coordinated) {
 		/* Out of the last round: ask the coordinator to admit us. */
-		char *k = join_key(c, c->me.name);
-
-		tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
-		free(k);
+		ask_to_join(c);
 	}
 	op_start(c, RDZV_OP_JOIN, c->next_deadline, join_done);
 }
@@ -1421,7 +1520,13 @@ coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	}
 	if (rep->status == TCPSTORE_READY) {
 		c->coordinated = true;
-		op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+		keep_alive_arm(c); /* through our own key from now on */
+		if (c->ever_in) {
+			op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+		} else {
+			/* Never a participant: nothing to leave. */
+			exit_done(c, 0, RDZV_ACTION_FINISH);
+		}
 		return;
 	}
 	/* A store without a coordinator (not hosted by an agent): turns. */
@@ -1518,6 +1623,15 @@ ka_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct c10d *c = arg;
 
 	if (c->dead || c->finishing) {
+		return;
+	}
+	if (c->coordinated) {
+		/* Our own key, no read of the state: the coordinator folds it. */
+		hb_send(c);
+		record_step(c, "_keep_alive",
+			    "%s has sent a keep-alive heartbeat to the rendezvous '%s'.",
+			    c->me.name, c->r->cfg->rdzv_id);
+		keep_alive_arm(c);
 		return;
 	}
 	if (!c->op_active && !c->io_pending) {
@@ -1669,6 +1783,30 @@ linger_start(struct c10d *c)
 }
 
 static void
+fence_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	linger_start(arg);
+}
+
+/* Leave once what we queued on cmd (the closed state's gen key, which wakes
+ * the nodes that wait on it) has reached the store: a request with a reply
+ * comes back only after the ones before it were served. */
+static void
+fence_then_linger(struct c10d *c)
+{
+	char *k = gen_key(c, c->st.gen);
+	const char *keys[1] = {k};
+	int r = c->cmd && !c->dead && c->up
+			? tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, fence_cb, c)
+			: -ENOTCONN;
+
+	free(k);
+	if (r < 0) {
+		linger_start(c);
+	}
+}
+
+static void
 close_done(struct c10d *c, int err, enum rdzv_action a)
 {
 	char *msg;
@@ -1685,7 +1823,7 @@ close_done(struct c10d *c, int err, enum rdzv_action a)
 		c10d_set_state(c, NODE_STATE_FAILED, "shutdown", msg);
 	}
 	free(msg);
-	linger_start(c);
+	fence_then_linger(c);
 }
 
 static int
@@ -1872,11 +2010,13 @@ c10d_init(struct rdzv *r, char **reterr)
 		free(e);
 	}
 	c->admit_ev = event_new(r->base, -1, 0, admit_cb, c);
+	c->fold_timer = evtimer_new(r->base, fold_timer_cb, c);
 	if (c->server) {
 		char *k = xasprintf("%s/coordinator", c->key), *jp = xasprintf("%s/j/", c->key);
 
 		/* We admit the others: say so before anybody connects. */
 		c->coordinator = true;
+		fold_timer_cb(-1, 0, c); /* arms it */
 		(void)tcpstore_server_put(c->server, k, c->me.name, strlen(c->me.name));
 		tcpstore_server_on_set(c->server, jp, join_request_cb, c);
 		free(k);
@@ -1941,6 +2081,9 @@ c10d_free(struct rdzv *r)
 	free(c->joiners);
 	if (c->admit_ev) {
 		event_free(c->admit_ev);
+	}
+	if (c->fold_timer) {
+		event_free(c->fold_timer);
 	}
 	free(c->token);
 	free(c->pending);

@@ -157,6 +157,7 @@ struct etcdr {
 	int64_t j_seen;            /* j/ read through this revision */
 	bool intent;               /* our j/ key is there */
 	bool intent_pending;       /* the read in flight puts it */
+	bool intent_asked;         /* this join operation put it already */
 	bool cas_drops_intent;     /* the compare-and-set in flight deletes it */
 	bool cas_admits;           /* it admits other joiners: put adm_key */
 	uint64_t behind_since;     /* waiting for the coordinator to admit us */
@@ -741,6 +742,7 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		/* The read carried our join request. */
 		c->intent_pending = false;
 		c->intent = err == 0;
+		c->intent_asked = c->intent; /* a failed put goes again with the retry */
 	}
 	if (err < 0) {
 		io_failed(c, err, errmsg);
@@ -794,7 +796,11 @@ read_all(struct etcdr *c)
 	c->in_sync = false;
 	evtimer_del(c->sync_timer);
 	evtimer_del(c->retry_timer);
-	if (c->op_active && c->op == RDZV_OP_JOIN && !c->intent) {
+	if (c->op_active && c->op == RDZV_OP_JOIN && !c->intent && !c->intent_asked &&
+	    rdzv_state_find_participant(&c->st, &c->me) < 0) {
+		/* Once per join: deleted again once we are in, a request must
+		 * not come back (the coordinator would read it again). */
+		c->intent_asked = true;
 		info = intent_ops(c, &p);
 	}
 	read_plan(c, &p);
@@ -1018,6 +1024,7 @@ op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 	c->in_sync = false;
 	c->behind_since = 0;
 	c->behind_looked = false;
+	c->intent_asked = false;
 	read_all(c); /* with our join request first, for a join */
 }
 

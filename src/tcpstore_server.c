@@ -996,6 +996,21 @@ tcpstore_server_on_set(struct tcpstore_server *s, const char *prefix, tcpstore_s
 }
 
 int
+tcpstore_server_get(struct tcpstore_server *s, const char *key, const uint8_t **ret_value,
+		    size_t *ret_len)
+{
+	struct tcpstore_bytes k = {.data = (const uint8_t *)key, .len = strlen(key)};
+	struct entry *e = table_find(s, &k);
+
+	if (!e || !e->has_value) {
+		return -ENOENT;
+	}
+	*ret_value = e->val;
+	*ret_len = e->vlen;
+	return 0;
+}
+
+int
 tcpstore_server_put(struct tcpstore_server *s, const char *key, const void *value, size_t len)
 {
 	struct tcpstore_bytes k = {.data = (const uint8_t *)key, .len = strlen(key)};

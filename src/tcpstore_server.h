@@ -89,6 +89,11 @@ typedef void (*tcpstore_server_set_fn)(const uint8_t *key, size_t klen, const ui
 void tcpstore_server_on_set(struct tcpstore_server *s, const char *prefix,
 			    tcpstore_server_set_fn cb, void *arg);
 
+/* The value of key, read from inside the process: 0 with *ret_value (owned
+ * by the server, valid until it next runs) and *ret_len, or -ENOENT. */
+int tcpstore_server_get(struct tcpstore_server *s, const char *key, const uint8_t **ret_value,
+			size_t *ret_len);
+
 /* Store key = value[0..len) from inside the process, as a client's SET would
  * (waiters on the key wake up). Returns 0, or -ENOSPC past the byte limit. */
 int tcpstore_server_put(struct tcpstore_server *s, const char *key, const void *value, size_t len);
