@@ -6,6 +6,19 @@
  * from the state the store returns after every lost race (torch 2.x
  * _DistributedRendezvousOpExecutor).
  *
+ * The store host coordinates (it puts "<key>/coordinator" into its server
+ * before anybody connects; it lives exactly as long as the store): a joiner
+ * that sees that key SETs "<key>/j/<node>" and waits; the host hears the SET
+ * from its own server (tcpstore_server_on_set, no round trip) and admits every
+ * requester, and the wait list of a round that opens, in one compare-and-set
+ * (rdzv_admit). Liveness stays torch's heartbeats in the state, but nodes
+ * keep alive through their own key "<key>/hb/<node>" (a SET, no race for the
+ * state) and the host folds those into the state once per keep-alive
+ * interval (hb_fold): one write per interval instead of one per node. A store
+ * without a coordinator (hosted elsewhere, e.g. by torch) gets torch's own
+ * loop, with nodes that arrive together taking turns (tickets) to write
+ * their joins.
+ *
  * Waiting never polls: a write that waiting nodes must hear about bumps the
  * state's gen and its writer sets "<key>/gen/<gen>"; every node keeps one WAIT
  * on "<key>/gen/<gen+1>" (its watch connection), plus a timer for the next
@@ -118,7 +131,9 @@ struct c10d {
 	struct rdzv_node *joiners; /* coordinator: requests not admitted yet */
 	size_t n_joiners;
 	struct event *admit_ev;
-	bool admitting; /* the compare-and-set in flight admits joiners */
+	bool admitting;         /* the compare-and-set in flight admits joiners */
+	size_t admitted_upto;   /* ... the first this many of them */
+	size_t admit_read_upto; /* requests there when the admission read went out */
 	/* Liveness with a coordinator: each node SETs "<key>/hb/<node>" (its
 	 * own key: no race for the state) every keep-alive interval; the
 	 * coordinator folds them into the state's heartbeats from its own
@@ -217,6 +232,7 @@ static void op_read(struct c10d *c);
 static void op_step(struct c10d *c);
 static void admit_soon(struct c10d *c);
 static void joiners_clear(struct c10d *c);
+static void joiners_drop(struct c10d *c, size_t n);
 static size_t hb_fold(struct c10d *c, struct rdzv_state *st);
 static void turn_release(struct c10d *c);
 static void watch_update(struct c10d *c);
@@ -462,7 +478,7 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 			  "nodes in the rendezvous '%s'.",
 		c->me.name, c->r->cfg->rdzv_id);
 	if (admitting && has_set) {
-		joiners_clear(c); /* every one is in the state written */
+		joiners_drop(c, c->admitted_upto); /* those are in the state written */
 	}
 	if (has_set) {
 		c->fold_dirty = false;
@@ -573,13 +589,25 @@ hb_fold(struct c10d *c, struct rdzv_state *st)
 	return changed;
 }
 
+/* Forget the first n requests (requests keep arriving while a write that
+ * admits the earlier ones is in flight). */
+static void
+joiners_drop(struct c10d *c, size_t n)
+{
+	if (n > c->n_joiners) {
+		n = c->n_joiners;
+	}
+	for (size_t i = 0; i < n; i++) {
+		rdzv_node_release(&c->joiners[i]);
+	}
+	memmove(c->joiners, c->joiners + n, (c->n_joiners - n) * sizeof(*c->joiners));
+	c->n_joiners -= n;
+}
+
 static void
 joiners_clear(struct c10d *c)
 {
-	for (size_t i = 0; i < c->n_joiners; i++) {
-		rdzv_node_release(&c->joiners[i]);
-	}
-	c->n_joiners = 0;
+	joiners_drop(c, c->n_joiners);
 }
 
 /* Our server stored "<key>/j/<node>": a node asks to join. */
@@ -647,13 +675,18 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (!c->io_pending) {
 		struct rdzv_ctx ctx = make_ctx(c);
 
+		c->admitted_upto = c->n_joiners;
 		c->admitting = admit_apply(c, &ctx) > 0;
 		if (!c->admitting) {
-			joiners_clear(c); /* nothing to do for them: in already, or closed */
+			/* Nothing to do for those asked before the read: in
+			 * already, or closed. Later ones wait for the next. */
+			joiners_drop(c, c->admit_read_upto);
 		}
 		if (c->admitting || c->fold_dirty) {
 			c->dirty = true;
 			op_write(c);
+		} else if (c->n_joiners > 0) {
+			admit_soon(c); /* asked while we read */
 		}
 	}
 }
@@ -670,6 +703,7 @@ admit_now(struct c10d *c)
 		return;
 	}
 	c->fold_due = false;
+	c->admit_read_upto = c->n_joiners;
 	c->io_pending = true;
 	if (tcpstore_client_get(c->cmd, c->key, admit_read_cb, c) < 0) {
 		c->io_pending = false;
@@ -860,6 +894,7 @@ op_step(struct c10d *c)
 		}
 		record_action(c, a);
 		/* The coordinator admits whoever asked, on the way. */
+		c->admitted_upto = c->n_joiners;
 		c->admitting = c->coordinator && c->n_joiners > 0 && admit_apply(c, &ctx) > 0;
 		c->dirty = true;
 		op_write(c);

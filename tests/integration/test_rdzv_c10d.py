@@ -3,7 +3,9 @@
 rendezvous: completion at max, min:max with last call, heterogeneous nodes and
 roles, a late joiner restarting the group for free, a SIGKILLed agent dropped
 by the survivors, join timeout, the store host dying, a node failing for good,
-the exit barrier, IPv6 endpoints, spares, and the shared worker store."""
+the exit barrier, IPv6 endpoints, spares, the shared worker store, and a crowd
+starting together (the store host admits them, each keeps alive through its
+own key)."""
 
 import os
 import re
@@ -127,6 +129,18 @@ class C10dTest(lib.ElasticdTestCase):
             for r in results:
                 self.assertIn("Done waiting for other agents", r.err)
         self.assertNoLeftovers()
+
+    def test_crowd_starting_together(self):
+        # Eight agents at once, each job longer than the keep-alive window:
+        # the store host admits them, folds their heartbeats, nobody is
+        # dropped; every rank exactly once.
+        body = "sleep 2.5"
+        agents = [self.agent("8", body=body) for _ in range(8)]
+        results = self.wait_all(agents)
+        self.assertAllRc(results, 0)
+        dumps = self.worker_dumps()
+        self.check_world(dumps, 8, 8)
+        self.assertFalse(any("left" in r.err for r in results), results)
 
     def test_two_agents_are_fast(self):
         t = time.monotonic()
