@@ -358,3 +358,18 @@ rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr)
 	}
 	return 0;
 }
+
+struct rdzv_ctx
+rdzv_ctx_now(const struct rdzv_settings *settings, const struct rdzv_node *node,
+	     uint64_t op_deadline)
+{
+	struct rdzv_ctx ctx = {
+		.settings = settings,
+		.node = node,
+		.now_wall = (int64_t)wall_usec(),
+		.now_mono = now_usec(),
+		.op_deadline = op_deadline,
+	};
+
+	return ctx;
+}

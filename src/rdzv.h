@@ -187,3 +187,8 @@ int rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
  * process-wide counter (torch's _NodeDescGenerator). Returns 0 with *ret
  * (rdzv_node_release), or -EINVAL with *reterr (malloc'd). */
 int rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr);
+
+/* The decision context of node with an operation deadline (monotonic usec),
+ * with both clocks read now. */
+struct rdzv_ctx rdzv_ctx_now(const struct rdzv_settings *settings, const struct rdzv_node *node,
+			     uint64_t op_deadline);

@@ -269,15 +269,7 @@ op_start(struct c10d *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 static struct rdzv_ctx
 make_ctx(const struct c10d *c)
 {
-	struct rdzv_ctx ctx = {
-		.settings = &c->settings,
-		.node = &c->me,
-		.now_wall = (int64_t)wall_usec(),
-		.now_mono = now_usec(),
-		.op_deadline = c->op_deadline,
-	};
-
-	return ctx;
+	return rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
 }
 
 /* What a waiting node says about the round it waits for. */
@@ -663,14 +655,9 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
 
-	c->io_pending = false;
+	got_state_cb(err, rep, arg); /* a read as any other, first */
 	if (err < 0) {
-		store_gone(c, err);
 		return;
-	}
-	adopt(c, rep->value.data, rep->value.len, false);
-	if (c->op_active) {
-		op_step(c);
 	}
 	if (!c->io_pending) {
 		struct rdzv_ctx ctx = make_ctx(c);

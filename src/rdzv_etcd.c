@@ -924,15 +924,7 @@ cas_write(struct etcdr *c, enum rdzv_action a)
 static struct rdzv_ctx
 make_ctx(const struct etcdr *c)
 {
-	struct rdzv_ctx ctx = {
-		.settings = &c->settings,
-		.node = &c->me,
-		.now_wall = (int64_t)wall_usec(),
-		.now_mono = now_usec(),
-		.op_deadline = c->op_deadline,
-	};
-
-	return ctx;
+	return rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
 }
 
 /* The coordinator admits the requests it holds and the wait list (a round
