@@ -589,6 +589,9 @@ joiners_drop(struct c10d *c, size_t n)
 	if (n > c->n_joiners) {
 		n = c->n_joiners;
 	}
+	if (n == 0) {
+		return; /* joiners may still be NULL */
+	}
 	for (size_t i = 0; i < n; i++) {
 		rdzv_node_release(&c->joiners[i]);
 	}
