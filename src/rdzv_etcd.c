@@ -1281,7 +1281,9 @@ exchange_publish(struct etcdr *c)
 
 		free(key);
 		key = xasprintf("%s%s", c->info_prefix, c->st.participants[i].node.name);
-		kv = bsearch(key, c->infos.kvs, c->infos.n_kvs, sizeof(*kv), cmp_kv_key);
+		kv = c->infos.n_kvs > 0
+			     ? bsearch(key, c->infos.kvs, c->infos.n_kvs, sizeof(*kv), cmp_kv_key)
+			     : NULL;
 		if (kv) {
 			info = json_loadb(kv->value, kv->value_len, 0, NULL);
 		}
