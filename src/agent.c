@@ -331,6 +331,7 @@ agent_rdzv_event_name(const struct agent *a, const char *method)
 static void
 agent_record_worker_started(struct agent *a, const struct worker *w)
 {
+	const struct numa_binding *b = w->binding;
 	struct elastic_event ev;
 
 	if (!agent_event_begin(a, &ev, "elasticd.worker.started", EVENT_SOURCE_WORKER)) {
@@ -342,8 +343,14 @@ agent_record_worker_started(struct agent *a, const struct worker *w)
 	elastic_event_set_int(&ev, "role_rank", w->role_rank);
 	elastic_event_set_int(&ev, "group_rank", a->round.group_rank);
 	elastic_event_set_int(&ev, "pid", w->pid);
-	/* The worker's CPU list ("0-3,8-11") from --numa-binding; null: unbound. */
-	elastic_event_set_string(&ev, "cpus", w->cpus);
+	/* The binding, as --dry-run prints it (list forms, "0-3,8-11"); null:
+	 * no GPU, unbound, memory untouched, no topology. */
+	elastic_event_set_string(&ev, "gpu", b ? b->gpu : NULL);
+	elastic_event_set_string(&ev, "numa_nodes",
+				 b && *b->numa_nodes_list ? b->numa_nodes_list : NULL);
+	elastic_event_set_string(&ev, "cpus", b ? b->cpus : NULL);
+	elastic_event_set_string(&ev, "mems", b ? b->mems : NULL);
+	elastic_event_set_string(&ev, "mode", a->numa ? numa_mode_to_string(a->numa->mode) : NULL);
 	elastic_event_set_string(&ev, "error_file",
 				 w->error_file && *w->error_file ? w->error_file : NULL);
 	agent_record(a, &ev);
@@ -1648,9 +1655,7 @@ static json_t *
 agent_worker_json(const struct agent *a, const struct worker *w)
 {
 	json_t *o = json_object();
-	const struct numa_binding *b = a->numa && (size_t)w->local_rank < a->numa->n
-					       ? &a->numa->ranks[w->local_rank]
-					       : NULL;
+	const struct numa_binding *b = w->binding;
 	bool ended = w->reaped;
 
 	json_object_set_new(o, "local_rank", json_integer(w->local_rank));
@@ -1668,13 +1673,16 @@ agent_worker_json(const struct agent *a, const struct worker *w)
 			    w->pid > 0 ? json_integer((json_int_t)w->start_wall) : json_null());
 	json_object_set_new(o, "exit_time",
 			    ended ? json_integer((json_int_t)w->exit_wall) : json_null());
-	json_object_set_new(o, "gpu", json_str_or_null(w->gpu));
-	json_object_set_new(o, "cpus", json_str_or_null(w->cpus));
-	json_object_set_new(o, "mems", json_str_or_null(w->mems));
-	json_object_set_new(o, "numa_nodes",
-			    json_str_or_null(b && b->numa_nodes_list && *b->numa_nodes_list
-						     ? b->numa_nodes_list
-						     : NULL));
+	if (b) {
+		/* The binding as --dry-run prints it. */
+		json_object_update_missing_new(o, numa_binding_to_json(a->numa, w->local_rank));
+	} else {
+		json_object_set_new(o, "gpu", json_null());
+		json_object_set_new(o, "numa_nodes", json_array());
+		json_object_set_new(o, "cpus", json_null());
+		json_object_set_new(o, "mems", json_null());
+		json_object_set_new(o, "mode", json_null());
+	}
 	json_object_set_new(o, "stdout_log", json_str_or_null(w->stream_path[0]));
 	json_object_set_new(o, "stderr_log", json_str_or_null(w->stream_path[1]));
 	json_object_set_new(

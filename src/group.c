@@ -160,15 +160,13 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 			.use_agent_store = rr->use_agent_store,
 			.set_omp_num_threads = spec->set_omp_num_threads,
 			.virtual_local_rank = cfg->virtual_local_rank,
-			/* cuda:<local_rank> must be the GPU the binding is for. */
-			.cuda_device_order = g->numa && g->numa->mode != NUMA_MODE_NONE,
+			/* cuda:<local_rank> must be the GPU the plan names. */
+			.cuda_device_order = g->numa && numa_plan_names_gpus(g->numa),
 		};
 
 		g->workers[i] = w;
 		if (g->numa && i < g->numa->n) {
-			w->gpu = g->numa->ranks[i].gpu;
-			w->cpus = g->numa->ranks[i].cpus;
-			w->mems = g->numa->ranks[i].mems;
+			w->binding = &g->numa->ranks[i];
 		}
 		if (spec->attempt_dir) {
 			char *dir = xasprintf("%s/%d", spec->attempt_dir, lr);

@@ -335,6 +335,49 @@ mark_cpuless_nodes(struct numa_topology *t)
 	}
 }
 
+/* Mark every NUMA node under @obj's memory children as one that has CPUs
+ * (memory-side caches sit between an object and its nodes). */
+static void
+mark_memory_children(hwloc_obj_t obj, hwloc_bitmap_t with_cpus)
+{
+	for (hwloc_obj_t m = obj->memory_first_child; m; m = m->next_sibling) {
+		if (m->type == HWLOC_OBJ_NUMANODE) {
+			hwloc_bitmap_set(with_cpus, m->os_index);
+		} else {
+			mark_memory_children(m, with_cpus);
+		}
+	}
+}
+
+/* A saved topology has no sysfs to ask, and hwloc gives a CPU-less node the
+ * cpuset of the object it hangs from. Linux's rule, from the tree: a node has
+ * CPUs when it is a local node of some PU, that is a memory child of the PU's
+ * nearest ancestor that has memory children. */
+static void
+mark_cpuless_nodes_from_tree(struct numa_topology *t)
+{
+	hwloc_bitmap_t with_cpus = bitmap_new();
+	hwloc_obj_t pu = NULL;
+	hwloc_obj_t n = NULL;
+
+	while ((pu = hwloc_get_next_obj_by_type(t->topo, HWLOC_OBJ_PU, pu))) {
+		hwloc_obj_t a = pu->parent;
+
+		while (a && !a->memory_arity) {
+			a = a->parent;
+		}
+		if (a) {
+			mark_memory_children(a, with_cpus);
+		}
+	}
+	while ((n = hwloc_get_next_obj_by_type(t->topo, HWLOC_OBJ_NUMANODE, n))) {
+		if (!hwloc_bitmap_isset(with_cpus, n->os_index)) {
+			hwloc_bitmap_set(t->cpuless, n->os_index);
+		}
+	}
+	hwloc_bitmap_free(with_cpus);
+}
+
 int
 numa_topology_load(const char *xml_path, struct numa_topology **ret, char **reterr)
 {
@@ -400,6 +443,7 @@ numa_topology_load(const char *xml_path, struct numa_topology **ret, char **rete
 		long n = sysconf(_SC_NPROCESSORS_CONF);
 		hwloc_bitmap_t host_fallback = bitmap_new();
 
+		mark_cpuless_nodes_from_tree(t);
 		hwloc_bitmap_set_range(host_fallback, 0, n > 0 ? (int)n - 1 : 0);
 		(void)bitmap_on_host(hwloc_topology_get_complete_cpuset(t->topo),
 				     "/sys/devices/system/cpu/online", host_fallback, &t->not_here);
@@ -1289,6 +1333,17 @@ numa_plan_free(struct numa_plan *p)
 	free(p->ranks);
 	free(p->warning);
 	free(p);
+}
+
+bool
+numa_plan_names_gpus(const struct numa_plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		if (p->ranks[i].gpu) {
+			return true;
+		}
+	}
+	return false;
 }
 
 json_t *

@@ -190,6 +190,11 @@ int numa_plan_new(const struct numa_topology *t, const struct numa_request *req,
 /* Free; accepts NULL. */
 void numa_plan_free(struct numa_plan *p);
 
+/* Whether the plan gives some local rank a GPU: then local rank n's GPU is
+ * the n-th in PCI bus id order, and workers need CUDA_DEVICE_ORDER=PCI_BUS_ID
+ * for cuda:n to be it. */
+bool numa_plan_names_gpus(const struct numa_plan *p);
+
 /* The binding of local_rank as --dry-run prints it: {"local_rank": n, "gpu":
  * bus id or null, "numa_nodes": [os indices], "cpus": list or null, "mems":
  * list or null, "mode": name or null}. Returns a new reference. */

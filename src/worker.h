@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct numa_binding;
+
 struct console;
 struct event_base;
 struct spawn_args;
@@ -23,11 +25,9 @@ struct worker {
 	int local_rank;
 	int global_rank;
 	int role_rank;
-	/* The binding (reference numa.h), borrowed from the agent's plan, which
-	 * outlives every group; NULL when none. */
-	const char *gpu;  /* PCI bus id of its GPU ("0000:34:00.0") */
-	const char *cpus; /* CPUs it is bound to, list form ("0-3,8-11"); NULL: unbound */
-	const char *mems; /* memory nodes it is bound to (--numa-membind), list form */
+	/* Its GPU and binding (numa.h), borrowed from the agent's plan, which
+	 * outlives every group; NULL when no topology was planned. */
+	const struct numa_binding *binding;
 
 	char *stream_path[2]; /* stdout.log / stderr.log, NULL when not written */
 	enum worker_stream_mode stream_mode[2];

@@ -18,6 +18,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -45,10 +46,24 @@ _SCRUB = {
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# A static single-node run hosts its store on --master-port, 29500 by default;
+# test files run in parallel, so each gets its own default (a test that wants
+# torchrun's passes PET_MASTER_PORT=None).
+MASTER_PORT = str(_free_port())
+
+
 def clean_env(**extra):
-    """os.environ without anything that steers elasticd, plus extra (None removes)."""
+    """os.environ without anything that steers elasticd, plus this test
+    process's PET_MASTER_PORT and extra (None removes)."""
     env = {k: v for k, v in os.environ.items()
            if k not in _SCRUB and not k.startswith(_SCRUB_PREFIXES)}
+    env["PET_MASTER_PORT"] = MASTER_PORT
     env["PYTHON_EXEC"] = PYTHON_EXEC
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     for k, v in extra.items():

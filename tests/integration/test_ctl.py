@@ -33,8 +33,8 @@ STATUS_KEYS = ["run_id", "node", "hostname", "pid", "version", "role", "rdzv_bac
                "max_restarts", "remaining_restarts", "uptime_s", "run_dir", "workers",
                "control_socket"]
 WORKER_KEYS = ["local_rank", "global_rank", "role_rank", "pid", "state", "exitcode",
-               "exit_status", "signal", "start_time", "exit_time", "gpu", "cpus", "mems",
-               "numa_nodes", "stdout_log", "stderr_log", "error_file", "worker_server_socket"]
+               "exit_status", "signal", "start_time", "exit_time", "gpu", "numa_nodes", "cpus",
+               "mems", "mode", "stdout_log", "stderr_log", "error_file", "worker_server_socket"]
 NOBODY = 65534
 # One metric sample of the Prometheus text format 0.0.4.
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})?'

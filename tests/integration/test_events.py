@@ -146,7 +146,8 @@ class EventsTest(lib.ElasticdTestCase):
                 "group_world_size": 1, "entry_point": "true", "local_rank": [lr],
                 "role_rank": [lr], "role_world_size": [2]})
             self.assertEqual(s["source"], "WORKER")
-            self.assertIsNone(s["metadata"]["cpus"])
+            for k in ("gpu", "numa_nodes", "cpus", "mems", "mode"):
+                self.assertIsNone(s["metadata"][k], k)
             self.assertEqual(s["metadata"]["error_file"],
                              os.path.join(run_dir, "attempt_0", str(lr), "error.json"))
         agent = st[-1]["metadata"]

@@ -139,7 +139,7 @@ class LifecycleTest(lib.ElasticdTestCase):
         res, script, dumps = self.dump_run(1, "--run-id", "aliased")
         self.assertEqual(dumps[0]["env"]["TORCHELASTIC_RUN_ID"], "aliased")
         # Default (static, no id): the literal "none", master 127.0.0.1:29500.
-        res, script, dumps = self.dump_run(1)
+        res, script, dumps = self.dump_run(1, env=self.env(PET_MASTER_PORT=None))
         env = dumps[0]["env"]
         self.assertEqual(env["TORCHELASTIC_RUN_ID"], "none")
         self.assertEqual((env["MASTER_ADDR"], env["MASTER_PORT"]), ("127.0.0.1", "29500"))

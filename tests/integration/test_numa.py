@@ -10,6 +10,7 @@ and ../shared/topologies (real machines; they must be there)."""
 import contextlib
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -88,9 +89,16 @@ class NumaTest(lib.ElasticdTestCase):
 
     def run_workers(self, *args, env=None, rc=0):
         d = self.out_dir()
-        res = self.run_elasticd("--log-dir", self.path("logs"), *args, *REPORT, d, env=env)
+        res = self.run_elasticd("--standalone", "--log-dir", self.path("logs"), *args, *REPORT,
+                                d, env=env)
         self.assertRc(res, rc)
         return res, self.reports(d)
+
+    def events(self, name):
+        """The events of that name in the run's events.jsonl."""
+        run_dir = self.only_run_dir(self.path("logs"))
+        with open(os.path.join(run_dir, "events.jsonl")) as f:
+            return [e for e in map(json.loads, f) if e["name"] == name]
 
     # -- --dry-run ------------------------------------------------------------
 
@@ -190,6 +198,32 @@ class NumaTest(lib.ElasticdTestCase):
                                   r"CPUs 0\n")
         self.assertRegex(res.err, r"local_rank 1 \(pid \d+\): GPU 0000:02:00\.0, NUMA node 0, "
                                   r"CPUs 1\n")
+        # The worker-started events carry the binding.
+        started = [e["metadata"] for e in self.events("elasticd.worker.started")]
+        self.assertEqual([(m["local_rank"], m["gpu"], m["numa_nodes"], m["cpus"], m["mems"],
+                           m["mode"]) for m in started],
+                         [(0, "0000:01:00.0", "0", "0", None, "exclusive"),
+                          (1, "0000:02:00.0", "0", "1", None, "exclusive")])
+
+    def test_status_shows_the_plan(self):
+        # While the workers run, the control plane's status gives each one's
+        # binding with --dry-run's keys and values.
+        args = ["--nproc-per-node", "2", "--numa-binding", "exclusive", "--numa-membind",
+                "--gpu-bus-ids", "02:00.0,01:00.0", "--topology-xml", topo("host-1node")]
+        plan = self.plan(*args)
+        sock, go = self.path("ctl.sock"), self.path("go")
+        a = self.start("--standalone", "--control-socket", sock, *args, "--no-python",
+                       "/bin/sh", "-c", 'while [ ! -e "$0" ]; do sleep 0.05; done', go)
+        self.assertTrue(a.wait_stderr("local_rank 1 (pid"), a.stderr_text())
+        st = json.loads(subprocess.run(
+            ["curl", "-sS", "--max-time", "10", "--unix-socket", sock,
+             "http://localhost/handler/status"], capture_output=True, check=True).stdout)
+        got = [{k: w[k] for k in KEYS} for w in st["workers"]]
+        open(go, "w").close()
+        self.assertRc(a.wait(), 0)
+        self.assertEqual(got, plan)
+        self.assertEqual([(o["gpu"], o["cpus"], o["mems"]) for o in plan],
+                         [("0000:02:00.0", "0", "0"), ("0000:01:00.0", "1", "0")])
 
     def test_gpu_bus_ids_order(self):
         args = ["--nproc-per-node", "gpu", "--numa-binding", "node",
@@ -206,11 +240,17 @@ class NumaTest(lib.ElasticdTestCase):
                                   env=self.env(CUDA_DEVICE_ORDER="FASTEST_FIRST"))
         self.assertEqual(got[0]["order"], "FASTEST_FIRST")
 
-    def test_no_binding_no_device_order(self):
+    def test_device_order_when_gpus_are_named(self):
+        # No binding, but the plan names GPU n for local rank n: cuda:n must be it.
+        mine = lib.read_text("/proc/self/status").split("Cpus_allowed_list:")[1].split()[0]
         _, got = self.run_workers("--nproc-per-node", "1", "--topology-xml", topo("host-1node"))
+        self.assertEqual(got[0], {"cpus": mine, "order": "PCI_BUS_ID", "bound": 0})
+        # No GPU named (GPU-less machine, UUIDs in CUDA_VISIBLE_DEVICES): left alone.
+        _, got = self.run_workers("--nproc-per-node", "1", "--topology-xml", topo("gpuless"))
         self.assertEqual(got[0]["order"], "unset")
-        self.assertEqual(got[0]["cpus"], lib.read_text("/proc/self/status").split(
-            "Cpus_allowed_list:")[1].split()[0])
+        _, got = self.run_workers("--nproc-per-node", "1", "--topology-xml", topo("host-1node"),
+                                  env=self.env(CUDA_VISIBLE_DEVICES="GPU-8a9b8c7d-1111"))
+        self.assertEqual(got[0]["order"], "unset")
 
     def test_membind(self):
         args = ["--nproc-per-node", "1", "--numa-binding", "node", "--numa-membind",
@@ -257,15 +297,13 @@ class NumaTest(lib.ElasticdTestCase):
     # -- a topology of another machine ------------------------------------------------
 
     def test_other_machine_topology_is_not_applied(self):
-        if os.cpu_count() > 25:
-            self.assertTrue(True, "this machine has the DGX-2's CPUs 24-25")
-            return
-        res, got = self.run_workers("--nproc-per-node", "2", "--numa-binding", "node",
-                                    "--topology-xml", DGX2, rc=1)
-        self.assertIn("is not this machine's (its CPUs 24-25 are not online here)", res.err)
+        args = ["--nproc-per-node", "2", "--numa-binding", "node",
+                "--topology-xml", topo("far-cpus")]
+        self.assertEqual([o["cpus"] for o in self.plan(*args)], ["4000-4001"] * 2)
+        res, got = self.run_workers(*args, rc=1)
+        self.assertIn("is not this machine's (its CPUs 4000-4001 are not online here)", res.err)
         self.assertEqual(got, {})
-        res, got = self.run_workers("--nproc-per-node", "2", "--numa-binding", "node",
-                                    "--numa-fallback", "--topology-xml", DGX2)
+        res, got = self.run_workers(*args, "--numa-fallback")
         self.assertEqual(sorted(got), [0, 1])
 
     # -- usage errors ---------------------------------------------------------------

@@ -272,6 +272,13 @@ static const struct plan_case plan_cases[] = {
 		  {"0000:3a:00.0", "0", "11"},
 		  {"0000:b1:00.0", "1", "12-15"}}},
 
+	/* ... and ordered by it: core 1 keeps its place with only CPU 9 left. */
+	{"uneven-smt", X, 4, .restrict_to = "0,2-15",
+	 .want = {{"0000:17:00.0", "0", "0,8-9"},
+		  {"0000:18:00.0", "0", "2,10"},
+		  {"0000:3a:00.0", "0", "3,11"},
+		  {"0000:b1:00.0", "1", "4-7,12-15"}}},
+
 	/* cpuset-excluded: allowed CPUs 0-2,8,10, memory node 0. */
 	{"cpuset-excluded", N, 3,
 	 .want = {{"0000:17:00.0", "0", "0-2,8,10"},
@@ -381,6 +388,21 @@ static const struct plan_case plan_cases[] = {
 	/* sysfs naming the GPU-memory node is ignored. */
 	{"snc-gpumem", N, 1, .device_node = "0009:01:00.0=2",
 	 .want = {{"0009:01:00.0", "0-1", "0-7"}}},
+
+	/* cpuless-dram: the same with node 2 a plain (no subtype) memory-only node;
+	 * the tree, not sysfs, says it has no CPUs. */
+	{"cpuless-dram", N, 1, .membind = true, .want = {{"0009:01:00.0", "0-1", "0-7", "0-1"}}},
+	{"cpuless-dram", S, 1, .membind = true, .want = {{"0009:01:00.0", "0-1", "0-7", "0-1"}}},
+
+	/* bus-order: GPU order is bus order, whatever the tree's order. */
+	{"bus-order", N, 3, .membind = true,
+	 .want = {{"0000:17:00.0", "1", "2-3", "1"},
+		  {"0000:b1:00.0", "0", "0-1", "0"},
+		  {"0000:b2:00.0", "0", "0-1", "0"}}},
+	{"bus-order", X, 3,
+	 .want = {{"0000:17:00.0", "1", "2-3"},
+		  {"0000:b1:00.0", "0", "0"},
+		  {"0000:b2:00.0", "0", "1"}}},
 
 	/* UUIDs in CUDA_VISIBLE_DEVICES: nothing is bound, not an error. */
 	{"uneven-smt", N, 2, .cvd = "GPU-8a9b8c7d-1111-2222-3333-444455556666,GPU-1",

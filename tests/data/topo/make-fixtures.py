@@ -248,6 +248,27 @@ FIXTURES["snc-gpumem"] = (
         io=[gpu("0009:01:00.0", device=0x2342)],
     )))
 
+FIXTURES["cpuless-dram"] = (
+    "snc-gpumem with its CPU-less node 2 given no subtype (plain memory-only DRAM, as "
+    "hwloc reports a memory expander): only the tree says it has no CPUs",
+    machine(package(
+        0,
+        group(cache(3, *[l2core(k, k) for k in range(4)]), memory=[numa(0)]),
+        group(cache(3, *[l2core(k, k) for k in range(4, 8)]), memory=[numa(1)]),
+        memory=[numa(2)],
+        io=[gpu("0009:01:00.0", device=0x2342)],
+    )))
+
+FIXTURES["bus-order"] = (
+    "2 packages, 1 NUMA node and 2 cores each; package 0 holds the higher bus ids "
+    "(0000:b1:00.0, 0000:b2:00.0), package 1 the lower one (0000:17:00.0): GPU order is "
+    "bus order, not tree order",
+    machine(
+        package(0, cache(3, l2core(0, 0), l2core(1, 1)), memory=[numa(0)],
+                io=[gpu("0000:b1:00.0"), gpu("0000:b2:00.0")]),
+        package(1, cache(3, l2core(2, 2), l2core(3, 3)), memory=[numa(1)],
+                io=[gpu("0000:17:00.0")])))
+
 FIXTURES["mixed-vendors"] = (
     "2 packages, 1 NUMA node each, 2 cores each: NVIDIA GPUs at 0000:83:00.0 (node 1) and "
     "0000:03:00.0 (node 0), an AMD GPU at 0000:04:00.0 (node 0) and an AMD Instinct-like "
@@ -290,6 +311,12 @@ FIXTURES["mems-excluded"] = (
         package(0, core(0, 0), core(1, 1), memory=[numa(0)], io=[gpu("0000:01:00.0")]),
         package(1, core(2, 2), core(3, 3), memory=[numa(1)], io=[gpu("0000:81:00.0")]),
         allowed_nodes=[0]))
+
+FIXTURES["far-cpus"] = (
+    "a machine no test host is: 1 package, 1 NUMA node, CPUs 4000 and 4001, GPUs "
+    "0000:01:00.0 and 0000:02:00.0",
+    machine(package(0, core(0, 4000), core(1, 4001), memory=[numa(0)],
+                    io=[gpu("0000:01:00.0"), gpu("0000:02:00.0")])))
 
 
 def main():
