@@ -537,6 +537,16 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 	}
 	log_error("[%s] %s; stopping the workers", a->cfg->role, errmsg ? errmsg : strerror(-err));
 	a->rdzv_failed = true;
+	if (events_enabled(a->events)) {
+		/* As torchrun's monitor loop: num_nodes_waiting() raised, the
+		 * agent's run fails with it. */
+		_cleanup_free_ char *name = agent_rdzv_event_name(a, "num_nodes_waiting");
+		_cleanup_free_ char *raw = xasprintf("RendezvousConnectionError: %s",
+						     errmsg ? errmsg : strerror(-err));
+
+		events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "%s", raw);
+		agent_record_failed(a, raw);
+	}
 	if (a->group && !group_is_done(a->group) && group_state(a->group) == WORKER_STATE_HEALTHY) {
 		agent_record_group_stopping(a, SIGTERM, "rendezvous failed");
 		group_stop(a->group, SIGTERM);
@@ -1415,6 +1425,10 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 		if (sink == EVENTS_SINK_FILE) {
 			a->event_log_path = xstrdup(cfg->event_log_file);
 		}
+	} else if (sink == EVENTS_SINK_FILE) {
+		/* events.jsonl in the run directory, made after the rendezvous
+		 * (whose creation records events already). */
+		events_hold(a->events);
 	}
 	a->sd = sd_notifier_new(base, a->env, agent_sd_error_cb, a);
 	if (sd_notifier_watchdog_interval(a->sd) > 0) {

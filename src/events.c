@@ -817,6 +817,8 @@ struct events {
 	int fd;        /* the sink's fd, -1 for null */
 	bool own_fd;   /* ours to close (file), not stderr */
 	bool nonblock; /* a FIFO or device: drop what does not fit */
+	bool held;     /* events_hold: record for a file sink to come */
+	uint64_t held_from;
 
 	/* Ring: slot (seq - 1) % cap holds entry seq for the count entries from
 	 * first_seq on (sequence numbers are contiguous). */
@@ -907,6 +909,8 @@ parent_dir_create(const char *path)
 	return mkdir_p(dir, 0755);
 }
 
+static void write_held(struct events *e);
+
 int
 events_set_sink(struct events *e, enum events_sink sink, const char *path, char **reterr)
 {
@@ -916,11 +920,13 @@ events_set_sink(struct events *e, enum events_sink sink, const char *path, char 
 	switch (sink) {
 	case EVENTS_SINK_NULL:
 		close_sink(e);
+		e->held = false;
 		return 0;
 	case EVENTS_SINK_CONSOLE:
 		close_sink(e);
 		e->sink = sink;
 		e->fd = STDERR_FILENO;
+		e->held = false;
 		return 0;
 	case EVENTS_SINK_FILE:
 		break;
@@ -959,6 +965,10 @@ events_set_sink(struct events *e, enum events_sink sink, const char *path, char 
 	if (!e->nonblock) {
 		(void)fd_nonblock(fd, false);
 	}
+	if (e->held) {
+		write_held(e);
+		e->held = false;
+	}
 	return 0;
 }
 
@@ -983,7 +993,14 @@ events_set_identity(struct events *e, const char *run_id, const char *hostname, 
 bool
 events_enabled(const struct events *e)
 {
-	return e && (e->sink != EVENTS_SINK_NULL || e->n_live_subs > 0);
+	return e && (e->sink != EVENTS_SINK_NULL || e->n_live_subs > 0 || e->held);
+}
+
+void
+events_hold(struct events *e)
+{
+	e->held = true;
+	e->held_from = e->next_seq;
 }
 
 /* One write(2) of the whole line. A regular file in O_APPEND mode takes it at
@@ -1019,6 +1036,22 @@ sink_write(struct events *e, const char *buf, size_t len)
 		(void)fd_nonblock(e->fd, true);
 	}
 	return r;
+}
+
+/* The file sink just opened gets what was recorded while held. */
+static void
+write_held(struct events *e)
+{
+	uint64_t from = e->count > 0 && e->first_seq > e->held_from ? e->first_seq : e->held_from;
+
+	for (uint64_t seq = from; e->count > 0 && seq < e->next_seq; seq++) {
+		const struct events_entry *x = events_ring_get(e, seq);
+		_cleanup_free_ char *line = x ? xasprintf("%s\n", x->line) : NULL;
+
+		if (line && sink_write(e, line, x->len + 1) < 0) {
+			e->stats.write_errors++;
+		}
+	}
 }
 
 static void

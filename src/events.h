@@ -253,6 +253,13 @@ void events_free(struct events *e);
 int events_set_sink(struct events *e, enum events_sink sink, const char *path, char **reterr);
 enum events_sink events_get_sink(const struct events *e);
 
+/* Record from now on although no sink is open yet (events_enabled says
+ * true): the file sink that events_set_sink opens next starts with the
+ * events recorded since, in order, as many as the ring still holds. For the
+ * agent's default event file, whose run directory exists only once the
+ * rendezvous is created. A successful events_set_sink ends the hold. */
+void events_hold(struct events *e);
+
 /* The defaults events_record_rdzv fills in: run_id, hostname (NULL: the host's
  * FQDN), pid (<= 0: getpid()) and local_id (< 0: null). Strings are copied. */
 void events_set_identity(struct events *e, const char *run_id, const char *hostname, long long pid,

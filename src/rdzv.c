@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -252,15 +253,170 @@ rdzv_progress(struct rdzv *r, const char *fmt, ...)
 }
 
 void
-rdzv_set_node_state(struct rdzv *r, enum node_state *cur, enum node_state s, int rank,
-		    const char *fn, const char *msg)
+rdzv_record_step(struct rdzv *r, enum node_state s, const char *fn, const char *fmt, ...)
+{
+	va_list ap;
+	char *name, *msg;
+
+	if (!r->events || !events_enabled(r->events)) {
+		return;
+	}
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0) {
+		va_end(ap);
+		return;
+	}
+	va_end(ap);
+	name = xasprintf("rdzv_%s.c:%s", r->ops->name, fn);
+	(void)events_record_rdzv(r->events, name, s, -1, "%s", msg);
+	free(name);
+	free(msg);
+}
+
+void
+rdzv_record_action(struct rdzv *r, const char *node, int64_t round, enum rdzv_action a,
+		   bool completed)
+{
+	const char *id = r->cfg->rdzv_id;
+	const char *fn = NULL, *list = NULL;
+	int64_t k = round;
+
+	switch (a) {
+	case RDZV_ACTION_KEEP_ALIVE:
+		break;
+	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
+		fn = "_add_to_participants";
+		list = "added itself to the participants";
+		break;
+	case RDZV_ACTION_ADD_TO_WAIT_LIST:
+		fn = "_add_to_wait_list";
+		list = "added itself to the wait list";
+		k = round + 1;
+		break;
+	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
+		fn = "_add_to_redundancy_list";
+		list = "added itself to the redundancy list";
+		k = round + 1;
+		break;
+	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
+		fn = "_remove_from_participants";
+		list = "removed itself from the participants";
+		break;
+	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
+		fn = "_remove_from_wait_list";
+		list = "removed itself from the wait list";
+		k = round + 1;
+		break;
+	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
+		fn = "_remove_from_redundancy_list";
+		list = "removed itself from the redundant list";
+		k = round + 1;
+		break;
+	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
+		completed = true;
+		break;
+	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+		rdzv_record_step(
+			r, NODE_STATE_SUCCEEDED, "_mark_rendezvous_closed",
+			"The node '%s' marked the rendezvous '%s' as closed. Pending sync.", node,
+			id);
+		return;
+	case RDZV_ACTION_SYNC:
+	case RDZV_ACTION_ERROR_CLOSED:
+	case RDZV_ACTION_ERROR_TIMEOUT:
+	case RDZV_ACTION_GRACEFUL_EXIT:
+	case RDZV_ACTION_FINISH:
+		return;
+	}
+	if (fn) {
+		rdzv_record_step(r, NODE_STATE_RUNNING, fn,
+				 "The node '%s' %s of round %" PRId64
+				 " of the rendezvous '%s'. Pending sync.",
+				 node, list, k, id);
+	}
+	if (a == RDZV_ACTION_KEEP_ALIVE || a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
+	    a == RDZV_ACTION_ADD_TO_WAIT_LIST || a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST) {
+		rdzv_record_step(r, NODE_STATE_RUNNING, "_keep_alive",
+				 "The node '%s' updated its keep-alive heartbeat time for the "
+				 "rendezvous '%s'. "
+				 "Pending sync.",
+				 node, id);
+	}
+	if (completed) {
+		rdzv_record_step(r, NODE_STATE_SUCCEEDED, "_mark_rendezvous_complete",
+				 "The node '%s' marked round %" PRId64
+				 " of the rendezvous '%s' as complete. "
+				 "Pending sync.",
+				 node, round, id);
+	}
+}
+
+size_t
+rdzv_admit_requests(struct rdzv *r, struct rdzv_state *st, bool with_wait_list,
+		    const struct rdzv_node *joiners, size_t n_joiners, const struct rdzv_ctx *ctx,
+		    bool *notable)
+{
+	size_t n_wait = with_wait_list ? st->n_wait_list : 0, n = 0, admitted;
+	struct rdzv_node *list = xcalloc(n_wait + n_joiners + 1, sizeof(*list));
+	bool was_complete = st->complete, changed = false;
+
+	for (size_t i = 0; i < n_wait; i++) {
+		rdzv_node_copy(&list[n++], &st->wait_list[i]); /* admitting moves it */
+	}
+	for (size_t i = 0; i < n_joiners; i++) {
+		rdzv_node_copy(&list[n++], &joiners[i]);
+	}
+	admitted = rdzv_admit(st, list, n, ctx, &changed);
+	for (size_t i = 0; i < n; i++) {
+		rdzv_node_release(&list[i]);
+	}
+	free(list);
+	if (changed) {
+		*notable = true;
+	}
+	if (!was_complete && st->complete) {
+		rdzv_record_action(r, ctx->node->name, st->round,
+				   RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE, true);
+	}
+	return admitted;
+}
+
+bool
+rdzv_record_admission(struct rdzv *r, const struct rdzv_state *st, const struct rdzv_node *node)
+{
+	enum rdzv_action a;
+
+	if (rdzv_state_find_participant(st, node) >= 0) {
+		a = RDZV_ACTION_ADD_TO_PARTICIPANTS;
+	} else if (rdzv_state_find_wait(st, node) >= 0) {
+		a = RDZV_ACTION_ADD_TO_WAIT_LIST;
+	} else {
+		return false;
+	}
+	rdzv_record_action(r, node->name, st->round, a, false);
+	return true;
+}
+
+void
+rdzv_record_sync(struct rdzv *r, const char *node, bool synced)
+{
+	rdzv_record_step(
+		r, NODE_STATE_RUNNING, "sync",
+		synced ? "The node '%s' has successfully synced its local changes with other nodes "
+			 "in the rendezvous '%s'."
+		       : "The node '%s' has a stale state and failed to sync its local changes "
+			 "with "
+			 "other nodes in the rendezvous '%s'.",
+		node, r->cfg->rdzv_id);
+}
+
+void
+rdzv_set_node_state(struct rdzv *r, enum node_state *cur, enum node_state s, const char *fn,
+		    const char *msg)
 {
 	/* The agent records next_rendezvous's own events for every backend. */
-	if (r->events && events_enabled(r->events) && strcmp(fn, "next_rendezvous") != 0) {
-		char *name = xasprintf("rdzv_%s.c:%s", r->ops->name, fn);
-
-		(void)events_record_rdzv(r->events, name, s, rank, "%s", msg);
-		free(name);
+	if (strcmp(fn, "next_rendezvous") != 0) {
+		rdzv_record_step(r, s, fn, "%s", msg);
 	}
 	if (s != *cur) {
 		rdzv_progress(r, "rendezvous node %s -> %s (%s)", node_state_name(*cur),

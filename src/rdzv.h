@@ -157,13 +157,50 @@ void rdzv_tell(struct rdzv *r, enum rdzv_tell what, int err, int n, const char *
 /* A line for cb.progress (printf format); nothing when it is NULL. */
 void rdzv_progress(struct rdzv *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The one place a dynamic backend's NodeState changes: an RdzvEvent named
- * "rdzv_<backend>.c:<fn>" with rank (-1: none) for every step, as torch's
- * construct_and_record_rdzv_event (except fn "next_rendezvous", which the
- * agent records for every backend), and a progress line when *cur changes
- * to s. */
-void rdzv_set_node_state(struct rdzv *r, enum node_state *cur, enum node_state s, int rank,
-			 const char *fn, const char *msg);
+/* The one place a dynamic backend's NodeState changes: the RdzvEvent of
+ * rdzv_record_step (except for fn "next_rendezvous", whose events the agent
+ * records for every backend) and a progress line when *cur changes to s. */
+void rdzv_set_node_state(struct rdzv *r, enum node_state *cur, enum node_state s, const char *fn,
+			 const char *msg);
+
+/* An RdzvEvent named "rdzv_<backend>.c:<fn>" with node_state s, no rank
+ * (torch sets it on next_rendezvous's "has joined" only) and the message in
+ * printf format, as torch's DynamicRendezvousHandler._record; nothing when
+ * events are off. Leaves the backend's NodeState alone: torch's steps say
+ * RUNNING whatever the node did before. */
+void rdzv_record_step(struct rdzv *r, enum node_state s, const char *fn, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* The RdzvEvents of a mutating action a that node (its descriptor string)
+ * applied to its copy of the state of round `round`, with torch's names and
+ * messages: ADD_TO_* also record the keep-alive they carry and, when
+ * `completed` (the step made the round complete), _mark_rendezvous_complete,
+ * as torch's _add_to_participants does; MARK_* say SUCCEEDED, the rest
+ * RUNNING. Non-mutating actions record nothing. */
+void rdzv_record_action(struct rdzv *r, const char *node, int64_t round, enum rdzv_action a,
+			bool completed);
+
+/* The coordinator's admission into st (its local copy): with_wait_list, the
+ * state's wait list first (a round that opens takes it), then the joiners'
+ * requests in the order they came, through rdzv_admit. Records
+ * _mark_rendezvous_complete (by ctx's node) when it completes the round.
+ * Returns how many nodes it admitted; *notable as rdzv_admit's (only ever
+ * set to true). */
+size_t rdzv_admit_requests(struct rdzv *r, struct rdzv_state *st, bool with_wait_list,
+			   const struct rdzv_node *joiners, size_t n_joiners,
+			   const struct rdzv_ctx *ctx, bool *notable);
+
+/* For a JOIN that waits for the coordinator to admit it: when st shows node
+ * admitted (a participant, or on the wait list), record the steps the
+ * coordinator took for it as rdzv_record_action does, and return true (call
+ * it no more for this JOIN); else false. */
+bool rdzv_record_admission(struct rdzv *r, const struct rdzv_state *st,
+			   const struct rdzv_node *node);
+
+/* The RdzvEvent "sync" of a write of the state by node: synced, or lost to
+ * another writer (stale state), with torch's _DistributedRendezvousOpExecutor
+ * messages. */
+void rdzv_record_sync(struct rdzv *r, const char *node, bool synced);
 
 /* --rdzv-conf key as seconds > 0 (def when absent) in microseconds into
  * *ret_usec. Returns 0, or -EINVAL with *reterr (malloc'd) naming the key. */

@@ -128,6 +128,7 @@ struct c10d {
 	 * wait to be admitted. */
 	bool coordinator;          /* we host the store */
 	bool coordinated;          /* the store has a coordinator (not us) */
+	bool admission_seen;       /* this JOIN saw the coordinator admit us */
 	struct rdzv_node *joiners; /* coordinator: requests not admitted yet */
 	size_t n_joiners;
 	struct event *admit_ev;
@@ -188,30 +189,7 @@ backend(struct rdzv *r)
 static void
 c10d_set_state(struct c10d *c, enum node_state s, const char *fn, const char *msg)
 {
-	rdzv_set_node_state(c->r, &c->node_state, s, c->running ? c->rank : -1, fn, msg);
-}
-
-static void record_step(struct c10d *c, const char *fn, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void
-record_step(struct c10d *c, const char *fn, const char *fmt, ...)
-{
-	va_list ap;
-	char *msg;
-
-	if (!c->r->events || !events_enabled(c->r->events)) {
-		return;
-	}
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0) {
-		va_end(ap);
-		return;
-	}
-	va_end(ap);
-	c10d_set_state(c, c->node_state == NODE_STATE_INIT ? NODE_STATE_RUNNING : c->node_state, fn,
-		       msg);
-	free(msg);
+	rdzv_set_node_state(c->r, &c->node_state, s, fn, msg);
 }
 
 static char *
@@ -260,6 +238,7 @@ op_start(struct c10d *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 	c->op_deadline = deadline;
 	c->op_done = done;
 	c->in_sync = false;
+	c->admission_seen = false;
 	if (!c->io_pending) {
 		op_read(c);
 	}
@@ -402,10 +381,11 @@ adopt(struct c10d *c, const uint8_t *value, size_t len, bool ours)
 	dropped = rdzv_sanitize(&c->st, &c->settings, (int64_t)wall_usec(), &notable);
 	c->notable = notable;
 	if (dropped > 0) {
-		record_step(c, "_sanitize",
-			    "%zu node(s) have been removed from the rendezvous '%s' since they had "
-			    "no heartbeat",
-			    dropped, c->r->cfg->rdzv_id);
+		rdzv_record_step(
+			c->r, NODE_STATE_RUNNING, "_sanitize",
+			"%zu node(s) have been removed from the rendezvous '%s' since they had "
+			"no heartbeat",
+			dropped, c->r->cfg->rdzv_id);
 	}
 	observe(c);
 	report_progress(c);
@@ -462,13 +442,7 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 			free(k);
 		}
 	}
-	record_step(
-		c, "sync",
-		has_set ? "%s has successfully synced its local changes with other nodes in "
-			  "the rendezvous '%s'."
-			: "%s has a stale state and failed to sync its local changes with other "
-			  "nodes in the rendezvous '%s'.",
-		c->me.name, c->r->cfg->rdzv_id);
+	rdzv_record_sync(c->r, c->me.name, has_set);
 	if (admitting && has_set) {
 		joiners_drop(c, c->admitted_upto); /* those are in the state written */
 	}
@@ -632,25 +606,7 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 static size_t
 admit_apply(struct c10d *c, const struct rdzv_ctx *ctx)
 {
-	struct rdzv_node *list = xcalloc(c->n_joiners + c->st.n_wait_list + 1, sizeof(*list));
-	size_t n = 0, admitted;
-	bool notable = false;
-
-	for (size_t i = 0; i < c->st.n_wait_list; i++) {
-		rdzv_node_copy(&list[n++], &c->st.wait_list[i]); /* admitting moves it */
-	}
-	for (size_t i = 0; i < c->n_joiners; i++) {
-		rdzv_node_copy(&list[n++], &c->joiners[i]);
-	}
-	admitted = rdzv_admit(&c->st, list, n, ctx, &notable);
-	for (size_t i = 0; i < n; i++) {
-		rdzv_node_release(&list[i]);
-	}
-	free(list);
-	if (notable) {
-		c->notable = true;
-	}
-	return admitted;
+	return rdzv_admit_requests(c->r, &c->st, true, c->joiners, c->n_joiners, ctx, &c->notable);
 }
 
 static void
@@ -734,72 +690,6 @@ admit_soon(struct c10d *c)
 }
 
 static void
-record_action(struct c10d *c, enum rdzv_action a)
-{
-	const char *id = c->r->cfg->rdzv_id;
-
-	switch (a) {
-	case RDZV_ACTION_KEEP_ALIVE:
-		record_step(c, "_keep_alive",
-			    "%s updated its keep-alive heartbeat time for the rendezvous '%s'. "
-			    "Pending sync.",
-			    c->me.name, id);
-		break;
-	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
-		record_step(c, "_add_to_participants",
-			    "%s added itself to the participants of round %" PRId64
-			    " of the rendezvous '%s'. Pending sync.",
-			    c->me.name, c->st.round, id);
-		break;
-	case RDZV_ACTION_ADD_TO_WAIT_LIST:
-		record_step(c, "_add_to_wait_list",
-			    "%s added itself to the wait list of round %" PRId64
-			    " of the rendezvous '%s'. Pending sync.",
-			    c->me.name, c->st.round + 1, id);
-		break;
-	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
-		record_step(c, "_add_to_redundancy_list",
-			    "%s added itself to the redundancy list of round %" PRId64
-			    " of the rendezvous '%s'. Pending sync.",
-			    c->me.name, c->st.round + 1, id);
-		break;
-	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
-		record_step(c, "_remove_from_participants",
-			    "%s removed itself from the participants of round %" PRId64
-			    " of the rendezvous '%s'. Pending sync.",
-			    c->me.name, c->st.round, id);
-		break;
-	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
-		record_step(c, "_remove_from_wait_list",
-			    "%s removed itself from the wait list of round %" PRId64
-			    " of the rendezvous '%s'. Pending sync.",
-			    c->me.name, c->st.round + 1, id);
-		break;
-	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
-		record_step(c, "_remove_from_redundancy_list",
-			    "%s removed itself from the redundant list of round %" PRId64
-			    " of the rendezvous '%s'. Pending sync.",
-			    c->me.name, c->st.round + 1, id);
-		break;
-	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
-		c10d_set_state(c, NODE_STATE_SUCCEEDED, "_mark_rendezvous_complete",
-			       "this node marked the round of the rendezvous as complete. Pending "
-			       "sync.");
-		break;
-	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
-		c10d_set_state(c, NODE_STATE_SUCCEEDED, "_mark_rendezvous_closed",
-			       "this node marked the rendezvous as closed. Pending sync.");
-		break;
-	case RDZV_ACTION_SYNC:
-	case RDZV_ACTION_ERROR_CLOSED:
-	case RDZV_ACTION_ERROR_TIMEOUT:
-	case RDZV_ACTION_GRACEFUL_EXIT:
-	case RDZV_ACTION_FINISH:
-		break;
-	}
-}
-
-static void
 sync_wake(struct c10d *c)
 {
 	if (c->op_active && c->in_sync && !c->io_pending) {
@@ -864,6 +754,10 @@ op_step(struct c10d *c)
 		hb_send(c);
 		a = rdzv_decide(c->op, &c->st, &ctx);
 	}
+	if (c->op == RDZV_OP_JOIN && c->coordinated && !c->admission_seen) {
+		/* The coordinator did our join's step: its events are ours. */
+		c->admission_seen = rdzv_record_admission(c->r, &c->st, &c->me);
+	}
 
 	if (rdzv_action_is_mutation(a)) {
 		bool joining = a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
@@ -874,6 +768,8 @@ op_step(struct c10d *c)
 			wait_admission(c, &ctx);
 			return;
 		}
+		bool was_complete = c->st.complete;
+
 		if (rdzv_apply(&c->st, a, &ctx)) {
 			c->notable = true;
 		}
@@ -882,7 +778,8 @@ op_step(struct c10d *c)
 			c->op_deadline = now_usec() + c->join_timeout;
 			c->next_deadline = c->op_deadline;
 		}
-		record_action(c, a);
+		rdzv_record_action(c->r, c->me.name, c->st.round, a,
+				   !was_complete && c->st.complete);
 		/* The coordinator admits whoever asked, on the way. */
 		c->admitted_upto = c->n_joiners;
 		c->admitting = c->coordinator && c->n_joiners > 0 && admit_apply(c, &ctx) > 0;
@@ -1630,15 +1527,20 @@ ka_done(struct c10d *c, int err, enum rdzv_action a)
 		keep_alive_arm(c);
 	}
 	if (err < 0 || a == RDZV_ACTION_ERROR_TIMEOUT) {
-		c10d_set_state(c, NODE_STATE_FAILED, "_keep_alive",
-			       "this node has failed to send a keep-alive heartbeat");
+		/* Torch swallows it (the timer goes on); the event says FAILED. */
+		rdzv_record_step(
+			c->r, NODE_STATE_FAILED, "_keep_alive",
+			"The node '%s' has failed to send a keep-alive heartbeat to the rendezvous "
+			"'%s' due to an error: %s",
+			c->me.name, c->r->cfg->rdzv_id,
+			err < 0 ? strerror(-err) : "the operation timed out");
 		return;
 	}
 	if (a == RDZV_ACTION_KEEP_ALIVE || a == RDZV_ACTION_FINISH) {
-		record_step(c, "_keep_alive",
-			    "%s has sent a keep-alive heartbeat to the rendezvous "
-			    "'%s'.",
-			    c->me.name, c->r->cfg->rdzv_id);
+		rdzv_record_step(c->r, NODE_STATE_RUNNING, "_keep_alive",
+				 "The node '%s' has sent a keep-alive heartbeat to the rendezvous "
+				 "'%s'.",
+				 c->me.name, c->r->cfg->rdzv_id);
 	}
 }
 
@@ -1653,9 +1555,10 @@ ka_timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->coordinated) {
 		/* Our own key, no read of the state: the coordinator folds it. */
 		hb_send(c);
-		record_step(c, "_keep_alive",
-			    "%s has sent a keep-alive heartbeat to the rendezvous '%s'.",
-			    c->me.name, c->r->cfg->rdzv_id);
+		rdzv_record_step(
+			c->r, NODE_STATE_RUNNING, "_keep_alive",
+			"The node '%s' has sent a keep-alive heartbeat to the rendezvous '%s'.",
+			c->me.name, c->r->cfg->rdzv_id);
 		keep_alive_arm(c);
 		return;
 	}
@@ -1837,11 +1740,12 @@ close_done(struct c10d *c, int err, enum rdzv_action a)
 	char *msg;
 
 	if (err == 0 && a == RDZV_ACTION_FINISH) {
-		msg = xasprintf("%s has closed the rendezvous '%s'.", c->me.name,
+		msg = xasprintf("The node '%s' has closed the rendezvous '%s'.", c->me.name,
 				c->r->cfg->rdzv_id);
 		c10d_set_state(c, NODE_STATE_SUCCEEDED, "_close", msg);
 	} else {
-		msg = xasprintf("%s has failed to shutdown the rendezvous '%s' due to an error of "
+		msg = xasprintf("The node '%s' has failed to shutdown the rendezvous '%s' due to "
+				"an error of "
 				"type %s.",
 				c->me.name, c->r->cfg->rdzv_id,
 				err < 0 ? "RendezvousConnectionError" : "RendezvousTimeoutError");
@@ -2048,8 +1952,9 @@ c10d_init(struct rdzv *r, char **reterr)
 		free(jp);
 		c->connect_host = xstrdup(strchr(c->host, ':') ? "::1" : "127.0.0.1");
 		c->connect_port = tcpstore_server_port(c->server);
-		c10d_set_state(c, NODE_STATE_INIT, "_create_tcp_store",
-			       "this process hosts the TCP store for the C10d rendezvous backend.");
+		rdzv_record_step(c->r, NODE_STATE_INIT, "_create_tcp_store",
+				 "Process %d hosts the TCP store for the C10d rendezvous backend.",
+				 (int)getpid());
 	} else {
 		c->connect_host = xstrdup(c->host);
 		c->connect_port = c->port;

@@ -153,6 +153,7 @@ struct etcdr {
 	 * watches and reads the join requests and admits them. */
 	bool coordinator;          /* we are it */
 	bool coordinator_known;    /* somebody is */
+	bool admission_seen;       /* this JOIN is in the state (its events recorded) */
 	struct etcd_watch *jwatch; /* the coordinator's watch on j/ */
 	int64_t j_seen;            /* j/ read through this revision */
 	bool intent;               /* our j/ key is there */
@@ -225,7 +226,7 @@ backend(struct rdzv *r)
 static void
 set_state(struct etcdr *c, enum node_state s, const char *fn, const char *msg)
 {
-	rdzv_set_node_state(c->r, &c->node_state, s, c->running ? c->rank : -1, fn, msg);
+	rdzv_set_node_state(c->r, &c->node_state, s, fn, msg);
 }
 
 static void
@@ -638,13 +639,11 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 	overlay(c, (int64_t)wall_usec());
 	dropped = rdzv_sanitize(&c->st, &c->settings, (int64_t)wall_usec(), &notable);
 	c->notable = notable;
-	if (dropped > 0 && c->r->events && events_enabled(c->r->events)) {
-		char *m = xasprintf("%zu node(s) have been removed from the rendezvous '%s' since "
-				    "their lease expired",
-				    dropped, c->r->cfg->rdzv_id);
-
-		set_state(c, c->node_state, "_sanitize", m);
-		free(m);
+	if (dropped > 0) {
+		rdzv_record_step(c->r, NODE_STATE_RUNNING, "_sanitize",
+				 "%zu node(s) have been removed from the rendezvous '%s' since "
+				 "their lease expired",
+				 dropped, c->r->cfg->rdzv_id);
 	}
 	intent_check(c);
 	observe(c);
@@ -825,6 +824,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		io_failed(c, err, errmsg);
 		return;
 	}
+	rdzv_record_sync(c->r, c->me.name, resp->succeeded);
 	if (resp->succeeded) {
 		c->mod_rev = resp->revision;
 		c->rev = resp->revision;
@@ -933,31 +933,14 @@ static bool
 admit_now(struct etcdr *c)
 {
 	struct rdzv_ctx ctx = make_ctx(c);
-	struct rdzv_node *list;
-	size_t n = 0, admitted;
-	bool notable = false;
 
 	if (!c->coordinator || c->io_pending || c->boot != BOOT_READY || c->fin != FIN_NONE ||
 	    (c->n_joiners == 0 && c->st.n_wait_list == 0)) {
 		return false;
 	}
-	list = xcalloc(c->n_joiners + c->st.n_wait_list + 1, sizeof(*list));
-	for (size_t i = 0; i < c->st.n_wait_list; i++) {
-		rdzv_node_copy(&list[n++], &c->st.wait_list[i]); /* admitting moves it */
-	}
-	for (size_t i = 0; i < c->n_joiners; i++) {
-		rdzv_node_copy(&list[n++], &c->joiners[i]);
-	}
-	admitted = rdzv_admit(&c->st, list, n, &ctx, &notable);
-	for (size_t i = 0; i < n; i++) {
-		rdzv_node_release(&list[i]);
-	}
-	free(list);
-	if (admitted == 0) {
+	if (rdzv_admit_requests(c->r, &c->st, true, c->joiners, c->n_joiners, &ctx, &c->notable) ==
+	    0) {
 		return false;
-	}
-	if (notable) {
-		c->notable = true;
 	}
 	c->cas_admits = true;
 	cas_write(c, RDZV_ACTION_SYNC);
@@ -1014,29 +997,11 @@ op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 	c->op_deadline = deadline;
 	c->op_done = done;
 	c->in_sync = false;
+	c->admission_seen = false;
 	c->behind_since = 0;
 	c->behind_looked = false;
 	c->intent_asked = false;
 	read_all(c); /* with our join request first, for a join */
-}
-
-static void
-record_action(struct etcdr *c, enum rdzv_action a)
-{
-	char *m;
-
-	if (!c->r->events || !events_enabled(c->r->events)) {
-		return;
-	}
-	m = xasprintf("%s: %s in round %" PRId64 " of the rendezvous '%s'. Pending sync.",
-		      c->me.name, rdzv_action_name(a), c->st.round, c->r->cfg->rdzv_id);
-	set_state(c,
-		  a == RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE ||
-				  a == RDZV_ACTION_MARK_RENDEZVOUS_CLOSED
-			  ? NODE_STATE_SUCCEEDED
-			  : (c->node_state == NODE_STATE_INIT ? NODE_STATE_RUNNING : c->node_state),
-		  rdzv_action_name(a), m);
-	free(m);
 }
 
 static void
@@ -1046,6 +1011,11 @@ op_step(struct etcdr *c)
 	enum rdzv_action a;
 
 	overlay(c, ctx.now_wall);
+	if (c->op == RDZV_OP_JOIN && !c->admission_seen && c->coordinator_known &&
+	    !c->coordinator) {
+		/* The coordinator did our join's step: its events are ours. */
+		c->admission_seen = rdzv_record_admission(c->r, &c->st, &c->me);
+	}
 	a = rdzv_decide(c->op, &c->st, &ctx);
 	if (rdzv_action_is_mutation(a)) {
 		bool joining = a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
@@ -1080,6 +1050,8 @@ op_step(struct etcdr *c)
 		}
 		c->behind_since = 0;
 		c->behind_looked = false;
+		bool was_complete = c->st.complete;
+
 		if (rdzv_apply(&c->st, a, &ctx)) {
 			c->notable = true;
 		}
@@ -1087,18 +1059,13 @@ op_step(struct etcdr *c)
 			c->op_deadline = now_usec() + c->join_timeout;
 			c->next_deadline = c->op_deadline;
 		}
-		record_action(c, a);
+		rdzv_record_action(c->r, c->me.name, c->st.round, a,
+				   !was_complete && c->st.complete);
+		c->admission_seen = true;
 		/* Admit whoever asked to join on the way (order of request). */
-		c->cas_admits = false;
-		if (c->n_joiners > 0) {
-			bool notable = false;
-
-			c->cas_admits =
-				rdzv_admit(&c->st, c->joiners, c->n_joiners, &ctx, &notable) > 0;
-			if (notable) {
-				c->notable = true;
-			}
-		}
+		c->cas_admits = c->n_joiners > 0 &&
+				rdzv_admit_requests(c->r, &c->st, false, c->joiners, c->n_joiners,
+						    &ctx, &c->notable) > 0;
 		cas_write(c, a);
 		return;
 	}
@@ -1918,8 +1885,11 @@ static void
 close_done(struct etcdr *c, int err, enum rdzv_action a)
 {
 	if (err == 0 && a == RDZV_ACTION_FINISH) {
-		set_state(c, NODE_STATE_SUCCEEDED, "_mark_rendezvous_closed",
-			  "this node closed the rendezvous");
+		char *msg = xasprintf("The node '%s' has closed the rendezvous '%s'.", c->me.name,
+				      c->r->cfg->rdzv_id);
+
+		set_state(c, NODE_STATE_SUCCEEDED, "_close", msg);
+		free(msg);
 	}
 	fin_step(c, 0);
 }

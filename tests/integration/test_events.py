@@ -364,6 +364,55 @@ class EventsTest(lib.ElasticdTestCase):
         self.assertIn("ValueError: --node-rank: invalid value '5'", lines[0]["message"])
         self.assertEqual(lines[0]["error_trace"], lines[0]["message"])
 
+    # -- a c10d rendezvous: torch's steps, each with torch's node_state --
+
+    def test_c10d_steps(self):
+        port = str(lib._free_port())
+        agents = [self.start("--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                             "127.0.0.1:" + port, "--rdzv-id", "steps", "--log-dir",
+                             self.path("logs%d" % i), "--no-python", "/bin/true")
+                  for i in range(2)]
+        files = []
+        for i, a in enumerate(agents):
+            self.assertRc(a.wait(), 0)
+            run_dir = self.only_run_dir(self.path("logs%d" % i))
+            rdzv = [e for e in self.read_events(os.path.join(run_dir, "events.jsonl"))
+                    if "node_state" in e]
+            files.append((a.pid, rdzv))
+        # One agent hosts the store: its file starts with that (recorded
+        # before the run directory existed).
+        hosts = [(pid, ev) for pid, ev in files if ev[0]["name"] == "rdzv_c10d.c:_create_tcp_store"]
+        self.assertEqual(len(hosts), 1, files)
+        pid, ev = hosts[0]
+        self.assertEqual((ev[0]["node_state"], ev[0]["message"]),
+                         ("INIT", "Process %d hosts the TCP store for the C10d rendezvous "
+                          "backend." % pid))
+        completes = 0
+        for pid, ev in files:
+            steps = [e["name"].split(":")[1] for e in ev]
+            joined = [e for e in ev if "has joined" in e["message"]]
+            self.assertEqual(len(joined), 1, steps)
+            self.assertEqual(joined[0]["node_state"], "RUNNING")
+            # Each node's own join step, the keep-alive it carries, before it joined.
+            first = steps.index("_add_to_participants")
+            self.assertEqual(steps[first + 1], "_keep_alive")
+            self.assertLess(first, ev.index(joined[0]))
+            completes += steps.count("_mark_rendezvous_complete")
+            for e in ev:
+                step = e["name"].split(":")[1]
+                want = ("INIT" if step == "_create_tcp_store" else
+                        "SUCCEEDED" if step in ("_mark_rendezvous_complete",
+                                                "_mark_rendezvous_closed", "_close") else
+                        "RUNNING")
+                self.assertEqual(e["node_state"], want, e)
+                # rank: on the "has joined" event only, as torch.
+                self.assertEqual(e["rank"] is not None, e is joined[0], e)
+                if step != "_create_tcp_store":
+                    self.assertRegex(e["message"], r"^The node '[^']+_%d_0' " % pid)
+            self.assertEqual(steps[-1], "_close")
+        # The node whose step filled the round marked it complete.
+        self.assertEqual(completes, 1, files)
+
 
 if __name__ == "__main__":
     lib.main()
