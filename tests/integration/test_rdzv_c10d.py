@@ -7,6 +7,7 @@ the exit barrier, IPv6 endpoints, spares, the shared worker store, and a crowd
 starting together (the store host admits them, each keeps alive through its
 own key)."""
 
+import json
 import os
 import re
 import signal
@@ -252,7 +253,9 @@ class C10dTest(lib.ElasticdTestCase):
     def test_store_host_dies_others_fail_fast(self):
         host = self.agent("2", body="sleep 60", conf=FAST + ",is_host=true")
         time.sleep(0.3)
-        other = self.agent("2", body="sleep 60", conf=FAST + ",is_host=false")
+        evlog = self.path("other.jsonl")
+        other = self.agent("2", body="sleep 60", conf=FAST + ",is_host=false",
+                           extra=("--event-log-file", evlog))
         self.wait_dumps(2)
         t = time.monotonic()
         host.signal(signal.SIGKILL)
@@ -261,6 +264,16 @@ class C10dTest(lib.ElasticdTestCase):
         self.assertLess(time.monotonic() - t, 10)
         self.assertRegex(res.err, r"the rendezvous store at 127\.0\.0\.1:%d is gone" % self.port)
         self.assertNoLeftovers()
+        # As torchrun: num_nodes_waiting() failed, then the agent's run.
+        with open(evlog) as f:
+            ev = [json.loads(line) for line in f]
+        failed = [e for e in ev if e["name"] == "rdzv_c10d.c:num_nodes_waiting"]
+        self.assertEqual(len(failed), 1, [e["name"] for e in ev])
+        self.assertEqual(failed[0]["node_state"], "FAILED")
+        self.assertRegex(failed[0]["message"], r"^RendezvousConnectionError: .*is gone")
+        agent = [e for e in ev if e["name"] == "torchelastic.worker.status.FAILED"
+                 and e["source"] == "AGENT"]
+        self.assertEqual([e["metadata"]["raw_error"] for e in agent], [failed[0]["message"]])
 
     def test_no_store_fails_within_join_timeout(self):
         a = self.agent("2", conf=FAST + ",is_host=false,join_timeout=1")
