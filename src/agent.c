@@ -1294,10 +1294,17 @@ static int
 agent_make_run_dir(struct agent *a, char **reterr)
 {
 	const char *log_dir = a->cfg->log_dir;
+	const char *logs = wenv_get(a->env, "LOGS_DIRECTORY");
+	_cleanup_free_ char *service_dir = NULL;
 	char *base, *prefix;
 	int r = 0;
 	struct stat st;
 
+	if (!log_dir && logs && logs[0] == '/') {
+		/* A service's LogsDirectory= (the first of a ':' list). */
+		service_dir = xstrndup(logs, strcspn(logs, ":"));
+		log_dir = service_dir;
+	}
 	if (log_dir && strcmp(log_dir, "/dev/null") == 0) {
 		return 0;
 	}

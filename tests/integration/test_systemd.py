@@ -306,6 +306,25 @@ args = -c 'touch "$0/started"' %s
             dumped = lib.read_text(os.path.join(out, "w_%d" % rank)).splitlines()
             self.assertEqual(dumped[1], "NOTIFY_SOCKET=unset")
 
+    def test_logs_directory_is_the_default_log_dir(self):
+        # LogsDirectory=elasticd/%i: systemd sets LOGS_DIRECTORY (a list).
+        logs = self.path("var-log-job")
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "1", "-r", "3",
+                                "--no-python", "/bin/echo", "hi",
+                                env=self.env(LOGS_DIRECTORY=logs + ":" + self.path("other")))
+        self.assertRc(res, 0)
+        run_dir = self.only_run_dir(logs)
+        self.assertEqual(lib.read_text(os.path.join(run_dir, "attempt_0", "0", "stdout.log")),
+                         "hi\n")
+        self.assertTrue(os.path.exists(os.path.join(run_dir, "events.jsonl")))
+        self.assertFalse(os.path.exists(self.path("other")))
+        # --log-dir still wins.
+        res = self.run_elasticd("--standalone", "--log-dir", self.path("mine"), "--no-python",
+                                "/bin/true", env=self.env(LOGS_DIRECTORY=logs))
+        self.assertRc(res, 0)
+        self.only_run_dir(self.path("mine"))
+        self.assertEqual(len(self.run_dirs(logs)), 1)
+
     def test_restart_status(self):
         rx = self.receiver()
         res = self.run_elasticd("--standalone", "--max-restarts", "1", "--log-dir",
