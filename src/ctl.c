@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -11,8 +12,10 @@
 #include <grp.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -58,6 +61,7 @@ struct ctl {
 	struct evhttp *http;
 	struct evconnlistener *listener; /* owned by http */
 	struct event *accept_timer;      /* re-enables a paused listener */
+	long fd_limit;                   /* RLIMIT_NOFILE: its last quarter is supervision's */
 	struct event *reap_ev;           /* ends and drops streams outside callbacks */
 	char *path;
 	char *worker_dir; /* NULL: --no-worker-server */
@@ -432,9 +436,6 @@ ctl_call_events(struct ctl_call *call, uint64_t since, uint64_t limit, bool foll
 	struct timeval wtv = {.tv_sec = CTL_STREAM_WRITE_TIMEOUT_S};
 
 	call->content_type = "application/x-ndjson";
-	if (evhttp_request_get_command(call->req) == EVHTTP_REQ_HEAD) {
-		follow = false; /* headers only: nothing to stream */
-	}
 	if (since > 0 && first > since + 1) {
 		evbuffer_add_printf(call->body, "{\"dropped\": %llu}\n",
 				    (unsigned long long)(first - since - 1));
@@ -469,7 +470,8 @@ ctl_call_events(struct ctl_call *call, uint64_t since, uint64_t limit, bool foll
 	bufferevent_setwatermark(bev, EV_READ, 0, CTL_STREAM_READ_MAX);
 	bufferevent_enable(bev, EV_READ);
 	call->streaming = true;
-	call->next_seq = last + 1; /* the backlog covered everything up to last */
+	/* The backlog covered everything up to last; since may be ahead. */
+	call->next_seq = last + 1 > since + 1 ? last + 1 : since + 1;
 	call->left = limit > 0 ? limit - sent : 0;
 	call->stream_next = c->streams;
 	c->streams = call;
@@ -964,20 +966,67 @@ ctl_of_http(const struct evhttp *http)
  * file descriptors (EMFILE, ENFILE) or memory. The listening socket stays
  * readable, so pause it, as OpenBSD's control.c does, instead of spinning. */
 static void
+listener_pause(struct ctl *c, const char *why)
+{
+	struct timeval tv = {.tv_sec = CTL_ACCEPT_PAUSE_S};
+
+	evconnlistener_disable(c->listener);
+	c->stats.accept_pauses++;
+	log_warn("control socket: %s; not accepting connections for %d s", why, CTL_ACCEPT_PAUSE_S);
+	evtimer_add(c->accept_timer, &tv);
+}
+
+static void
 listener_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct ctl *c = ctl_of_http(arg);
-	struct timeval tv = {.tv_sec = CTL_ACCEPT_PAUSE_S};
-	int e = EVUTIL_SOCKET_ERROR();
+	_cleanup_free_ char *why = NULL;
 
-	evconnlistener_disable(lev);
 	if (!c) {
+		evconnlistener_disable(lev);
 		return;
 	}
-	c->stats.accept_pauses++;
-	log_warn("control socket: cannot accept a connection: %s; pausing for %d s", strerror(e),
-		 CTL_ACCEPT_PAUSE_S);
-	evtimer_add(c->accept_timer, &tv);
+	why = xasprintf("cannot accept a connection: %s", strerror(EVUTIL_SOCKET_ERROR()));
+	listener_pause(c, why);
+}
+
+/* RLIMIT_NOFILE's soft limit (INT_MAX when unlimited or unknown). */
+static long
+fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur > INT_MAX) {
+		return INT_MAX;
+	}
+	return (long)rl.rlim_cur;
+}
+
+/* evhttp makes each accepted connection's bufferevent here: the one place
+ * that sees every connection, also those that never send a request. When
+ * the lowest free descriptor is in the reserve (the last quarter of
+ * RLIMIT_NOFILE), stop accepting for a while: idle clients must not take
+ * the descriptors that starting workers and the rendezvous need. */
+static struct bufferevent *
+conn_bev_cb(struct event_base *base, void *arg)
+{
+	struct ctl *c = arg;
+	int probe = fcntl(evconnlistener_get_fd(c->listener), F_DUPFD_CLOEXEC, 0);
+
+	if (probe >= 0) {
+		close(probe);
+	}
+	if (probe < 0 || probe >= c->fd_limit - c->fd_limit / 4) {
+		_cleanup_free_ char *why =
+			xasprintf("descriptors %ld and up are kept for the workers and the "
+				  "rendezvous (RLIMIT_NOFILE %ld)",
+				  c->fd_limit - c->fd_limit / 4, c->fd_limit);
+
+		listener_pause(c, why);
+	}
+	/* Options 0, as evhttp's own: the connection closes its socket. */
+	return bufferevent_socket_new(base, -1, 0);
 }
 
 static void
@@ -1264,6 +1313,19 @@ ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char
 					       : xstrdup(cfg->control_socket);
 	int mode, r;
 
+	if (path[0] != '/') {
+		/* Absolute, for the workers' TORCH_WORKER_SERVER_SOCKET and the
+		 * status, when it still fits a socket address. */
+		_cleanup_free_ char *cwd = get_current_dir_name();
+		char *abs = cwd ? xasprintf("%s/%s", cwd, path) : NULL;
+
+		if (abs && strlen(abs) < sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
+			free(path);
+			path = abs;
+		} else {
+			free(abs);
+		}
+	}
 	c->base = base;
 	c->agent = a;
 	c->uid = geteuid();
@@ -1288,9 +1350,12 @@ ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char
 	evhttp_set_max_body_size(c->http, CTL_BODY_MAX);
 	evhttp_set_timeout(c->http, CTL_TIMEOUT_S);
 	evhttp_set_flags(c->http, EVHTTP_SERVER_LINGERING_CLOSE);
-	evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+	/* No HEAD: evhttp 2.1 would send the body with it. */
+	evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
 	evhttp_set_default_content_type(c->http, TEXT_PLAIN);
 	evhttp_set_gencb(c->http, request_cb, c);
+	evhttp_set_bevcb(c->http, conn_bev_cb, c);
+	c->fd_limit = fd_limit();
 	c->next_live = live_ctls;
 	live_ctls = c;
 

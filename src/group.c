@@ -56,7 +56,17 @@ struct group {
 	bool stop_requested; /* group_stop from outside, not an outcome */
 	struct event *kill_timer;
 	struct event *drain_timer;
+	/* Process groups of escaped processes told to the sentinel, so that
+	 * they die with the agent too (ESCAPE_SCAN_S). */
+	struct event *escape_timer;
+	pid_t *watched;
+	size_t n_watched;
 };
+
+/* How often a running group looks for processes that escaped into a process
+ * group of their own and were re-parented to the agent. Only a SIGKILLed
+ * agent depends on it (a stop finds them at once), so once a second. */
+#define ESCAPE_SCAN_S 1
 
 const char *
 worker_state_name(enum worker_state s)
@@ -275,6 +285,43 @@ group_escaped(struct group *g, int sig)
 	return count;
 }
 
+/* Tell the sentinel the process groups of escaped processes (see
+ * group_escaped) it does not know yet. */
+static void
+escape_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct group *g = arg;
+	struct timeval tv = {.tv_sec = ESCAPE_SCAN_S};
+	pid_t *pids = NULL, self_pgrp = getpgrp();
+	int n = proc_children(&pids);
+
+	for (int i = 0; i < n; i++) {
+		pid_t pgid;
+		bool known = false;
+
+		if (pids[i] == sentinel_pid(g->sentinel) || is_worker_pid(g, pids[i])) {
+			continue;
+		}
+		pgid = getpgid(pids[i]);
+		for (size_t k = 0; k < g->n_watched; k++) {
+			known |= g->watched[k] == pgid;
+		}
+		for (size_t k = 0; k < g->n; k++) {
+			known |= g->workers[k]->pid == pgid;
+		}
+		if (known || pgid <= 1 || pgid == self_pgrp) {
+			continue;
+		}
+		sentinel_watch(g->sentinel, pgid);
+		g->watched = xrealloc(g->watched, (g->n_watched + 1) * sizeof(pid_t));
+		g->watched[g->n_watched++] = pgid;
+	}
+	free(pids);
+	if (g->phase == GROUP_RUNNING) {
+		evtimer_add(g->escape_timer, &tv);
+	}
+}
+
 static bool
 group_all_gone(struct group *g)
 {
@@ -309,9 +356,16 @@ group_finish(struct group *g)
 	if (g->drain_timer) {
 		evtimer_del(g->drain_timer);
 	}
+	if (g->escape_timer) {
+		evtimer_del(g->escape_timer);
+	}
 	for (size_t i = 0; i < g->n; i++) {
 		sentinel_forget(g->sentinel, g->workers[i]->pid);
 	}
+	for (size_t i = 0; i < g->n_watched; i++) {
+		sentinel_forget(g->sentinel, g->watched[i]);
+	}
+	g->n_watched = 0;
 	if (g->cb.stopped) {
 		g->cb.stopped(g, g->cb.arg);
 	}
@@ -459,6 +513,12 @@ group_start(struct group *g)
 		sentinel_watch(g->sentinel, w->pid);
 	}
 	g->state = WORKER_STATE_HEALTHY;
+	if (g->sentinel) {
+		struct timeval tv = {.tv_sec = ESCAPE_SCAN_S};
+
+		g->escape_timer = evtimer_new(g->base, escape_timer_cb, g);
+		evtimer_add(g->escape_timer, &tv);
+	}
 	return 0;
 }
 
@@ -571,6 +631,10 @@ group_free(struct group *g)
 	if (g->drain_timer) {
 		event_free(g->drain_timer);
 	}
+	if (g->escape_timer) {
+		event_free(g->escape_timer);
+	}
+	free(g->watched);
 	free(g->escaped);
 	free(g);
 }

@@ -143,19 +143,10 @@ env_set_int(char ***env, const char *name, int value)
 static bool
 is_dropped(const char *entry)
 {
-	static const char *const dropped[] = {
-		"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID",
-		"LISTEN_FDS",    "LISTEN_PID",    "LISTEN_FDNAMES",
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(dropped); i++) {
-		size_t len = strlen(dropped[i]);
-
-		if (strncmp(entry, dropped[i], len) == 0 && entry[len] == '=') {
-			return true;
-		}
-	}
-	return false;
+	/* systemd's, meant for elasticd alone: NOTIFY_SOCKET, WATCHDOG_*
+	 * (USEC, PID) and LISTEN_* (FDS, PID, FDNAMES). */
+	return strncmp(entry, "NOTIFY_SOCKET=", 14) == 0 || strncmp(entry, "WATCHDOG_", 9) == 0 ||
+	       strncmp(entry, "LISTEN_", 7) == 0;
 }
 
 /* The idx-th comma-separated entry of list, stripped, or NULL. */

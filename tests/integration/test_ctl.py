@@ -211,6 +211,11 @@ class CtlTest(lib.ElasticdTestCase):
         self.assertStatus(curl(sock, "/handler"), 404)
         self.assertStatus(curl(sock, "/handler/ping", method="PUT"), 501)
         self.assertStatus(curl(sock, "/handler/ping", method="DELETE"), 501)
+        # No HEAD: libevent 2.1 would send a body with the headers.
+        s = connect(sock)
+        s.sendall(b"HEAD /handler/ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 501 "))
+        s.close()
         # HTTP/1.0 without Host works too.
         self.assertStatus(curl(sock, "/handler/ping", http10=True), 200, "pong")
         self.stop(a, sock)
@@ -373,10 +378,12 @@ class CtlTest(lib.ElasticdTestCase):
     def test_events_follow_streams_and_survives_disconnects(self):
         a, sock = self.start_agent("--max-restarts", "3")
         out = self.path("follow.out")
+        held = curl(sock, "/handler/events").body.splitlines()
+        last = json.loads(held[-1])["seq"]
         with open(out, "wb") as f:
             follower = subprocess.Popen(
                 ["curl", "-sS", "-N", "--unix-socket", sock,
-                 "http://localhost/handler/events?follow=true&since=1000000000"], stdout=f)
+                 "http://localhost/handler/events?follow=true&since=%d" % last], stdout=f)
         self.assertTrue(lib.wait_until(lambda: metrics(sock)["elasticd_control_streams"] == 1))
         # Events stream as they happen: a worker fails and the group restarts.
         os.kill(self.pids[0][0], signal.SIGKILL)
@@ -412,10 +419,11 @@ class CtlTest(lib.ElasticdTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(len(r.stdout.splitlines()), 3)
         # A follower at exit gets the last events and the end of the stream.
+        last = json.loads(curl(sock, "/handler/events").body.splitlines()[-1])["seq"]
         with open(out, "wb") as f:
             follower = subprocess.Popen(
                 ["curl", "-sS", "-N", "--unix-socket", sock,
-                 "http://localhost/handler/events?follow=true&since=1000000000"], stdout=f)
+                 "http://localhost/handler/events?follow=true&since=%d" % last], stdout=f)
         self.assertTrue(lib.wait_until(lambda: metrics(sock)["elasticd_control_streams"] == 1))
         self.stop(a, sock)
         self.assertEqual(follower.wait(10), 0)
@@ -855,8 +863,10 @@ class CtlTest(lib.ElasticdTestCase):
         self.assertFalse(os.path.exists(stale["old"][1]))
         self.assertTrue(os.path.exists(stale["young"][0]))
         self.assertTrue(os.path.exists(stale["young"][1]))
-        self.assertTrue(a1.wait_stderr("removed 1 socket left in /run/elasticd by agents that "
-                                       "were killed"))
+        # (Other tests running at the same time may have left more.)
+        self.assertTrue(lib.wait_until(lambda: re.search(
+            r"removed \d+ sockets? left in /run/elasticd by agents that were killed",
+            a1.stderr_text())), a1.stderr_text())
         os.unlink(stale["young"][0])
         os.unlink(os.path.join(stale["young"][1], "rank0.sock"))
         os.rmdir(stale["young"][1])
@@ -931,9 +941,10 @@ class CtlTest(lib.ElasticdTestCase):
         self.stop(a, sock)
 
     def test_out_of_file_descriptors(self):
-        # Run out of descriptors with idle connections: the listener pauses
-        # (no busy loop), and comes back once they are gone.
-        a, sock = self.start_agent(nproc=1, nofile=64)
+        # Idle connections cannot take the descriptors supervision needs: the
+        # listener stops at three quarters of RLIMIT_NOFILE (no busy loop),
+        # and comes back once they are gone.
+        a, sock = self.start_agent("--max-restarts", "1", nproc=2, nofile=64)
 
         def flood():
             conns = []
@@ -941,27 +952,21 @@ class CtlTest(lib.ElasticdTestCase):
                 conns.append(connect(sock, timeout=2))
             return conns
         conns = flood()
-        self.assertTrue(a.wait_stderr("cannot accept a connection: Too many open files; "
-                                      "pausing for 1 s", 10))
+        self.assertTrue(a.wait_stderr("control socket: descriptors 48 and up are kept for the "
+                                      "workers and the rendezvous (RLIMIT_NOFILE 64); not "
+                                      "accepting connections for 1 s", 10), a.stderr_text())
+        # Meanwhile a worker fails: the group restarts (new pipes, pidfds,
+        # log files), the flood notwithstanding.
+        t0 = time.monotonic()
+        os.kill(self.pids[0][0], signal.SIGKILL)
+        self.pids = self.worker_pids(2, old=self.pids)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertNotIn("Too many open files", a.stderr_text())
         for s in conns:
             s.close()
         self.assertTrue(lib.wait_until(lambda: curl(sock, "/handler/ping").status == 200, 10))
         self.assertGreaterEqual(metrics(sock)["elasticd_control_accept_pauses_total"], 1)
-        # Out of descriptors again, a worker's failure is still seen and
-        # handled at once (no restart left: the agent reports it and exits).
-        conns = flood()
-        try:
-            self.assertTrue(a.wait_stderr("Too many open files", 10))
-            t0 = time.monotonic()
-            os.kill(self.pids[0][0], signal.SIGKILL)
-            res = a.wait(15)
-            self.assertLess(time.monotonic() - t0, 5)
-        finally:
-            for s in conns:
-                s.close()
-        self.assertRc(res, 1)
-        self.assertIn("failed (exitcode: -9)", res.err)
-        self.assertIsNotNone(lib.failure_table(res.err))
+        self.stop(a, sock)
         self.assertFalse(os.path.exists(sock))
 
     def test_stalled_and_flooding_clients_do_not_delay_supervision(self):

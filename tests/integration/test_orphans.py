@@ -121,6 +121,23 @@ class OrphansTest(lib.ElasticdTestCase):
         self.assertTrue(lib.wait_dead([sentinel], 10), "the sentinel survived the agent")
         self.assertNoLeftovers()
 
+    def test_agent_sigkill_takes_escaped_descendants(self):
+        # setsid(1) forks: its child, in a session of its own, is re-parented
+        # to the agent at once. The agent tells the sentinel its process
+        # group within a second, so a SIGKILLed agent takes it down too.
+        out = self.out_dir()
+        a = self.start("--standalone", "--nproc-per-node", "2", "--no-python", "/bin/sh", "-c",
+                       'setsid -f sh -c \'echo $$$$ > "$0/e_$1"; exec sleep 1000\' "$0" "$LOCAL_RANK";'
+                       ' exec sleep 1000', out)
+        escaped = self.pids(out, "e", 2)
+        for p in escaped:
+            self.assertTrue(lib.wait_until(lambda: lib.proc_stat(p)[1] == a.pid, 5))
+        time.sleep(2.5)  # two scans
+        a.signal(signal.SIGKILL)
+        a.wait(timeout=10)
+        self.assertTrue(lib.wait_dead(escaped, 10), "setsid'd descendants survived the agent")
+        self.assertNoLeftovers()
+
     def test_agent_sigkill_after_leader_exited(self):
         # Rank 0's leader is gone but its background child lives on in its group.
         out = self.out_dir()

@@ -36,8 +36,17 @@ static const struct wenv_worker base_worker = {
 static void
 test_env_contract(void **state)
 {
-	char *base[] = {"PATH=/usr/bin",     "HOME=/root",   "RANK=99",      "NOTIFY_SOCKET=/run/x",
-			"WATCHDOG_USEC=100", "LISTEN_FDS=2", "LISTEN_PID=1", NULL};
+	char *base[] = {"PATH=/usr/bin",
+			"HOME=/root",
+			"RANK=99",
+			"NOTIFY_SOCKET=/run/x",
+			"WATCHDOG_USEC=100",
+			"LISTEN_FDS=2",
+			"LISTEN_PID=1",
+			"WATCHDOG_X=1",
+			"LISTEN_FDNAMES=a",
+			"NOTIFY_SOCKETS=kept",
+			NULL};
 	static const struct {
 		const char *name;
 		const char *value; /* NULL: must be absent */
@@ -67,6 +76,9 @@ test_env_contract(void **state)
 		{"WATCHDOG_USEC", NULL},
 		{"LISTEN_FDS", NULL},
 		{"LISTEN_PID", NULL},
+		{"WATCHDOG_X", NULL},
+		{"LISTEN_FDNAMES", NULL},
+		{"NOTIFY_SOCKETS", "kept"},
 	};
 	char **env = NULL, *err = NULL;
 
@@ -88,7 +100,7 @@ test_env_contract(void **state)
 		ranks += strncmp(env[i], "RANK=", 5) == 0;
 	}
 	assert_int_equal(ranks, 1);
-	assert_int_equal(strv_length(env), 2 + 19 + 0);
+	assert_int_equal(strv_length(env), 3 + 19 + 0); /* PATH, HOME, NOTIFY_SOCKETS */
 	strv_free(env);
 }
 
