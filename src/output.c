@@ -47,6 +47,22 @@ emit(struct prefixer *p, const char *s, size_t len, bool ends_line, char **out, 
 	}
 	append(out, out_len, s, len);
 	p->mid_line = !ends_line;
+	p->broken = false;
+}
+
+/* Pass on the piece of a line too long to hold back as a line of its own:
+ * the console is shared by every rank, so a line left open there would be
+ * continued by another rank's output. The rest follows with a prefix. */
+static void
+emit_piece(struct prefixer *p, const char *s, size_t len, char **out, size_t *out_len)
+{
+	if (len == 0) {
+		return;
+	}
+	emit(p, s, len, false, out, out_len);
+	append(out, out_len, "\n", 1);
+	p->mid_line = false;
+	p->broken = true;
 }
 
 void
@@ -83,10 +99,10 @@ prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t
 		if (i == len) {
 			/* No line end: hold it, or pass a too-long line on in pieces. */
 			if (p->pending_len + len > OUTPUT_MAX_PENDING) {
-				emit(p, p->pending, p->pending_len, false, out, out_len);
+				emit_piece(p, p->pending, p->pending_len, out, out_len);
 				p->pending_len = 0;
 				if (len >= OUTPUT_MAX_PENDING) {
-					emit(p, in, len, false, out, out_len);
+					emit_piece(p, in, len, out, out_len);
 					return;
 				}
 			}
@@ -95,6 +111,13 @@ prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t
 			return;
 		}
 		/* in[0..i] completes a line. */
+		if (p->broken && p->pending_len == 0 && i == 0 && in[0] == '\n') {
+			/* The long line's last piece ended it on the console already. */
+			p->broken = false;
+			in++;
+			len--;
+			continue;
+		}
 		if (p->pending_len > 0) {
 			if (!p->mid_line) {
 				append(out, out_len, p->prefix, p->prefix_len);

@@ -13,13 +13,16 @@ struct event_base;
  * '\n', '\r' and "\r\n" end a line (progress bars redraw with their prefix). A
  * partial line is held back (up to OUTPUT_MAX_PENDING bytes) so that lines of
  * different ranks do not interleave mid-line; a longer line is passed on in
- * pieces, prefixed once. */
+ * pieces of at least that size, each ended with '\n' and prefixed (on the
+ * shared console a piece left open would be continued by another rank). The
+ * log files get the worker's bytes as they are. */
 #define OUTPUT_MAX_PENDING (64u * 1024)
 
 struct prefixer {
 	char *prefix;
 	size_t prefix_len;
 	bool mid_line; /* the last byte passed on did not end a line */
+	bool broken;   /* ... it ended a piece of a long line (see above) */
 	char *pending; /* held partial line, OUTPUT_MAX_PENDING bytes */
 	size_t pending_len;
 };

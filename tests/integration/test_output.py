@@ -212,6 +212,32 @@ print(kind, st.st_dev, st.st_ino, file=sys.stderr)
         self.assertRc(res, 1)
         self.assertIn("[default0]:dying words\n", res.out)
 
+    def test_long_lines_of_two_ranks_do_not_splice(self):
+        # Both ranks write a 200 KB line in 4 KiB writes at the same time: on
+        # the shared console every line is one rank's, with its prefix.
+        script = self.write_py("two.py", r"""
+import os, sys, time
+c = b"0123456789"[int(os.environ["LOCAL_RANK"])]
+w = sys.stdout.buffer
+for _ in range(50):
+    w.write(bytes([c]) * 4096)
+    w.flush()
+    time.sleep(0.002)
+w.write(b"\n")
+w.flush()
+""")
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "2", "--log-dir",
+                                self.path("logs"), "-t", "3", script, timeout=60)
+        self.assertRc(res, 0)
+        got = {0: 0, 1: 0}
+        for line in res.out_bytes.split(b"\n")[:-1]:
+            m = re.match(rb"^\[default([01])\]:(.*)$", line, re.S)
+            self.assertTrue(m, line[:80])
+            rank = int(m.group(1))
+            self.assertEqual(m.group(2), str(rank).encode() * len(m.group(2)), line[:80])
+            got[rank] += len(m.group(2))
+        self.assertEqual(got, {0: 200 * 1024, 1: 200 * 1024})
+
     def test_huge_line_and_carriage_returns(self):
         script = self.write_py("big.py", r"""
 import sys
@@ -232,8 +258,15 @@ w.flush()
         self.assertRc(res, 0)
         run = self.only_run_dir(log_dir)
         self.assertEqual(lib.read_bytes(self.rank_file(run, 0, "stdout.log")), expected)
-        # The console carries the same bytes once the prefixes are taken out.
-        self.assertEqual(res.out_bytes.replace(b"[default0]:", b""), expected)
+        # The console carries the same bytes once the prefixes are taken out,
+        # the 1 MiB line as prefixed lines of at least 64 KiB.
+        lines = res.out_bytes.split(b"\n")
+        big = [ln for ln in lines if ln.startswith(b"[default0]:x")]
+        self.assertGreater(len(big), 1)
+        self.assertTrue(all(len(ln) >= 64 * 1024 for ln in big[:-1]))
+        self.assertEqual(b"".join(ln[len(b"[default0]:"):] for ln in big), b"x" * (1 << 20))
+        rest = b"\n".join(lines[len(big):])
+        self.assertEqual(rest.replace(b"[default0]:", b""), expected[(1 << 20) + 1:])
         self.assertTrue(res.out_bytes.startswith(b"[default0]:xxxx"))
         self.assertIn(b"\r[default0]:progress", res.out_bytes)
         self.assertIn(b"\r[default0]:done\n[default0]:tail \r", res.out_bytes)
