@@ -544,9 +544,20 @@ static int
 local_rank_one(const char *piece, void *userdata, char **reterr)
 {
 	struct int_list *l = userdata;
+	size_t len;
+	_cleanup_free_ char *t = NULL;
 	long long rank;
 
-	if (!all_digits(piece, strlen(piece)) || parse_int(piece, 0, INT_MAX, &rank) < 0) {
+	/* Python's int() takes surrounding blanks: "0, 1" works with torchrun. */
+	while (isspace((unsigned char)*piece)) {
+		piece++;
+	}
+	len = strlen(piece);
+	while (len > 0 && isspace((unsigned char)piece[len - 1])) {
+		len--;
+	}
+	t = xstrndup(piece, len);
+	if (!all_digits(t, len) || parse_int(t, 0, INT_MAX, &rank) < 0) {
 		return invalid(reterr, l->name, l->value,
 			       "expected a comma-separated list of local ranks >= 0 (e.g. 0,1,2)");
 	}

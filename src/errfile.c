@@ -674,6 +674,12 @@ process_failure_init(struct process_failure *f, int local_rank, int global_rank,
 			f->timestamp = now;
 		}
 	}
+	if (f->problem) {
+		/* The file is there but unusable: the table names it and says why,
+		 * in place of torch's hint on how to get a traceback. */
+		f->error_file = xstrdup(error_file_path);
+		f->message = xstrdup(f->problem);
+	}
 	/* torch: "if not self.message" — an empty flat message is made up too. */
 	if (f->message && *f->message == '\0' &&
 	    json_is_string(json_object_get(f->data, "message"))) {

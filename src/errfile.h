@@ -49,7 +49,8 @@ int errfile_parse(const char *buf, size_t len, json_t **ret_data, char **ret_mes
  * error_file NULL, timestamp = now (epoch seconds), message "Signal <n> (<NAME>)
  * received by PID <pid>" for signals, else "To enable traceback see:
  * https://pytorch.org/docs/stable/elastic/errors.html". A malformed or huge file
- * sets ->problem and is treated as no file. Release with process_failure_release.
+ * sets ->problem, keeps error_file (the path) with no data, and has the problem
+ * as its message (the table's traceback). Release with process_failure_release.
  * A NULL or "" path, a missing file or a missing directory is "no file" without a
  * problem; a non-regular file (never opened: a FIFO would block), an unreadable,
  * oversized or malformed one sets ->problem ("error file <path> is too big (N

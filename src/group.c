@@ -246,7 +246,9 @@ is_worker_pid(const struct group *g, pid_t pid)
  * that left their worker's process group (setsid) and were re-parented to the
  * agent, a child subreaper, when their parent died. With sig != 0, send it to
  * each one's process group (or the process itself when it shares the agent's
- * group), logging each process once. Returns how many there are. */
+ * group), logging each process once; one re-parented but still in its
+ * worker's group is counted only (that group's signal reaches it). Returns how
+ * many there are. */
 static int
 group_escaped(struct group *g, int sig)
 {
@@ -261,7 +263,10 @@ group_escaped(struct group *g, int sig)
 			continue;
 		}
 		count++;
-		if (!sig) {
+		pgid = getpgid(pid);
+		if (!sig || is_worker_pid(g, pgid)) {
+			/* Re-parented but still in its worker's group: the
+			 * group's signal reaches it. */
 			continue;
 		}
 		for (size_t k = 0; k < g->n_escaped; k++) {
@@ -274,7 +279,6 @@ group_escaped(struct group *g, int sig)
 			g->escaped = xrealloc(g->escaped, (g->n_escaped + 1) * sizeof(pid_t));
 			g->escaped[g->n_escaped++] = pid;
 		}
-		pgid = getpgid(pid);
 		if (pgid > 1 && pgid != self_pgrp) {
 			kill(-pgid, sig);
 		} else {

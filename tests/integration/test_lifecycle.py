@@ -546,6 +546,9 @@ sys.exit(int(sys.argv[2]))
         table = lib.failure_table(res.err)
         self.assertIsNotNone(table, res)
         self.assertIn("  exitcode  : 6 (pid:", table)
+        # The table names the file and says what is wrong with it.
+        self.assertIn("  error_file: %s\n" % ef, table)
+        self.assertIn("  traceback : error file %s is not valid JSON: " % ef, table)
 
     def test_error_file_huge(self):
         # An error file over elasticd's limit is reported, not read; the job

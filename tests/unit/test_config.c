@@ -309,6 +309,7 @@ static const struct ok_case ok_cases[] = {
 	{.argv = ARGV("--local-ranks-filter", "0,2", "t"), .expect = {{"filter", "0,2"}}},
 	{.argv = ARGV("--local_ranks_filter=1", "t"), .expect = {{"filter", "1"}}},
 	{.argv = ARGV("--local-ranks-filter=", "t"), .expect = {{"filter", "(null)"}}},
+	{.argv = ARGV("--local-ranks-filter", " 0, 2 ", "t"), .expect = {{"filter", "0,2"}}},
 	{.argv = ARGV("--logs-specs", "custom", "t"), .expect = {{"logs_specs", "custom"}}},
 	{.argv = ARGV("--logs_specs=other", "t"), .expect = {{"logs_specs", "other"}}},
 	{.argv = ARGV("--numa-binding", "node", "t"), .expect = {{"numa_binding", "node"}}},

@@ -671,7 +671,7 @@ test_process_failure_init(void **state)
 		assert_int_equal(f.pid, c->pid);
 		assert_int_equal(f.exitcode, c->exitcode);
 		assert_non_null(f.message);
-		if (c->message) {
+		if (c->message && !c->problem) {
 			assert_string_equal(f.message, c->message);
 		}
 		assert_int_equal(f.timestamp, c->timestamp);
@@ -679,6 +679,11 @@ test_process_failure_init(void **state)
 			assert_non_null(f.error_file);
 			assert_string_equal(f.error_file, path);
 			assert_non_null(f.data);
+		} else if (c->problem) {
+			/* There but unusable: named, with why as the traceback. */
+			assert_non_null(f.error_file);
+			assert_string_equal(f.error_file, path);
+			assert_null(f.data);
 		} else {
 			assert_null(f.error_file);
 			assert_null(f.data);
@@ -689,6 +694,7 @@ test_process_failure_init(void **state)
 			assert_non_null(f.problem);
 			want = xasprintf("error file %s %s", path, c->problem);
 			assert_string_equal(f.problem, want);
+			assert_string_equal(f.message, want);
 			free(want);
 		} else {
 			assert_null(f.problem);
