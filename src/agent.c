@@ -1227,10 +1227,18 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 		log_info("GPUs: %s", numa_topology_gpu_note(t));
 	}
 	for (size_t i = 0; i < a->numa->n; i++) {
-		if (a->numa->ranks[i].error) {
+		const struct numa_binding *b = &a->numa->ranks[i];
+
+		if (b->error) {
 			log_warn("--numa-binding %s: local_rank %zu runs unbound "
 				 "(--numa-fallback): %s",
-				 cfg->numa_binding, i, a->numa->ranks[i].error);
+				 cfg->numa_binding, i, b->error);
+		} else if (b->gpu && b->n_numa_nodes > 1 && req.mode != NUMA_MODE_NONE &&
+			   req.mode != NUMA_MODE_SOCKET) {
+			/* torch would read sysfs's numa_node, -1 here, as node 0. */
+			log_warn("--numa-binding %s: local_rank %zu: GPU %s has no NUMA node of "
+				 "its own (its locality spans nodes %s); bound to all of them",
+				 cfg->numa_binding, i, b->gpu, b->numa_nodes_list);
 		}
 	}
 	numa_topology_free(t);
