@@ -23,7 +23,7 @@
 #include "util.h"
 
 /* An Event is an object holding one object (metadata) of scalars. */
-#define EVENTS_DEPTH_MAX 2
+#define EVENTS_DEPTH_MAX 3
 /* Longest key or value quoted in an error message. */
 #define ERR_QUOTE_MAX 40
 
@@ -206,7 +206,9 @@ static int __attribute__((format(printf, 2, 3))) fail(char **reterr, const char 
 	return -EINVAL;
 }
 
-/* Whether buf nests objects or arrays deeper than max (outside strings). */
+/* Whether buf nests objects or arrays deeper than max (outside strings):
+ * an event is an object with a metadata object, so one level more is an
+ * array or object as a metadata value, refused later naming the key. */
 static bool
 too_deep(const char *buf, size_t len, int max)
 {
@@ -260,8 +262,8 @@ parse_object(const char *buf, size_t len, char **reterr)
 		return NULL;
 	}
 	if (too_deep(buf, len, EVENTS_DEPTH_MAX)) {
-		fail(reterr, "nested too deeply (an event has at most %d levels of objects)",
-		     EVENTS_DEPTH_MAX);
+		fail(reterr, "nested too deeply (an event is an object with a metadata object of "
+			     "plain values)");
 		return NULL;
 	}
 	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
