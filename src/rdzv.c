@@ -243,10 +243,7 @@ rdzv_progress(struct rdzv *r, const char *fmt, ...)
 		return;
 	}
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0) {
-		va_end(ap);
-		return;
-	}
+	msg = xvasprintf(fmt, ap);
 	va_end(ap);
 	r->cb.progress(msg, r->cb.arg);
 	free(msg);
@@ -262,10 +259,7 @@ rdzv_record_step(struct rdzv *r, enum node_state s, const char *fn, const char *
 		return;
 	}
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0) {
-		va_end(ap);
-		return;
-	}
+	msg = xvasprintf(fmt, ap);
 	va_end(ap);
 	name = xasprintf("rdzv_%s.c:%s", r->ops->name, fn);
 	(void)events_record_rdzv(r->events, name, s, -1, "%s", msg);

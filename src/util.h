@@ -2,6 +2,7 @@
  * out-of-memory, string vectors, strict number parsing, clocks and fds. */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +24,8 @@ char *xstrndup(const char *s, size_t n);
 
 /* printf into a newly allocated string (caller frees). Aborts on OOM. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* xasprintf with a va_list (left to the caller to va_end). */
+char *xvasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 /* Free *p and set it to NULL. */
 void freep(void *p);
