@@ -267,80 +267,62 @@ rdzv_record_step(struct rdzv *r, enum node_state s, const char *fn, const char *
 	free(msg);
 }
 
+/* torch's _RendezvousOpExecutor actions that change the lists: their method
+ * and what its event says, and the round it names (the wait and redundancy
+ * lists wait for the next one). */
+static const struct {
+	enum rdzv_action action;
+	const char *fn;
+	const char *what;
+	bool next_round;
+} list_steps[] = {
+	{RDZV_ACTION_ADD_TO_PARTICIPANTS, "_add_to_participants",
+	 "added itself to the participants", false},
+	{RDZV_ACTION_ADD_TO_WAIT_LIST, "_add_to_wait_list", "added itself to the wait list", true},
+	{RDZV_ACTION_ADD_TO_REDUNDANCY_LIST, "_add_to_redundancy_list",
+	 "added itself to the redundancy list", true},
+	{RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, "_remove_from_participants",
+	 "removed itself from the participants", false},
+	{RDZV_ACTION_REMOVE_FROM_WAIT_LIST, "_remove_from_wait_list",
+	 "removed itself from the wait list", true},
+	{RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST, "_remove_from_redundancy_list",
+	 "removed itself from the redundant list", true},
+};
+
 void
 rdzv_record_action(struct rdzv *r, const char *node, int64_t round, enum rdzv_action a,
 		   bool completed)
 {
 	const char *id = r->cfg->rdzv_id;
-	const char *fn = NULL, *list = NULL;
-	int64_t k = round;
 
-	switch (a) {
-	case RDZV_ACTION_KEEP_ALIVE:
-		break;
-	case RDZV_ACTION_ADD_TO_PARTICIPANTS:
-		fn = "_add_to_participants";
-		list = "added itself to the participants";
-		break;
-	case RDZV_ACTION_ADD_TO_WAIT_LIST:
-		fn = "_add_to_wait_list";
-		list = "added itself to the wait list";
-		k = round + 1;
-		break;
-	case RDZV_ACTION_ADD_TO_REDUNDANCY_LIST:
-		fn = "_add_to_redundancy_list";
-		list = "added itself to the redundancy list";
-		k = round + 1;
-		break;
-	case RDZV_ACTION_REMOVE_FROM_PARTICIPANTS:
-		fn = "_remove_from_participants";
-		list = "removed itself from the participants";
-		break;
-	case RDZV_ACTION_REMOVE_FROM_WAIT_LIST:
-		fn = "_remove_from_wait_list";
-		list = "removed itself from the wait list";
-		k = round + 1;
-		break;
-	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
-		fn = "_remove_from_redundancy_list";
-		list = "removed itself from the redundant list";
-		k = round + 1;
-		break;
-	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
-		completed = true;
-		break;
-	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+	if (a == RDZV_ACTION_MARK_RENDEZVOUS_CLOSED) {
 		rdzv_record_step(
 			r, NODE_STATE_SUCCEEDED, "_mark_rendezvous_closed",
 			"The node '%s' marked the rendezvous '%s' as closed. Pending sync.", node,
 			id);
 		return;
-	case RDZV_ACTION_SYNC:
-	case RDZV_ACTION_ERROR_CLOSED:
-	case RDZV_ACTION_ERROR_TIMEOUT:
-	case RDZV_ACTION_GRACEFUL_EXIT:
-	case RDZV_ACTION_FINISH:
-		return;
 	}
-	if (fn) {
-		rdzv_record_step(r, NODE_STATE_RUNNING, fn,
-				 "The node '%s' %s of round %" PRId64
-				 " of the rendezvous '%s'. Pending sync.",
-				 node, list, k, id);
+	for (size_t i = 0; i < ARRAY_SIZE(list_steps); i++) {
+		if (list_steps[i].action == a) {
+			rdzv_record_step(r, NODE_STATE_RUNNING, list_steps[i].fn,
+					 "The node '%s' %s of round %" PRId64
+					 " of the rendezvous '%s'. Pending sync.",
+					 node, list_steps[i].what,
+					 round + (list_steps[i].next_round ? 1 : 0), id);
+		}
 	}
+	/* Joining also stamps the heartbeat, as torch's _add_to_* call _keep_alive. */
 	if (a == RDZV_ACTION_KEEP_ALIVE || a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
 	    a == RDZV_ACTION_ADD_TO_WAIT_LIST || a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST) {
 		rdzv_record_step(r, NODE_STATE_RUNNING, "_keep_alive",
 				 "The node '%s' updated its keep-alive heartbeat time for the "
-				 "rendezvous '%s'. "
-				 "Pending sync.",
+				 "rendezvous '%s'. Pending sync.",
 				 node, id);
 	}
-	if (completed) {
+	if (completed || a == RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE) {
 		rdzv_record_step(r, NODE_STATE_SUCCEEDED, "_mark_rendezvous_complete",
 				 "The node '%s' marked round %" PRId64
-				 " of the rendezvous '%s' as complete. "
-				 "Pending sync.",
+				 " of the rendezvous '%s' as complete. Pending sync.",
 				 node, round, id);
 	}
 }
