@@ -962,9 +962,7 @@ ctl_of_http(const struct evhttp *http)
 	return NULL;
 }
 
-/* accept(2) failed for a reason other than a client that went away: out of
- * file descriptors (EMFILE, ENFILE) or memory. The listening socket stays
- * readable, so pause it, as OpenBSD's control.c does, instead of spinning. */
+/* Stop accepting for CTL_ACCEPT_PAUSE_S, saying why. */
 static void
 listener_pause(struct ctl *c, const char *why)
 {
@@ -976,6 +974,9 @@ listener_pause(struct ctl *c, const char *why)
 	evtimer_add(c->accept_timer, &tv);
 }
 
+/* accept(2) failed for a reason other than a client that went away: out of
+ * file descriptors (EMFILE, ENFILE) or memory. The listening socket stays
+ * readable, so pause it, as OpenBSD's control.c does, instead of spinning. */
 static void
 listener_error_cb(struct evconnlistener *lev, void *arg)
 {

@@ -22,7 +22,8 @@
 #include "log.h"
 #include "util.h"
 
-/* An Event is an object holding one object (metadata) of scalars. */
+/* An Event is an object holding one object (metadata) of scalars; one level
+ * more is let through to be refused with the key's name (too_deep). */
 #define EVENTS_DEPTH_MAX 3
 /* Longest key or value quoted in an error message. */
 #define ERR_QUOTE_MAX 40
