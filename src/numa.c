@@ -251,10 +251,12 @@ struct numa_gpu {
 
 struct numa_topology {
 	hwloc_topology_t topo;
-	char *source;   /* the XML file, or NULL for this machine */
-	bool live;      /* discovered here */
-	char *not_here; /* CPUs of a saved topology this machine lacks, NULL when none */
-	char *nodes_not_here;
+	char *source; /* the XML file, or NULL for this machine */
+	bool live;    /* discovered here */
+	/* A saved topology: this machine's online CPUs and NUMA nodes, which a
+	 * plan must stay in to be applied; NULL when live. */
+	hwloc_bitmap_t host_cpus;
+	hwloc_bitmap_t host_nodes;
 	hwloc_bitmap_t allowed;       /* CPUs the workers may use */
 	hwloc_bitmap_t allowed_nodes; /* memory nodes the workers may use */
 	hwloc_bitmap_t cpuless;       /* NUMA nodes sysfs says have no CPU */
@@ -297,23 +299,17 @@ affinity_get(void)
 	return NULL;
 }
 
-/* Whether every bit of want is in have (a sysfs list file); else *ret_missing
- * lists the others. A missing file counts as fallback. */
-static bool
-bitmap_on_host(hwloc_const_bitmap_t want, const char *path, hwloc_const_bitmap_t fallback,
-	       char **ret_missing)
+/* The bits of a that are not in b, in list form (malloc'd). */
+static char *
+bitmap_list_andnot(hwloc_const_bitmap_t a, hwloc_const_bitmap_t b)
 {
-	hwloc_bitmap_t have = bitmap_read(path), missing = bitmap_new();
-	bool ok;
+	hwloc_bitmap_t d = bitmap_new();
+	char *s;
 
-	hwloc_bitmap_andnot(missing, want, have ? have : fallback);
-	ok = hwloc_bitmap_iszero(missing);
-	if (!ok) {
-		*ret_missing = bitmap_list(missing);
-	}
-	hwloc_bitmap_free(missing);
-	hwloc_bitmap_free(have);
-	return ok;
+	hwloc_bitmap_andnot(d, a, b);
+	s = bitmap_list(d);
+	hwloc_bitmap_free(d);
+	return s;
 }
 
 static void
@@ -445,15 +441,21 @@ numa_topology_load(const char *xml_path, struct numa_topology **ret, char **rete
 
 		mark_cpuless_nodes_from_tree(t);
 		hwloc_bitmap_set_range(host_fallback, 0, n > 0 ? (int)n - 1 : 0);
-		(void)bitmap_on_host(hwloc_topology_get_complete_cpuset(t->topo),
-				     "/sys/devices/system/cpu/online", host_fallback, &t->not_here);
-		hwloc_bitmap_only(host_fallback, 0);
-		(void)bitmap_on_host(hwloc_topology_get_complete_nodeset(t->topo),
-				     "/sys/devices/system/node/online", host_fallback,
-				     &t->nodes_not_here);
+		t->host_cpus = bitmap_read("/sys/devices/system/cpu/online");
+		if (!t->host_cpus) {
+			t->host_cpus = bitmap_dup(host_fallback);
+		}
+		t->host_nodes = bitmap_read("/sys/devices/system/node/online");
+		if (!t->host_nodes) {
+			hwloc_bitmap_only(host_fallback, 0);
+			t->host_nodes = bitmap_dup(host_fallback);
+		}
 		hwloc_bitmap_free(host_fallback);
 	}
-	if (t->live || !t->not_here) {
+	/* This process's affinity narrows the plan when the topology's CPUs are
+	 * this machine's. */
+	if (t->live ||
+	    hwloc_bitmap_isincluded(hwloc_topology_get_complete_cpuset(t->topo), t->host_cpus)) {
 		hwloc_bitmap_t aff = affinity_get();
 
 		if (aff) {
@@ -499,8 +501,8 @@ numa_topology_free(struct numa_topology *t)
 	}
 	free(t->dev_nodes);
 	free(t->source);
-	free(t->not_here);
-	free(t->nodes_not_here);
+	hwloc_bitmap_free(t->host_cpus);
+	hwloc_bitmap_free(t->host_nodes);
 	free(t);
 }
 
@@ -1210,10 +1212,12 @@ plan_rank(const struct numa_topology *t, const struct numa_request *req, size_t 
 		err = xstrdup("Must bind to a non-empty set of CPU indices");
 		goto out;
 	}
-	if (!req->plan_only && t->not_here) {
-		err = xasprintf("the topology in %s is not this machine's (its CPUs %s are not "
-				"online here): its plan cannot be applied",
-				t->source, t->not_here);
+	if (!req->plan_only && t->host_cpus && !hwloc_bitmap_isincluded(cpus, t->host_cpus)) {
+		_cleanup_free_ char *missing = bitmap_list_andnot(cpus, t->host_cpus);
+
+		err = xasprintf("the topology in %s is not this machine's (CPUs %s of this "
+				"rank's plan are not online here): its plan cannot be applied",
+				t->source, missing);
 		goto out;
 	}
 	/* The nodes of the chosen CPUs. */
@@ -1235,10 +1239,13 @@ plan_rank(const struct numa_topology *t, const struct numa_request *req, size_t 
 					where, *allowed ? allowed : "none");
 			goto out;
 		}
-		if (!req->plan_only && t->nodes_not_here) {
+		if (!req->plan_only && t->host_nodes &&
+		    !hwloc_bitmap_isincluded(mems, t->host_nodes)) {
+			_cleanup_free_ char *missing = bitmap_list_andnot(mems, t->host_nodes);
+
 			err = xasprintf("--numa-membind: the topology in %s is not this machine's "
-					"(its NUMA nodes %s are not online here)",
-					t->source, t->nodes_not_here);
+					"(NUMA nodes %s of this rank's plan are not online here)",
+					t->source, missing);
 			goto out;
 		}
 		b->mems = bitmap_list(mems);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "output.h"
 #include "spawn.h"
 #include "util.h"
@@ -44,6 +45,13 @@ worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
 	int child_fd[2] = {-1, -1}, pipe_rd[2] = {-1, -1};
 	int r;
 
+	/* A group re-formed within the same attempt (a membership change, a
+	 * restart asked over the control socket) reuses the attempt's directory:
+	 * the logs go on after what the stopped workers wrote, and their error
+	 * file, which would pass for this worker's, goes. */
+	if (w->error_file && *w->error_file && unlink(w->error_file) < 0 && errno != ENOENT) {
+		log_warn("cannot remove the old error file %s: %s", w->error_file, strerror(errno));
+	}
 	for (int s = 0; s < 2; s++) {
 		int p[2];
 
@@ -61,7 +69,7 @@ worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
 		case WORKER_STREAM_TEE:
 			w->file_fd[s] =
 				open(w->stream_path[s],
-				     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
+				     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
 			if (w->file_fd[s] < 0) {
 				r = -errno;
 				goto out_close;

@@ -454,11 +454,23 @@ class CtlTest(lib.ElasticdTestCase):
     # -- actions --
 
     def test_restart_reforms_without_spending_a_restart(self):
-        a, sock = self.start_agent("--max-restarts", "1")
+        a, sock = self.start_agent("--max-restarts", "1", "-r", "1",
+                                   worker_env={"CTL_WORKER_LINES": "1"})
+        attempt = os.path.join(self.only_run_dir(self.path("logs")), "attempt_0")
+        out0 = os.path.join(attempt, "0", "stdout.log")
+        self.assertTrue(lib.wait_until(lambda: "line 0" in lib.read_text(out0)))
+        stale = os.path.join(attempt, "1", "error.json")
+        with open(stale, "w") as f:
+            f.write('{"message": "from the stopped group"}')
         r = post(sock, "/handler/restart")
         self.assertStatus(r, 200)
         self.assertIn("no restart is spent", r.body)
         self.pids = self.worker_pids(2, old=self.pids)
+        # Same attempt: the logs go on after the stopped workers' lines, and
+        # their error file does not pass for the new workers'.
+        self.assertTrue(lib.wait_until(
+            lambda: lib.read_text(out0).count("line 0 of rank 0") == 2), lib.read_text(out0))
+        self.assertFalse(os.path.exists(stale))
         st = curl(sock, "/handler/status").json()
         self.assertEqual((st["restart_count"], st["remaining_restarts"]), (0, 1))
         self.assertEqual(st["worker_state"], "HEALTHY")

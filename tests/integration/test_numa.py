@@ -301,7 +301,7 @@ class NumaTest(lib.ElasticdTestCase):
                 "--topology-xml", topo("far-cpus")]
         self.assertEqual([o["cpus"] for o in self.plan(*args)], ["4000-4001"] * 2)
         res, got = self.run_workers(*args, rc=1)
-        self.assertIn("is not this machine's (its CPUs 4000-4001 are not online here)", res.err)
+        self.assertIn("is not this machine's (CPUs 4000-4001 of this rank's plan are not online here)", res.err)
         self.assertEqual(got, {})
         res, got = self.run_workers(*args, "--numa-fallback")
         self.assertEqual(sorted(got), [0, 1])
