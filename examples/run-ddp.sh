@@ -12,8 +12,9 @@ set -eu
 cd "$(dirname "$0")/.."
 
 # libc6-dev: gcc only recommends it, and recommends are not installed below.
+# scdoc builds the man pages (build/man/), man-db reads them (man -l).
 packages="meson ninja-build pkg-config gcc libc6-dev libevent-dev libjansson-dev libhwloc-dev
-libcmocka-dev python3-torch"
+libcmocka-dev scdoc man-db python3-torch"
 
 missing=""
 for p in $packages; do

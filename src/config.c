@@ -630,11 +630,23 @@ set_signals(struct config *cfg, const struct config_option *o, const char *name,
 	return 0;
 }
 
+/* --rdzv-backend: a choice, with a word for torch's etcd v2 backend. */
+static int
+set_rdzv_backend(struct config *cfg, const struct config_option *o, const char *name,
+		 const char *value, char **reterr)
+{
+	if (strcmp(value, "etcd-v2") == 0) {
+		return invalid(reterr, name, value,
+			       "etcd's v2 API is not supported; use etcd (its v3 API) or c10d");
+	}
+	return set_choice(cfg, o, name, value, reterr);
+}
+
 /* The option table. To add an option, add a row (and a handler above when no
  * generic one fits: set_string, set_choice, set_int, set_seconds, set_flag).
  * Rows are listed in --help order within each group. */
 
-static const char *const rdzv_backends[] = {"static", "c10d", "etcd", "etcd-v2", NULL};
+static const char *const rdzv_backends[] = {"static", "c10d", "etcd", NULL};
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
 static const char *const numa_modes[] = {"node", "socket", "exclusive", "core-complex", NULL};
 /* torch's handler names; dynamic_rendezvous is a null handler there. */
@@ -814,12 +826,12 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "static",
-		.set = set_choice,
+		.set = set_rdzv_backend,
 		.offset = offsetof(struct config, rdzv_backend),
 		.choices = rdzv_backends,
 		.group = GROUP_RDZV,
 		.metavar = "NAME",
-		.help = "Rendezvous backend: static, c10d, etcd or etcd-v2.",
+		.help = "Rendezvous backend: static, c10d or etcd (etcd's v3 API).",
 	},
 	{
 		.name = "rdzv-endpoint",
@@ -1650,6 +1662,10 @@ file_apply_entry(struct config *cfg, const struct config_file_entry *e, const ch
 	overridden = src[k] == SRC_CLI || option_env(o, envp, &var);
 	switch (o->kind) {
 	case OPT_FLAG:
+		if (n > 1) {
+			return file_error(reterr, where,
+					  "%s: expected true or false, got %zu words", e->key, n);
+		}
 		if (n != 1 || parse_bool_word(e->words[0], &on) < 0) {
 			return file_error(reterr, where, "%s: expected true or false, got '%s'",
 					  e->key, n == 1 ? e->words[0] : "");

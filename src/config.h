@@ -64,7 +64,7 @@ struct config {
 	int max_nodes;
 	enum nproc_kind nproc_kind;
 	int nproc_per_node;  /* when nproc_kind == NPROC_INT; > 0 */
-	char *rdzv_backend;  /* "static" default; "c10d", "etcd", "etcd-v2"; --standalone: "c10d" */
+	char *rdzv_backend;  /* "static" default; "c10d", "etcd"; --standalone: "c10d" */
 	char *rdzv_endpoint; /* "" when unset; --standalone: "localhost:0" */
 	char *rdzv_id;       /* run id; "none" default; --standalone: a fresh uuid4 */
 	struct rdzv_conf_entry *rdzv_conf;

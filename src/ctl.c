@@ -258,7 +258,9 @@ ctl_call_fail(struct ctl_call *call, int status, const char *fmt, ...)
 int
 ctl_call_json(struct ctl_call *call, void *j, bool compact)
 {
-	char *s = json_dumps(j, compact ? JSON_COMPACT : JSON_INDENT(2));
+	/* 15 significant digits: 3.992011, not 3.9920110000000002. */
+	char *s =
+		json_dumps(j, (compact ? JSON_COMPACT : JSON_INDENT(2)) | JSON_REAL_PRECISION(15));
 
 	json_decref(j);
 	if (!s) {

@@ -157,8 +157,8 @@ handle_logs(struct ctl_call *call)
 	if (!w->stream_path[s]) {
 		return ctl_call_error(call,
 				      "local_rank %d's %s is not written to a file (start elasticd "
-				      "with -r/--redirects or -t/--tee, and a --log-dir)",
-				      rank, stream_names[s]);
+				      "with -r %d or -r 3, or -t, for it)",
+				      rank, stream_names[s], s + 1);
 	}
 	fd = open(w->stream_path[s], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {

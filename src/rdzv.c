@@ -82,14 +82,9 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 	} else if (strcmp(cfg->rdzv_backend, "etcd") == 0) {
 		/* etcd's v3 API (rdzv_etcd.c). */
 		ops = &rdzv_etcd_ops;
-	} else if (strcmp(cfg->rdzv_backend, "etcd-v2") == 0) {
-		*reterr = xasprintf("--rdzv-backend: '%s' (etcd's v2 API) is not supported; use "
-				    "--rdzv-backend etcd (v3 API) or c10d",
-				    cfg->rdzv_backend);
-		return NULL;
 	} else {
-		*reterr = xasprintf("--rdzv-backend: unknown backend '%s' (expected static, c10d, "
-				    "etcd or etcd-v2)",
+		*reterr = xasprintf("--rdzv-backend: unknown backend '%s' (expected static, c10d "
+				    "or etcd)",
 				    cfg->rdzv_backend);
 		return NULL;
 	}

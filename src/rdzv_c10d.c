@@ -259,6 +259,7 @@ report_progress(struct c10d *c)
 	char names[512];
 	size_t off = 0;
 	bool waiting = rdzv_state_find_wait(st, &c->me) >= 0;
+	const char *s_part = st->n_participants == 1 ? "" : "s";
 
 	if (!c->next_active ||
 	    (st->n_participants == c->last_count && waiting == c->last_waiting)) {
@@ -268,11 +269,14 @@ report_progress(struct c10d *c)
 	c->last_waiting = waiting;
 	names[0] = '\0';
 	for (size_t i = 0; i < st->n_participants && off < sizeof(names) - 64; i++) {
-		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
+		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : " (",
 					st->participants[i].node.name);
 	}
 	if (off >= sizeof(names) - 64 && st->n_participants > 0) {
-		snprintf(names + off, sizeof(names) - off, ", ...");
+		off += (size_t)snprintf(names + off, sizeof(names) - off, ", ...");
+	}
+	if (off > 0) {
+		snprintf(names + off, sizeof(names) - off, ")");
 	}
 	if (st->complete && rdzv_state_find_participant(st, &c->me) >= 0) {
 		return;
@@ -280,18 +284,18 @@ report_progress(struct c10d *c)
 	if (st->complete) {
 		rdzv_progress(c->r,
 			      "rendezvous '%s' round %" PRId64
-			      " is running with %zu nodes; %s for the next "
+			      " is running with %zu node%s; %s for the next "
 			      "round",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants,
+			      c->r->cfg->rdzv_id, st->round, st->n_participants, s_part,
 			      waiting ? "waiting in the wait list" : "waiting");
 		return;
 	}
 	if (st->n_participants < (size_t)c->settings.min_nodes) {
 		rdzv_progress(c->r,
 			      "rendezvous '%s' round %" PRId64
-			      ": %zu of %d nodes joined (%s); awaiting %zu more",
+			      ": %zu of %d node%s joined%s; awaiting %zu more",
 			      c->r->cfg->rdzv_id, st->round, st->n_participants,
-			      c->settings.min_nodes, names,
+			      c->settings.min_nodes, c->settings.min_nodes == 1 ? "" : "s", names,
 			      (size_t)c->settings.min_nodes - st->n_participants);
 	} else {
 		double left = st->deadline >= 0
@@ -300,9 +304,9 @@ report_progress(struct c10d *c)
 
 		rdzv_progress(c->r,
 			      "rendezvous '%s' round %" PRId64
-			      ": %zu nodes joined (%s), min %d max %d; last "
+			      ": %zu node%s joined%s, min %d max %d; last "
 			      "call ends in %.1f s",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants, names,
+			      c->r->cfg->rdzv_id, st->round, st->n_participants, s_part, names,
 			      c->settings.min_nodes, c->settings.max_nodes, left > 0 ? left : 0.0);
 	}
 }
@@ -386,6 +390,10 @@ adopt(struct c10d *c, const uint8_t *value, size_t len, bool ours)
 			"%zu node(s) have been removed from the rendezvous '%s' since they had "
 			"no heartbeat",
 			dropped, c->r->cfg->rdzv_id);
+		rdzv_progress(c->r, "rendezvous '%s': %zu node%s removed, no heartbeat for %.0f s",
+			      c->r->cfg->rdzv_id, dropped, dropped == 1 ? "" : "s",
+			      (double)c->settings.keep_alive_interval_usec *
+				      c->settings.keep_alive_max_attempt / 1e6);
 	}
 	observe(c);
 	report_progress(c);

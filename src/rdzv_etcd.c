@@ -448,15 +448,16 @@ report_progress(struct etcdr *c)
 	if (st->n_participants < (size_t)c->settings.min_nodes) {
 		rdzv_progress(c->r,
 			      "rendezvous '%s' round %" PRId64
-			      ": %zu of %d nodes joined; awaiting %zu more",
+			      ": %zu of %d node%s joined; awaiting %zu more",
 			      c->r->cfg->rdzv_id, st->round, st->n_participants,
-			      c->settings.min_nodes,
+			      c->settings.min_nodes, c->settings.min_nodes == 1 ? "" : "s",
 			      (size_t)c->settings.min_nodes - st->n_participants);
 	} else {
 		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64 ": %zu nodes joined, min %d max %d",
+			      "rendezvous '%s' round %" PRId64 ": %zu node%s joined, min %d max %d",
 			      c->r->cfg->rdzv_id, st->round, st->n_participants,
-			      c->settings.min_nodes, c->settings.max_nodes);
+			      st->n_participants == 1 ? "" : "s", c->settings.min_nodes,
+			      c->settings.max_nodes);
 	}
 }
 
@@ -644,6 +645,8 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 				 "%zu node(s) have been removed from the rendezvous '%s' since "
 				 "their lease expired",
 				 dropped, c->r->cfg->rdzv_id);
+		rdzv_progress(c->r, "rendezvous '%s': %zu node%s removed, their lease expired",
+			      c->r->cfg->rdzv_id, dropped, dropped == 1 ? "" : "s");
 	}
 	intent_check(c);
 	observe(c);

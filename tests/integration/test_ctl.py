@@ -448,7 +448,7 @@ class CtlTest(lib.ElasticdTestCase):
         r = curl(sock, "/handler/logs")
         self.assertStatus(r, 500)
         self.assertEqual(r.body, "Handler logs failed: local_rank 0's stdout is not written to a "
-                         "file (start elasticd with -r/--redirects or -t/--tee, and a --log-dir)")
+                         "file (start elasticd with -r 1 or -r 3, or -t, for it)")
         self.stop(a, sock)
 
     # -- actions --

@@ -240,7 +240,6 @@ static const struct ok_case ok_cases[] = {
 	{.argv = ARGV("--nproc-per-node", "auto", "t"), .expect = {{"nproc", "auto"}}},
 	{.argv = ARGV("--rdzv-backend", "c10d", "t"), .expect = {{"rdzv_backend", "c10d"}}},
 	{.argv = ARGV("--rdzv_backend=etcd", "t"), .expect = {{"rdzv_backend", "etcd"}}},
-	{.argv = ARGV("--rdzv-backend=etcd-v2", "t"), .expect = {{"rdzv_backend", "etcd-v2"}}},
 	{.argv = ARGV("--rdzv-endpoint", "node0:29400", "t"),
 	 .expect = {{"rdzv_endpoint", "node0:29400"}}},
 	{.argv = ARGV("--rdzv_endpoint=[::1]:5", "t"), .expect = {{"rdzv_endpoint", "[::1]:5"}}},
@@ -551,7 +550,11 @@ static const struct err_case err_cases[] = {
 	/* rendezvous */
 	{ARGV("--rdzv-backend", "zk", "t"),
 	 NULL,
-	 {"--rdzv-backend: invalid value 'zk': expected static, c10d, etcd or etcd-v2"}},
+	 {"--rdzv-backend: invalid value 'zk': expected static, c10d or etcd"}},
+	{ARGV("--rdzv-backend", "etcd-v2", "t"),
+	 NULL,
+	 {"--rdzv-backend: invalid value 'etcd-v2': etcd's v2 API is not supported; use etcd "
+	  "(its v3 API) or c10d"}},
 	{ARGV("--rdzv-conf", "=v", "t"),
 	 NULL,
 	 {"--rdzv-conf: invalid value '=v'", "must be in format <key1>=<value1>"}},

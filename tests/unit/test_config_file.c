@@ -411,6 +411,8 @@ static const struct meaning_case meaning_cases[] = {
 	BAD("standalone = maybe\n", NOARGS, NOENV,
 	    F ":1: standalone: expected true or false, got 'maybe'"),
 	BAD("standalone =\n", NOARGS, NOENV, F ":1: standalone: expected true or false, got ''"),
+	BAD("standalone = yes please\n", NOARGS, NOENV,
+	    F ":1: standalone: expected true or false, got 2 words"),
 	BAD("role = a\nrole = b\n", NOARGS, NOENV, F ":2: 'role' is already set on line 1"),
 	BAD("rdzv-id = a\nrun_id = b\n", NOARGS, NOENV, F ":2: 'rdzv-id' is already set on line 1"),
 	BAD("entrypoint = a\nentrypoint = b\n", NOARGS, NOENV,
