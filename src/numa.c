@@ -1373,11 +1373,18 @@ numa_binding_to_json(const struct numa_plan *p, size_t local_rank)
 int
 numa_apply(const struct numa_binding *b)
 {
-	if (b->cpu_mask && sched_setaffinity(0, b->cpu_mask_size, b->cpu_mask) < 0) {
-		return -errno;
-	}
+	int e;
+
 	if (b->mem_mask && syscall(SYS_set_mempolicy, MPOL_BIND, b->mem_mask, b->mem_maxnode) < 0) {
 		return -errno;
+	}
+	if (b->cpu_mask && sched_setaffinity(0, b->cpu_mask_size, b->cpu_mask) < 0) {
+		e = errno;
+		if (b->mem_mask) {
+			/* All or nothing: unbound means the memory too. */
+			(void)syscall(SYS_set_mempolicy, MPOL_DEFAULT, NULL, 0);
+		}
+		return -e;
 	}
 	return 0;
 }

@@ -200,8 +200,10 @@ bool numa_plan_names_gpus(const struct numa_plan *p);
  * list or null, "mode": name or null}. Returns a new reference. */
 json_t *numa_binding_to_json(const struct numa_plan *p, size_t local_rank);
 
-/* Apply b in the calling process, between fork and exec: sched_setaffinity
- * with b->cpu_mask, then set_mempolicy(MPOL_BIND) with b->mem_mask, each when
- * set. Async-signal-safe: two system calls, no allocation. Returns 0 or -errno
- * of the first call that failed. */
+/* Apply b in the calling process, between fork and exec: set_mempolicy
+ * (MPOL_BIND) with b->mem_mask, then sched_setaffinity with b->cpu_mask, each
+ * when set; all or nothing (a refused affinity puts the memory policy back to
+ * MPOL_DEFAULT), so a failure leaves the process unbound. Async-signal-safe:
+ * system calls only, no allocation. Returns 0 or -errno of the call that
+ * failed. */
 int numa_apply(const struct numa_binding *b);
