@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <hwloc.h>
 #include <linux/mempolicy.h>
 #include <string.h>
@@ -374,6 +375,44 @@ mark_cpuless_nodes_from_tree(struct numa_topology *t)
 	hwloc_bitmap_free(with_cpus);
 }
 
+/* Whether the first 64 KiB of the file at path hold an XML comment. */
+static bool
+xml_has_comment(const char *path)
+{
+	char buf[65536];
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (n <= 0) {
+		return false;
+	}
+	buf[n] = '\0';
+	return strstr(buf, "<!--") != NULL;
+}
+
+/* The message for an XML file hwloc refused. hwloc's built-in reader (the one
+ * in use without libhwloc-plugins, whose libxml2 reader takes any XML, or with
+ * HWLOC_LIBXML_IMPORT=0) refuses a comment anywhere, the commonest reason a
+ * hand-edited topology loads on one machine and not on another. */
+static char *
+xml_refused(const char *path)
+{
+	if (xml_has_comment(path)) {
+		return xasprintf("%s is not an hwloc XML topology that hwloc %s reads: it holds "
+				 "an XML comment, which hwloc's built-in XML reader refuses (the "
+				 "libxml2 reader comes with libhwloc-plugins); remove the comments "
+				 "or install libhwloc-plugins",
+				 path, HWLOC_VERSION);
+	}
+	return xasprintf("%s is not an hwloc XML topology that hwloc %s reads "
+			 "(HWLOC_XML_VERBOSE=1 tells why)",
+			 path, HWLOC_VERSION);
+}
+
 int
 numa_topology_load(const char *xml_path, struct numa_topology **ret, char **reterr)
 {
@@ -408,17 +447,13 @@ numa_topology_load(const char *xml_path, struct numa_topology **ret, char **rete
 		}
 		if (hwloc_topology_set_xml(t->topo, xml_path) < 0) {
 			r = -EINVAL;
-			*reterr = xasprintf("%s is not an hwloc XML topology that hwloc %s reads "
-					    "(HWLOC_XML_VERBOSE=1 tells why)",
-					    xml_path, HWLOC_VERSION);
+			*reterr = xml_refused(xml_path);
 			goto fail;
 		}
 	}
 	if (hwloc_topology_load(t->topo) < 0) {
 		r = xml_path ? -EINVAL : (errno ? -errno : -EIO);
-		*reterr = xml_path ? xasprintf("%s is not an hwloc XML topology that hwloc %s "
-					       "reads (HWLOC_XML_VERBOSE=1 tells why)",
-					       xml_path, HWLOC_VERSION)
+		*reterr = xml_path ? xml_refused(xml_path)
 				   : xasprintf("hwloc cannot discover this machine: %s",
 					       strerror(-r));
 		goto fail;

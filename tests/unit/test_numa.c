@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -900,6 +901,46 @@ test_cuda_device_order(void **state)
 	strv_free(env);
 }
 
+/* hwloc's built-in XML reader (forced with HWLOC_LIBXML_IMPORT=0, as on a
+ * machine without libhwloc-plugins) refuses a comment; the error says so. The
+ * same file without the comment loads. */
+static void
+test_xml_comment_refused(void **state)
+{
+	char *src = topo_path("host-1node"), *text = NULL, *err = NULL, *at;
+	char dir[] = "/tmp/elasticd-test-numa.XXXXXX", *path;
+	struct numa_topology *t = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(setenv("HWLOC_LIBXML_IMPORT", "0", 1), 0);
+	assert_non_null(mkdtemp(dir));
+	path = xasprintf("%s/commented.xml", dir);
+	assert_non_null(f = fopen(src, "r"));
+	assert_true(getdelim(&text, &len, '\0', f) > 0);
+	fclose(f);
+	at = strstr(text, "<topology");
+	assert_non_null(at);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "%.*s<!-- a note -->\n%s", (int)(at - text), text, at);
+	fclose(f);
+	assert_int_equal(numa_topology_load(path, &t, &err), -EINVAL);
+	assert_null(t);
+	assert_non_null(strstr(err, "holds an XML comment"));
+	assert_non_null(strstr(err, "libhwloc-plugins"));
+	free(err);
+	err = NULL;
+	assert_int_equal(numa_topology_load(src, &t, &err), 0);
+	numa_topology_free(t);
+	unlink(path);
+	rmdir(dir);
+	free(path);
+	free(text);
+	free(src);
+	assert_int_equal(unsetenv("HWLOC_LIBXML_IMPORT"), 0);
+}
+
 int
 main(void)
 {
@@ -917,6 +958,7 @@ main(void)
 		cmocka_unit_test(test_apply),
 		cmocka_unit_test(test_apply_refused_in_child),
 		cmocka_unit_test(test_cuda_device_order),
+		cmocka_unit_test(test_xml_comment_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

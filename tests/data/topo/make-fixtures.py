@@ -2,7 +2,10 @@
 """Write the hand-made hwloc topologies (XML, format 2.0) used by the NUMA tests.
 
 Each fixture is described below as a small tree; this script computes the
-cpusets and nodesets hwloc expects and writes <name>.xml next to itself.
+cpusets and nodesets hwloc expects and writes <name>.xml next to itself, and
+README.md with what each one is. The XML files hold no comment: hwloc's
+built-in XML reader (the one in use when libhwloc-plugins, and with it the
+libxml2 reader, is not installed) rejects a file with one.
 Run it again after editing a description; the XML files are committed so the
 tests do not depend on it. Check a fixture with:
     lstopo-no-graphics -i tests/data/topo/<name>.xml --filter io:important
@@ -154,11 +157,10 @@ class Writer:
         self.emit(depth, "</object>")
 
 
-def write(name, m, comment):
+def write(name, m):
     w = Writer()
     w.lines.append('<?xml version="1.0" encoding="UTF-8"?>')
     w.lines.append('<!DOCTYPE topology SYSTEM "hwloc2.dtd">')
-    w.lines.append("<!-- %s -->" % comment.replace("--", "-"))
     w.lines.append('<topology version="2.0">')
     w.obj(m, 1, set())
     w.lines.append("</topology>")
@@ -319,12 +321,34 @@ FIXTURES["far-cpus"] = (
                     io=[gpu("0000:01:00.0"), gpu("0000:02:00.0")])))
 
 
+README_HEAD = """# NUMA test topologies
+
+Hand-made hwloc XML topologies (format 2.0) for the NUMA unit and integration
+tests, written by `make-fixtures.py` (edit the descriptions there and run it
+again; it rewrites the XML files and this page). The files hold no XML comment:
+hwloc's built-in XML reader, in use when `libhwloc-plugins` is not installed,
+rejects one. Check a fixture with
+`lstopo-no-graphics -i tests/data/topo/<name>.xml --filter io:important`.
+
+| fixture | what it is |
+|---|---|
+"""
+
+
+def write_readme():
+    rows = ["| `%s.xml` | %s |" % (name, FIXTURES[name][0]) for name in sorted(FIXTURES)]
+    with open(os.path.join(HERE, "README.md"), "w") as f:
+        f.write(README_HEAD + "\n".join(rows) + "\n")
+
+
 def main():
     names = sys.argv[1:] or sorted(FIXTURES)
     for name in names:
-        comment, m = FIXTURES[name]
-        write(name, m, comment)
+        m = FIXTURES[name][1]
+        write(name, m)
         print("wrote %s.xml" % name)
+    write_readme()
+    print("wrote README.md")
 
 
 if __name__ == "__main__":
