@@ -630,6 +630,22 @@ set_signals(struct config *cfg, const struct config_option *o, const char *name,
 	return 0;
 }
 
+/* --logs-specs: torchrun loads the class of this name from the entry point
+ * group torchrun.logs_specs, where torch itself registers only "default"
+ * (DefaultLogsSpecs, the layout elasticd writes). There are no plug-ins here,
+ * so any other name is refused rather than silently ignored. */
+static int
+set_logs_specs(struct config *cfg, const struct config_option *o, const char *name,
+	       const char *value, char **reterr)
+{
+	if (strcmp(value, "default") != 0) {
+		return invalid(reterr, name, value,
+			       "only the default logs spec exists (torch's DefaultLogsSpecs); "
+			       "elasticd loads no torchrun.logs_specs plug-ins");
+	}
+	return set_string(cfg, o, name, value, reterr);
+}
+
 /* --rdzv-backend: a choice, with a word for torch's etcd v2 backend. */
 static int
 set_rdzv_backend(struct config *cfg, const struct config_option *o, const char *name,
@@ -975,11 +991,12 @@ static const struct config_option options[] = {
 	{
 		.name = "logs-specs",
 		.kind = OPT_VALUE,
-		.set = set_string,
+		.set = set_logs_specs,
 		.offset = offsetof(struct config, logs_specs),
 		.group = GROUP_LOGS,
-		.metavar = "NAME",
-		.help = "Accepted for torchrun compatibility; only the default layout exists.",
+		.metavar = "default",
+		.help = "The layout of the log directory: only torchrun's default exists; any "
+			"other name is an error.",
 	},
 	{
 		.name = "duplicate-stdout-filters",

@@ -99,7 +99,7 @@ struct config {
 				  * dynamic_rendezvous (torch's name for a null handler) */
 	char *event_log_file;    /* --event-log-file or NULL (file: <run dir>/events.jsonl) */
 	int event_ring_size;     /* --event-ring-size: events kept for the control plane */
-	char *logs_specs;        /* --logs-specs or NULL (only the default spec exists) */
+	char *logs_specs;        /* --logs-specs: "default" (the only one) or NULL */
 	char *numa_binding;      /* node|socket|exclusive|core-complex or NULL */
 	char *topology_xml;      /* --topology-xml: plan from this hwloc XML file, or NULL */
 	char *gpu_bus_ids;       /* --gpu-bus-ids as given (checked: bus ids, no repeats) or NULL */

@@ -90,6 +90,7 @@ class CliTest(lib.ElasticdTestCase):
             (["--local-ranks-filter", "a,b"], "--local-ranks-filter"),
             (["--shutdown-timeout", "-1"], "--shutdown-timeout"),
             (["--master-port", "port"], "--master-port"),
+            (["--logs-specs", "nosuch"], "--logs-specs"),
         ]
         d = self.count_dir()
         for args, name in cases:
