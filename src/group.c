@@ -122,17 +122,111 @@ line_prefix(char *const *base_env, const char *role, int local_rank, int rank)
 	return wenv_template_substitute(tmpl, keys, values, ARRAY_SIZE(keys));
 }
 
+/* The log files of local rank w->local_rank under attempt_dir (NULL for
+ * --log-dir /dev/null: no files, no error file, nothing echoed). Returns 0, or
+ * -errno with *reterr when the rank's directory cannot be made. */
+static int
+worker_files(struct worker *w, const struct config *cfg, const char *attempt_dir, char **reterr)
+{
+	_cleanup_free_ char *dir = NULL;
+	int lr = w->local_rank, r;
+
+	if (!attempt_dir) {
+		w->error_file = xstrdup("");
+		for (int s = 0; s < 2; s++) {
+			enum worker_stream_mode m =
+				stream_mode(cfg, lr, s == 0 ? STD_OUT : STD_ERR);
+
+			w->stream_mode[s] = m == WORKER_STREAM_INHERIT ? m : WORKER_STREAM_DEVNULL;
+		}
+		return 0;
+	}
+	dir = xasprintf("%s/%d", attempt_dir, lr);
+	r = mkdir_p(dir, 0755);
+	if (r < 0) {
+		*reterr = xasprintf("cannot create log directory %s: %s", dir, strerror(-r));
+		return r;
+	}
+	w->error_file = xasprintf("%s/error.json", dir);
+	for (int s = 0; s < 2; s++) {
+		w->stream_mode[s] = stream_mode(cfg, lr, s == 0 ? STD_OUT : STD_ERR);
+		if (w->stream_mode[s] == WORKER_STREAM_FILE ||
+		    w->stream_mode[s] == WORKER_STREAM_TEE) {
+			w->stream_path[s] =
+				xasprintf("%s/%s", dir, s == 0 ? "stdout.log" : "stderr.log");
+		}
+	}
+	return 0;
+}
+
+/* Local rank lr: its worker, files, environment, argv and line prefix. */
+static int
+group_prepare(struct group *g, const struct group_spec *spec, const struct ranks_info *ri, int lr,
+	      char **reterr)
+{
+	const struct config *cfg = spec->cfg;
+	const struct rdzv_result *rr = spec->rdzv;
+	struct worker *w = worker_new(lr, ri->base_global_rank + lr, ri->base_role_rank + lr);
+	struct wenv_worker we = {
+		.local_rank = lr,
+		.rank = w->global_rank,
+		.group_rank = rr->group_rank,
+		.role_rank = w->role_rank,
+		.role_name = cfg->role,
+		.local_world_size = spec->local_world_size,
+		.world_size = ri->global_world_size,
+		.group_world_size = rr->group_world_size,
+		.role_world_size = ri->role_world_size,
+		.master_addr = rr->master_addr,
+		.master_port = rr->master_port,
+		.restart_count = spec->restart_count,
+		.max_restarts = cfg->max_restarts,
+		.run_id = cfg->rdzv_id,
+		.use_agent_store = rr->use_agent_store,
+		.set_omp_num_threads = spec->set_omp_num_threads,
+		.virtual_local_rank = cfg->virtual_local_rank,
+		/* cuda:<local_rank> must be the GPU the plan names. */
+		.cuda_device_order = g->numa && numa_plan_names_gpus(g->numa),
+	};
+	int r;
+
+	g->workers[lr] = w;
+	if (g->numa && (size_t)lr < g->numa->n) {
+		w->binding = &g->numa->ranks[lr];
+	}
+	r = worker_files(w, cfg, spec->attempt_dir, reterr);
+	if (r < 0) {
+		return r;
+	}
+	we.error_file = w->error_file;
+	if (spec->worker_server_dir) {
+		/* torch's WorkerServer refuses a path that exists: the last
+		 * attempt's socket goes. */
+		w->server_socket = xasprintf("%s/rank%d.sock", spec->worker_server_dir, lr);
+		if (unlink(w->server_socket) < 0 && errno != ENOENT) {
+			log_warn("cannot remove %s: %s", w->server_socket, strerror(errno));
+		}
+		we.worker_server_socket = w->server_socket;
+	}
+	r = wenv_build_env(spec->base_env, &we, &g->envs[lr], reterr);
+	if (r < 0) {
+		return r;
+	}
+	g->argvs[lr] = wenv_build_argv(cfg, spec->base_env, lr);
+	g->prefixes[lr] = line_prefix(spec->base_env, cfg->role, lr, w->global_rank);
+	return 0;
+}
+
 struct group *
 group_new(struct event_base *base, const struct group_spec *spec, const struct group_callbacks *cb,
 	  char **reterr)
 {
-	const struct config *cfg = spec->cfg;
 	const struct rdzv_result *rr = spec->rdzv;
 	struct group *g = xcalloc(1, sizeof(*g));
 	struct ranks_info ri;
 
 	g->base = base;
-	g->cfg = cfg;
+	g->cfg = spec->cfg;
 	g->cb = *cb;
 	g->sentinel = spec->sentinel;
 	g->consoles = spec->consoles;
@@ -150,83 +244,10 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 
 	ranks_assign(rr->nodes, (size_t)rr->group_world_size, (size_t)rr->group_rank, &ri);
 	for (size_t i = 0; i < g->n; i++) {
-		int lr = (int)i;
-		struct worker *w = worker_new(lr, ri.base_global_rank + lr, ri.base_role_rank + lr);
-		struct wenv_worker we = {
-			.local_rank = lr,
-			.rank = w->global_rank,
-			.group_rank = rr->group_rank,
-			.role_rank = w->role_rank,
-			.role_name = cfg->role,
-			.local_world_size = spec->local_world_size,
-			.world_size = ri.global_world_size,
-			.group_world_size = rr->group_world_size,
-			.role_world_size = ri.role_world_size,
-			.master_addr = rr->master_addr,
-			.master_port = rr->master_port,
-			.restart_count = spec->restart_count,
-			.max_restarts = cfg->max_restarts,
-			.run_id = cfg->rdzv_id,
-			.use_agent_store = rr->use_agent_store,
-			.set_omp_num_threads = spec->set_omp_num_threads,
-			.virtual_local_rank = cfg->virtual_local_rank,
-			/* cuda:<local_rank> must be the GPU the plan names. */
-			.cuda_device_order = g->numa && numa_plan_names_gpus(g->numa),
-		};
-
-		g->workers[i] = w;
-		if (g->numa && i < g->numa->n) {
-			w->binding = &g->numa->ranks[i];
-		}
-		if (spec->attempt_dir) {
-			char *dir = xasprintf("%s/%d", spec->attempt_dir, lr);
-			int r = mkdir_p(dir, 0755);
-
-			if (r < 0) {
-				*reterr = xasprintf("cannot create log directory %s: %s", dir,
-						    strerror(-r));
-				free(dir);
-				group_free(g);
-				return NULL;
-			}
-			w->error_file = xasprintf("%s/error.json", dir);
-			for (int s = 0; s < 2; s++) {
-				w->stream_mode[s] =
-					stream_mode(cfg, lr, s == 0 ? STD_OUT : STD_ERR);
-				if (w->stream_mode[s] == WORKER_STREAM_FILE ||
-				    w->stream_mode[s] == WORKER_STREAM_TEE) {
-					w->stream_path[s] = xasprintf(
-						"%s/%s", dir, s == 0 ? "stdout.log" : "stderr.log");
-				}
-			}
-			free(dir);
-		} else {
-			/* --log-dir /dev/null: no files, no error files, nothing echoed. */
-			w->error_file = xstrdup("");
-			for (int s = 0; s < 2; s++) {
-				enum worker_stream_mode m =
-					stream_mode(cfg, lr, s == 0 ? STD_OUT : STD_ERR);
-
-				w->stream_mode[s] =
-					m == WORKER_STREAM_INHERIT ? m : WORKER_STREAM_DEVNULL;
-			}
-		}
-		we.error_file = w->error_file;
-		if (spec->worker_server_dir) {
-			/* torch's WorkerServer refuses a path that exists: the
-			 * last attempt's socket goes. */
-			w->server_socket = xasprintf("%s/rank%d.sock", spec->worker_server_dir, lr);
-			if (unlink(w->server_socket) < 0 && errno != ENOENT) {
-				log_warn("cannot remove %s: %s", w->server_socket, strerror(errno));
-			}
-			we.worker_server_socket = w->server_socket;
-		}
-		if (wenv_build_env(spec->base_env, &we, &g->envs[i], reterr) < 0) {
+		if (group_prepare(g, spec, &ri, (int)i, reterr) < 0) {
 			group_free(g);
 			return NULL;
 		}
-		g->argvs[i] = wenv_build_argv(cfg, spec->base_env, lr);
-		g->prefixes[i] = line_prefix(spec->base_env, cfg->role, lr, w->global_rank);
 	}
 	return g;
 }
