@@ -44,6 +44,7 @@ struct group {
 	char ***envs;  /* per local rank */
 	char ***argvs; /* per local rank */
 	char **prefixes;
+	char *signals;    /* TORCHELASTIC_SIGNALS_TO_HANDLE */
 	const char *path; /* PATH for exec lookups, borrowed from base env */
 	const sigset_t *sigmask;
 	const int *reset_signals;
@@ -187,6 +188,7 @@ group_prepare(struct group *g, const struct group_spec *spec, const struct ranks
 		.virtual_local_rank = cfg->virtual_local_rank,
 		/* cuda:<local_rank> must be the GPU the plan names. */
 		.cuda_device_order = g->numa && numa_plan_names_gpus(g->numa),
+		.signals_to_handle = g->signals,
 	};
 	int r;
 
@@ -217,6 +219,22 @@ group_prepare(struct group *g, const struct group_spec *spec, const struct ranks
 	return 0;
 }
 
+/* --signals-to-handle as torch's agent exports it: "SIGTERM,SIGINT,...", in
+ * the order given ("" for none). */
+static char *
+signals_string(const struct config *cfg)
+{
+	char *s = xstrdup("");
+
+	for (size_t i = 0; i < cfg->n_signals; i++) {
+		char *t = xasprintf("%s%s%s", s, i ? "," : "", signal_name(cfg->signals[i]));
+
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
 struct group *
 group_new(struct event_base *base, const struct group_spec *spec, const struct group_callbacks *cb,
 	  char **reterr)
@@ -242,6 +260,7 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 	g->prefixes = xcalloc(g->n, sizeof(*g->prefixes));
 	g->state = WORKER_STATE_INIT;
 
+	g->signals = signals_string(spec->cfg);
 	ranks_assign(rr->nodes, (size_t)rr->group_world_size, (size_t)rr->group_rank, &ri);
 	for (size_t i = 0; i < g->n; i++) {
 		if (group_prepare(g, spec, &ri, (int)i, reterr) < 0) {
@@ -650,6 +669,7 @@ group_free(struct group *g)
 	free(g->envs);
 	free(g->argvs);
 	free(g->prefixes);
+	free(g->signals);
 	if (g->kill_timer) {
 		event_free(g->kill_timer);
 	}

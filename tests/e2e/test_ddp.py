@@ -90,8 +90,14 @@ AGENT_VARS = {
 ENV_DIFFERENCES = {
     # name: (agent, always set?, why)
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
-        "elasticd", True, "2.x name of NCCL_ASYNC_ERROR_HANDLING; elasticd sets both the 1.13 and "
-        "the 2.x name (base value or \"1\") so either torch version sees it"),
+        "elasticd", True, "2.x name of NCCL_ASYNC_ERROR_HANDLING (base value or \"1\"), as "
+        "torchrun 2.x"),
+    "NCCL_ASYNC_ERROR_HANDLING": (
+        "torchrun", True, "torchrun 1.13 sets the old name; elasticd, as torchrun 2.x, only "
+        "passes on the caller's (torch >= 2.2 warns in every process that has it)"),
+    "TORCHELASTIC_SIGNALS_TO_HANDLE": (
+        "elasticd", True, "--signals-to-handle, which torch 2.x's launch_agent exports; 1.13 "
+        "has no such flag"),
     "TORCH_WORKER_SERVER_SOCKET": (
         "elasticd", False, "each worker's own control socket (torch 2.x worker_main() starts its "
         "WorkerServer there), proxied by elasticd's control plane as /ranks/<n>/; torchrun "
@@ -103,7 +109,6 @@ SAME_VALUE = [
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS",
-    "NCCL_ASYNC_ERROR_HANDLING",
 ]
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 TIME = re.compile(r"\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d")

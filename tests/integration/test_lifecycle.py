@@ -105,7 +105,8 @@ class LifecycleTest(lib.ElasticdTestCase):
                 "TORCHELASTIC_ERROR_FILE": os.path.join(run_dir, "attempt_0", str(lr),
                                                         "error.json"),
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
-                "NCCL_ASYNC_ERROR_HANDLING": "1",
+                # NOTIFY_SOCKET makes it a service: SIGHUP re-opens the logs.
+                "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGQUIT",
                 "OMP_NUM_THREADS": "1",
                 "MASTER_ADDR": env.get("MASTER_ADDR", "<missing>"),
                 "MASTER_PORT": env.get("MASTER_PORT", "<missing>"),
@@ -167,6 +168,25 @@ class LifecycleTest(lib.ElasticdTestCase):
         env = dumps[0]["env"]
         self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3")
         self.assertEqual(env["NCCL_ASYNC_ERROR_HANDLING"], "0")
+
+    def test_nccl_only_torch_name_by_default(self):
+        # torchrun 2.x sets TORCH_NCCL_ASYNC_ERROR_HANDLING only; with both
+        # names torch >= 2.2 warns in every worker about the old one.
+        res, script, dumps = self.dump_run(1, "--standalone")
+        env = dumps[0]["env"]
+        self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
+        self.assertNotIn("NCCL_ASYNC_ERROR_HANDLING", env)
+
+    def test_signals_to_handle_in_worker_env(self):
+        res, script, dumps = self.dump_run(1, "--standalone")
+        self.assertEqual(dumps[0]["env"]["TORCHELASTIC_SIGNALS_TO_HANDLE"],
+                         "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+        # The agent's list, by name, replaces a caller's.
+        res, script, dumps = self.dump_run(
+            1, "--standalone", "--signals-to-handle", "TERM,SIGUSR1,2",
+            env=self.env(TORCHELASTIC_SIGNALS_TO_HANDLE="SIGHUP"))
+        self.assertEqual(dumps[0]["env"]["TORCHELASTIC_SIGNALS_TO_HANDLE"],
+                         "SIGTERM,SIGUSR1,SIGINT")
 
     def test_agent_env_cannot_override_contract(self):
         # Stale values in the caller's environment are replaced per worker.

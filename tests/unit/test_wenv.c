@@ -31,6 +31,7 @@ static const struct wenv_worker base_worker = {
 	.use_agent_store = false,
 	.error_file = "/tmp/x/attempt_1/1/error.json",
 	.set_omp_num_threads = true,
+	.signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
 };
 
 static void
@@ -70,7 +71,9 @@ test_env_contract(void **state)
 		{"TORCHELASTIC_USE_AGENT_STORE", "False"},
 		{"TORCHELASTIC_ERROR_FILE", "/tmp/x/attempt_1/1/error.json"},
 		{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
-		{"NCCL_ASYNC_ERROR_HANDLING", "1"},
+		/* torch >= 2.2 warns in every process that has the old name. */
+		{"NCCL_ASYNC_ERROR_HANDLING", NULL},
+		{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"},
 		{"OMP_NUM_THREADS", "1"},
 		{"NOTIFY_SOCKET", NULL},
 		{"WATCHDOG_USEC", NULL},
@@ -108,7 +111,8 @@ static void
 test_env_keeps_callers_values(void **state)
 {
 	char *base[] = {"OMP_NUM_THREADS=4", "NCCL_ASYNC_ERROR_HANDLING=0",
-			"TORCH_NCCL_ASYNC_ERROR_HANDLING=3", NULL};
+			"TORCH_NCCL_ASYNC_ERROR_HANDLING=3",
+			"TORCHELASTIC_SIGNALS_TO_HANDLE=SIGUSR1", NULL};
 	struct wenv_worker w = base_worker;
 	char **env = NULL, *err = NULL;
 
@@ -118,6 +122,15 @@ test_env_keeps_callers_values(void **state)
 	assert_string_equal(wenv_get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
 	assert_string_equal(wenv_get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
 	assert_string_equal(wenv_get(env, "TORCHELASTIC_USE_AGENT_STORE"), "True");
+	/* The agent's list replaces the caller's, as torch's launch_agent. */
+	assert_string_equal(wenv_get(env, "TORCHELASTIC_SIGNALS_TO_HANDLE"),
+			    "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+	strv_free(env);
+
+	/* Not given: the caller's value stays. */
+	w.signals_to_handle = NULL;
+	assert_int_equal(wenv_build_env(base, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "TORCHELASTIC_SIGNALS_TO_HANDLE"), "SIGUSR1");
 	strv_free(env);
 
 	/* nproc == 1: no OMP_NUM_THREADS at all. */
