@@ -979,6 +979,19 @@ static const struct config_option options[] = {
 			"[<role><local_rank>]: prefix.",
 	},
 	{
+		.name = "log-line-prefix-template",
+		.kind = OPT_VALUE,
+		.env = true,
+		.env_fallback = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
+		.def = "[${role_name}${local_rank}]:",
+		.set = set_string,
+		.offset = offsetof(struct config, log_line_prefix_template),
+		.group = GROUP_LOGS,
+		.metavar = "TEMPLATE",
+		.help = "The prefix of teed lines: ${role_name}, ${local_rank}, ${rank} (global), "
+			"${hostname} and ${pid} (the worker's) are replaced.",
+	},
+	{
 		.name = "local-ranks-filter",
 		.kind = OPT_VALUE,
 		.env = true,
@@ -1947,6 +1960,7 @@ config_release(struct config *cfg)
 	free(cfg->log_dir);
 	std_map_release(&cfg->redirects);
 	std_map_release(&cfg->tee);
+	free(cfg->log_line_prefix_template);
 	free(cfg->local_ranks_filter);
 	free(cfg->signals);
 	free(cfg->event_log_handler);
@@ -2013,7 +2027,7 @@ print_option(FILE *out, const struct config_option *o)
 			 o->alias ? ", --" : "", o->alias ? o->alias : "", o->metavar ? " " : "",
 			 o->metavar ? o->metavar : "");
 	if (o->env_fallback) {
-		text = xasprintf("%s (default:" NBSP "$%s," NBSP "else" NBSP "%s)", o->help,
+		text = xasprintf("%s (default:" NBSP "$%s, else" NBSP "%s)", o->help,
 				 o->env_fallback, o->def);
 	} else if (o->def_service) {
 		text = xasprintf("%s (default:" NBSP "%s; as a service, with --config or "

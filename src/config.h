@@ -86,7 +86,11 @@ struct config {
 	char *log_dir;            /* --log-dir or NULL (default: under $TMPDIR) */
 	struct std_map redirects; /* -r */
 	struct std_map tee;       /* -t */
-	int *local_ranks_filter;  /* --local-ranks-filter, NULL when not given or "" */
+	/* --log-line-prefix-template, PET_LOG_LINE_PREFIX_TEMPLATE,
+	 * TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else "[${role_name}${local_rank}]:";
+	 * "" means that default too, as torch. */
+	char *log_line_prefix_template;
+	int *local_ranks_filter; /* --local-ranks-filter, NULL when not given or "" */
 	size_t n_local_ranks_filter;
 	int *signals; /* --signals-to-handle as signal numbers, in the given order, without
 		       * duplicates; never SIGKILL, SIGSTOP or SIGCHLD; n_signals 0 for "" */

@@ -41,11 +41,11 @@ struct group {
 
 	size_t n;
 	struct worker **workers;
-	char ***envs;  /* per local rank */
-	char ***argvs; /* per local rank */
-	char **prefixes;
-	char *signals;    /* TORCHELASTIC_SIGNALS_TO_HANDLE */
-	const char *path; /* PATH for exec lookups, borrowed from base env */
+	char ***envs;       /* per local rank */
+	char ***argvs;      /* per local rank */
+	char hostname[256]; /* ${hostname}: gethostname(), as Python's socket.gethostname() */
+	char *signals;      /* TORCHELASTIC_SIGNALS_TO_HANDLE */
+	const char *path;   /* PATH for exec lookups, borrowed from base env */
 	const sigset_t *sigmask;
 	const int *reset_signals;
 	size_t n_reset_signals;
@@ -107,18 +107,23 @@ stream_mode(const struct config *cfg, int local_rank, enum std_mask bit)
 	return shown ? WORKER_STREAM_INHERIT : WORKER_STREAM_DEVNULL;
 }
 
+/* The console prefix of a teed worker's lines (worker_echo.prefix): the
+ * --log-line-prefix-template with torch's names replaced, once the pid is
+ * known. An empty template means the default, as torch. */
 static char *
-line_prefix(char *const *base_env, const char *role, int local_rank, int rank)
+worker_prefix_cb(const struct worker *w, void *arg)
 {
-	const char *tmpl = wenv_get(base_env, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
-	char lr[16], gr[16];
-	static const char *const keys[] = {"role_name", "local_rank", "rank"};
-	const char *values[] = {role, lr, gr};
+	const struct group *g = arg;
+	const char *tmpl = g->cfg->log_line_prefix_template;
+	static const char *const keys[] = {"role_name", "local_rank", "rank", "hostname", "pid"};
+	char lr[16], gr[16], pid[16];
+	const char *values[] = {g->cfg->role, lr, gr, g->hostname, pid};
 
-	snprintf(lr, sizeof(lr), "%d", local_rank);
-	snprintf(gr, sizeof(gr), "%d", rank);
-	if (!tmpl) {
-		return xasprintf("[%s%d]:", role, local_rank);
+	snprintf(lr, sizeof(lr), "%d", w->local_rank);
+	snprintf(gr, sizeof(gr), "%d", w->global_rank);
+	snprintf(pid, sizeof(pid), "%d", (int)w->pid);
+	if (!tmpl || !*tmpl) {
+		tmpl = "[${role_name}${local_rank}]:";
 	}
 	return wenv_template_substitute(tmpl, keys, values, ARRAY_SIZE(keys));
 }
@@ -215,7 +220,6 @@ group_prepare(struct group *g, const struct group_spec *spec, const struct ranks
 		return r;
 	}
 	g->argvs[lr] = wenv_build_argv(cfg, spec->base_env, lr);
-	g->prefixes[lr] = line_prefix(spec->base_env, cfg->role, lr, w->global_rank);
 	return 0;
 }
 
@@ -257,7 +261,9 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 	g->workers = xcalloc(g->n, sizeof(*g->workers));
 	g->envs = xcalloc(g->n, sizeof(*g->envs));
 	g->argvs = xcalloc(g->n, sizeof(*g->argvs));
-	g->prefixes = xcalloc(g->n, sizeof(*g->prefixes));
+	if (gethostname(g->hostname, sizeof(g->hostname) - 1) < 0) {
+		snprintf(g->hostname, sizeof(g->hostname), "localhost");
+	}
 	g->state = WORKER_STATE_INIT;
 
 	g->signals = signals_string(spec->cfg);
@@ -539,7 +545,13 @@ group_start(struct group *g)
 			.n_reset_signals = g->n_reset_signals,
 			.binding = g->numa && i < g->numa->n ? &g->numa->ranks[i] : NULL,
 		};
-		int r = worker_start(w, g->base, &a, g->consoles, g->prefixes[i], tee_eof_cb, g);
+		struct worker_echo echo = {
+			.consoles = g->consoles,
+			.prefix = worker_prefix_cb,
+			.eof_cb = tee_eof_cb,
+			.arg = g,
+		};
+		int r = worker_start(w, g->base, &a, &echo);
 
 		if (r < 0) {
 			log_error("[%s] cannot start local_rank %zu (%s): %s", g->cfg->role, i,
@@ -663,12 +675,10 @@ group_free(struct group *g)
 		worker_free(g->workers[i]);
 		strv_free(g->envs[i]);
 		strv_free(g->argvs[i]);
-		free(g->prefixes[i]);
 	}
 	free(g->workers);
 	free(g->envs);
 	free(g->argvs);
-	free(g->prefixes);
 	free(g->signals);
 	if (g->kill_timer) {
 		event_free(g->kill_timer);

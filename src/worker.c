@@ -39,10 +39,10 @@ close_fds(int *fds, size_t n)
 
 int
 worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
-	     struct console *const *consoles, const char *prefix,
-	     void (*eof_cb)(struct tee *t, void *arg), void *arg)
+	     const struct worker_echo *echo)
 {
 	int child_fd[2] = {-1, -1}, pipe_rd[2] = {-1, -1};
+	_cleanup_free_ char *prefix = NULL;
 	int r;
 
 	/* A group re-formed within the same attempt (a membership change, a
@@ -97,10 +97,14 @@ worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
 	w->start_usec = now_usec();
 	w->start_wall = time(NULL);
 	close_fds(child_fd, 2);
+	/* The prefix may name the pid: made now, before anything is read. */
+	if (pipe_rd[0] >= 0 || pipe_rd[1] >= 0) {
+		prefix = echo->prefix(w, echo->arg);
+	}
 	for (int s = 0; s < 2; s++) {
 		if (pipe_rd[s] >= 0) {
-			w->tee[s] = tee_new(base, pipe_rd[s], w->file_fd[s], consoles[s], prefix,
-					    eof_cb, arg);
+			w->tee[s] = tee_new(base, pipe_rd[s], w->file_fd[s], echo->consoles[s],
+					    prefix, echo->eof_cb, echo->arg);
 		}
 	}
 	return 0;

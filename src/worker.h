@@ -51,16 +51,27 @@ struct worker {
 	bool group_empty;   /* its process group has no member left */
 };
 
+/* Where a worker's teed streams go besides its log files, [0] stdout and [1]
+ * stderr. Everything is borrowed. */
+struct worker_echo {
+	struct console *const *consoles; /* the agent's console of each stream */
+	/* The console line prefix, called once the pid is known; returns a
+	 * malloc'd string. */
+	char *(*prefix)(const struct worker *w, void *arg);
+	/* Called once for each teed stream at end of file. */
+	void (*eof_cb)(struct tee *t, void *arg);
+	void *arg; /* for prefix and eof_cb */
+};
+
 /* A new worker with the given ranks and no process; worker_free releases it. */
 struct worker *worker_new(int local_rank, int global_rank, int role_rank);
 
 /* Open the stream files and pipes per stream_mode/stream_path, fork and exec
- * with a (whose stdout_fd/stderr_fd are filled in here). Teed streams echo to
- * consoles[0] (stdout) / consoles[1] (stderr) with prefix and report end of
- * file to eof_cb. Returns 0 or -errno (nothing started, files closed). */
+ * with a (whose stdout_fd/stderr_fd are filled in here). Teed streams go
+ * where echo says (prefixed lines on its consoles) and report end of file to
+ * echo->eof_cb. Returns 0 or -errno (nothing started, files closed). */
 int worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
-		 struct console *const *consoles, const char *prefix,
-		 void (*eof_cb)(struct tee *t, void *arg), void *arg);
+		 const struct worker_echo *echo);
 
 /* Record a waitpid(2) status for this worker's pid. */
 void worker_set_exit(struct worker *w, int wstatus);

@@ -6,6 +6,7 @@ log directory layout."""
 import hashlib
 import os
 import re
+import socket
 import signal
 import subprocess
 import sys
@@ -129,6 +130,41 @@ print(kind, st.st_dev, st.st_ino, file=sys.stderr)
         self.assertIn("[2|default|0|$other]:out-0 0\n", res.out)
         self.assertIn("[3|default|1|$other]:out-1 1\n", res.out)
         self.assertIn("[3|default|1|$other]:err-1 2\n", res.err)
+
+    def test_tee_prefix_template_flag(self):
+        # Every placeholder; ${pid} is the worker's own pid (torch PR 162018).
+        script = self.write_py("speaker.py", SPEAKER + "print('pid', os.getpid())\n")
+        log_dir = self.path("logs")
+        res = self.run_elasticd(
+            "--standalone", "--nproc-per-node", "2", "--log-dir", log_dir, "-t", "1",
+            "--log-line-prefix-template", "${hostname}|${role_name}|${local_rank}|${rank}|"
+                                          "${pid}|$$|${nope}: ", script)
+        self.assertRc(res, 0)
+        host = socket.gethostname()
+        pids = re.findall(r"^%s\|default\|(\d)\|(\d)\|(\d+)\|\$\|\$\{nope\}: pid (\d+)$"
+                          % re.escape(host), res.out, re.M)
+        self.assertEqual(sorted((lr, r) for lr, r, _, _ in pids), [("0", "0"), ("1", "1")],
+                         res.out)
+        for _, _, prefix_pid, worker_pid in pids:
+            self.assertEqual(prefix_pid, worker_pid)
+        self.assertIn(host + "|default|1|1|", res.out)
+
+    def test_tee_prefix_template_flag_beats_env(self):
+        res, run = self.speak("-t", "3", "--log-line-prefix-template", "<${local_rank}> ",
+                              env=self.env(TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:"))
+        self.assertIn("<0> out-0 0\n", res.out)
+        self.assertNotIn("[0]:", res.out)
+
+    def test_tee_prefix_template_pet_beats_env(self):
+        # PET_LOG_LINE_PREFIX_TEMPLATE is the flag's default: it beats it too.
+        res, run = self.speak("-t", "3",
+                              env=self.env(TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:",
+                                           PET_LOG_LINE_PREFIX_TEMPLATE="{${rank}}"))
+        self.assertIn("{1}err-1 2\n", res.err)
+
+    def test_tee_prefix_template_empty_is_default(self):
+        res, run = self.speak("-t", "1", "--log-line-prefix-template", "")
+        self.assertIn("[default1]:out-1 0\n", res.out)
 
     def test_tee_prefix_template_rank_only(self):
         res, run = self.speak("-t", "3",

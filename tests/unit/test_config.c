@@ -139,6 +139,8 @@ render(const struct config *cfg, const char *key)
 		return join_std_map(&cfg->redirects);
 	} else if (strcmp(key, "tee") == 0) {
 		return join_std_map(&cfg->tee);
+	} else if (strcmp(key, "prefix") == 0) {
+		return str_or_null(cfg->log_line_prefix_template);
 	} else if (strcmp(key, "filter") == 0) {
 		if (!cfg->local_ranks_filter) {
 			return xstrdup("(null)");
@@ -490,6 +492,23 @@ static const struct ok_case ok_cases[] = {
 	{.argv = ARGV("--shutdown-timeout", "3", "t"),
 	 .envp = ENV("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=x", "PET_SHUTDOWN_TIMEOUT=7"),
 	 .expect = {{"shutdown_timeout", "3"}}},
+
+	/* --log-line-prefix-template: the flag (CLI, then PET_) beats
+	 * TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (torch PR 191265), which beats
+	 * torchrun's default. */
+	{.argv = ARGV("t"), .expect = {{"prefix", "[${role_name}${local_rank}]:"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[${rank}]:"),
+	 .expect = {{"prefix", "[${rank}]:"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[${rank}]:",
+		     "PET_LOG_LINE_PREFIX_TEMPLATE=${hostname}:"),
+	 .expect = {{"prefix", "${hostname}:"}}},
+	{.argv = ARGV("--log-line-prefix-template", "${pid}|", "t"),
+	 .envp = ENV("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[${rank}]:",
+		     "PET_LOG_LINE_PREFIX_TEMPLATE=${hostname}:"),
+	 .expect = {{"prefix", "${pid}|"}}},
+	{.argv = ARGV("--log_line_prefix_template=", "t"), .expect = {{"prefix", ""}}},
 };
 
 static void
@@ -1058,6 +1077,8 @@ test_usage(void **state)
 		"--virtual-local-rank",
 		"--duplicate-stdout-filters",
 		"--duplicate-stderr-filters",
+		"--log-line-prefix-template",
+		"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
 		"--help",
 		"--version",
 		"-m, --module",
