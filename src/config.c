@@ -927,7 +927,8 @@ static const struct config_option options[] = {
 		.max = 65535,
 		.group = GROUP_RDZV,
 		.metavar = "PORT",
-		.help = "Port on the node of rank 0 (static backend only).",
+		.help = "Port on the node of rank 0 (static backend only). Without it, a one-node "
+			"static job runs as --standalone does.",
 	},
 	{
 		.name = "local-addr",
@@ -1808,6 +1809,41 @@ given(const enum option_source *src, const char *name)
 	       (src[k] == SRC_CLI || src[k] == SRC_ENV || src[k] == SRC_FILE);
 }
 
+/* --standalone, and (torch PR 175699, for pytorch#126510) a one-node static
+ * job that names no endpoint and no --master-port, which would otherwise
+ * collide on 29500 with any other such job on the machine: c10d rendezvous
+ * on localhost:0, whose store takes a free port, with a fresh uuid4 run id
+ * unless one was given (torch replaces even a given one; elasticd keeps it,
+ * as for --standalone). Returns 0 or -EINVAL with *reterr. */
+static int
+local_rendezvous(struct config *ret, const enum option_source *src, char **reterr)
+{
+	char *id = NULL;
+	int r;
+
+	if (!ret->standalone && (strcmp(ret->rdzv_backend, "static") != 0 || *ret->rdzv_endpoint ||
+				 given(src, "master-port") || ret->max_nodes != 1)) {
+		return 0;
+	}
+	free(ret->rdzv_backend);
+	ret->rdzv_backend = xstrdup("c10d");
+	free(ret->rdzv_endpoint);
+	ret->rdzv_endpoint = xstrdup("localhost:0");
+	if (given(src, "rdzv-id")) {
+		return 0;
+	}
+	r = uuid4(&id);
+	if (r < 0) {
+		*reterr =
+			xasprintf("%s: cannot make a run id: %s",
+				  ret->standalone ? "--standalone" : "--master-port", strerror(-r));
+		return -EINVAL;
+	}
+	free(ret->rdzv_id);
+	ret->rdzv_id = id;
+	return 0;
+}
+
 /* config_parse and config_parse_text: text, when non-NULL, is the contents of
  * the configuration file named name. */
 static int
@@ -1900,24 +1936,9 @@ parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], 
 		r = -EINVAL;
 		goto fail;
 	}
-	if (ret->standalone) {
-		free(ret->rdzv_backend);
-		ret->rdzv_backend = xstrdup("c10d");
-		free(ret->rdzv_endpoint);
-		ret->rdzv_endpoint = xstrdup("localhost:0");
-		if (!given(src, "rdzv-id")) {
-			char *id = NULL;
-
-			r = uuid4(&id);
-			if (r < 0) {
-				*reterr = xasprintf("--standalone: cannot make a run id: %s",
-						    strerror(-r));
-				r = -EINVAL;
-				goto fail;
-			}
-			free(ret->rdzv_id);
-			ret->rdzv_id = id;
-		}
+	r = local_rendezvous(ret, src, reterr);
+	if (r < 0) {
+		goto fail;
 	}
 	if (ret->numa_membind && !ret->numa_binding) {
 		*reterr = xstrdup("--numa-membind needs --numa-binding");

@@ -139,11 +139,28 @@ class LifecycleTest(lib.ElasticdTestCase):
     def test_run_id_alias_and_default(self):
         res, script, dumps = self.dump_run(1, "--run-id", "aliased")
         self.assertEqual(dumps[0]["env"]["TORCHELASTIC_RUN_ID"], "aliased")
-        # Default (static, no id): the literal "none", master 127.0.0.1:29500.
-        res, script, dumps = self.dump_run(1, env=self.env(PET_MASTER_PORT=None))
+        # Default with a --master-port (static, no id): the literal "none".
+        res, script, dumps = self.dump_run(1)
         env = dumps[0]["env"]
         self.assertEqual(env["TORCHELASTIC_RUN_ID"], "none")
-        self.assertEqual((env["MASTER_ADDR"], env["MASTER_PORT"]), ("127.0.0.1", "29500"))
+        self.assertEqual((env["MASTER_ADDR"], env["MASTER_PORT"]), ("127.0.0.1", lib.MASTER_PORT))
+
+    def test_one_node_without_master_port_is_local_c10d(self):
+        # torch PR 175699: no --master-port on one node is c10d on
+        # localhost:0 with a fresh run id, not 29500 for every such job.
+        res, script, dumps = self.dump_run(1, env=self.env(PET_MASTER_PORT=None))
+        env = dumps[0]["env"]
+        self.assertRegex(env["TORCHELASTIC_RUN_ID"], r"^[0-9a-f]{8}-[0-9a-f]{4}-4")
+        self.assertNotEqual(env["MASTER_PORT"], "29500")
+        self.assertEqual(env["TORCHELASTIC_USE_AGENT_STORE"], "True")
+
+    def test_two_one_node_jobs_at_once(self):
+        # pytorch#126510: both used to bind 29500; the second one failed.
+        env = self.env(PET_MASTER_PORT=None)
+        jobs = [self.start("--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+                           "sleep 1.5", env=env) for _ in range(2)]
+        for job in jobs:
+            self.assertRc(job.wait(), 0)
 
     def test_omp_num_threads_rules(self):
         # One worker: not set.

@@ -199,9 +199,9 @@ static const struct ok_case ok_cases[] = {
 	{.argv = ARGV("train.py"),
 	 .expect = {{"nnodes", "1:1"},
 		    {"nproc", "1"},
-		    {"rdzv_backend", "static"},
-		    {"rdzv_endpoint", ""},
-		    {"rdzv_id", "none"},
+		    /* One node, no endpoint, no --master-port: c10d (PR 175699). */
+		    {"rdzv_backend", "c10d"},
+		    {"rdzv_endpoint", "localhost:0"},
 		    {"rdzv_conf", ""},
 		    {"standalone", "0"},
 		    {"node_rank", "0"},
@@ -268,6 +268,30 @@ static const struct ok_case ok_cases[] = {
 	{.argv = ARGV("--standalone", "t"),
 	 .envp = ENV("PET_RDZV_ID=envid"),
 	 .expect = {{"rdzv_id", "envid"}}},
+	/* torch PR 175699: static, no endpoint, no --master-port and at most one
+	 * node is c10d on localhost:0 (pytorch#126510: two such jobs on one
+	 * machine took 29500 both); anything else stays as it was. */
+	{.argv = ARGV("--rdzv-backend", "static", "t"),
+	 .expect = {{"rdzv_backend", "c10d"},
+		    {"rdzv_endpoint", "localhost:0"},
+		    {"standalone", "0"}}},
+	{.argv = ARGV("--rdzv-id", "mine", "t"),
+	 .expect = {{"rdzv_id", "mine"}, {"rdzv_backend", "c10d"}}},
+	{.argv = ARGV("--master-port", "29500", "t"),
+	 .expect = {{"rdzv_backend", "static"},
+		    {"rdzv_endpoint", ""},
+		    {"rdzv_id", "none"},
+		    {"master_port", "29500"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_MASTER_PORT=29501"),
+	 .expect = {{"rdzv_backend", "static"}, {"master_port", "29501"}}},
+	{.argv = ARGV("--nnodes", "1:2", "t"),
+	 .expect = {{"rdzv_backend", "static"}, {"rdzv_endpoint", ""}}},
+	{.argv = ARGV("--nnodes", "2", "t"), .expect = {{"rdzv_backend", "static"}}},
+	{.argv = ARGV("--rdzv-endpoint", "h:1", "t"),
+	 .expect = {{"rdzv_backend", "static"}, {"rdzv_endpoint", "h:1"}}},
+	{.argv = ARGV("--rdzv-backend", "etcd", "t"),
+	 .expect = {{"rdzv_backend", "etcd"}, {"rdzv_endpoint", ""}}},
 	{.argv = ARGV("--node-rank", "3", "t"), .expect = {{"node_rank", "3"}}},
 	{.argv = ARGV("--node_rank=2", "t"), .expect = {{"node_rank", "2"}}},
 	{.argv = ARGV("--master-addr", "10.0.0.1", "t"), .expect = {{"master_addr", "10.0.0.1"}}},
@@ -462,7 +486,9 @@ static const struct ok_case ok_cases[] = {
 	{.argv = ARGV("t"),
 	 .envp = ENV("PET_RDZV_ID=first", "PET_RDZV_ID=second"),
 	 .expect = {{"rdzv_id", "first"}}},
-	{.argv = ARGV("t"), .envp = ENV("PET_RDZV_ENDPOINT="), .expect = {{"rdzv_endpoint", ""}}},
+	{.argv = ARGV("--nnodes", "2", "t"),
+	 .envp = ENV("PET_RDZV_ENDPOINT="),
+	 .expect = {{"rdzv_endpoint", ""}}},
 
 	/* Boolean flags through PET_*: an integer, non-zero is on. */
 	{.argv = ARGV("t"),
@@ -861,6 +887,14 @@ test_standalone_run_id(void **state)
 	assert_string_not_equal(a.rdzv_id, b.rdzv_id);
 	assert_string_equal(a.rdzv_backend, "c10d");
 	assert_string_equal(a.rdzv_endpoint, "localhost:0");
+	config_release(&a);
+	config_release(&b);
+
+	/* A one-node job without --master-port gets one too (PR 175699). */
+	assert_int_equal(parse(ARGV("t"), NULL, &a, &err), CONFIG_RUN);
+	assert_int_equal(parse(ARGV("t"), NULL, &b, &err), CONFIG_RUN);
+	assert_uuid4(a.rdzv_id);
+	assert_string_not_equal(a.rdzv_id, b.rdzv_id);
 	config_release(&a);
 	config_release(&b);
 }

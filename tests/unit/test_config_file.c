@@ -348,7 +348,11 @@ static const struct meaning_case meaning_cases[] = {
 	     "entrypoint = t\n",
 	     NOARGS, NOENV, {"rdzv_conf", "900"}, {"endpoint", "node0:29400"}, {"config_file", F}),
 	/* An empty value is the empty string. */
-	GOOD("rdzv-endpoint =\nentrypoint = t\n", NOARGS, NOENV, {"endpoint", ""}),
+	GOOD("rdzv-endpoint =\nnnodes = 2\nentrypoint = t\n", NOARGS, NOENV, {"endpoint", ""}),
+	/* The file's master-port is given, so no switch to c10d (PR 175699). */
+	GOOD("entrypoint = t\n", NOARGS, NOENV, {"backend", "c10d"}, {"endpoint", "localhost:0"}),
+	GOOD("master-port = 29500\nentrypoint = t\n", NOARGS, NOENV, {"backend", "static"},
+	     {"endpoint", ""}),
 	/* Flags. */
 	GOOD("no-python = true\nentrypoint = ./a.out\n", NOARGS, NOENV, {"no_python", "true"}),
 	GOOD("no-python = false\nentrypoint = t\n", NOARGS, NOENV, {"no_python", "false"}),
