@@ -1020,8 +1020,8 @@ static const struct config_option options[] = {
 		.offset = offsetof(struct config, duplicate_stdout_filters),
 		.group = GROUP_LOGS,
 		.metavar = "FILTER,...",
-		.help = "Accepted for torchrun compatibility (copy matching stdout lines to a "
-			"file).",
+		.help = "Also copy teed stdout lines that contain any of these strings (,, is a "
+			"comma) to filtered_stdout.log in the attempt directory.",
 	},
 	{
 		.name = "duplicate-stderr-filters",
@@ -1031,8 +1031,7 @@ static const struct config_option options[] = {
 		.offset = offsetof(struct config, duplicate_stderr_filters),
 		.group = GROUP_LOGS,
 		.metavar = "FILTER,...",
-		.help = "Accepted for torchrun compatibility (copy matching stderr lines to a "
-			"file).",
+		.help = "As --duplicate-stdout-filters, for stderr: filtered_stderr.log.",
 	},
 	{
 		.name = "event-log-handler",

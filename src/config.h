@@ -111,7 +111,7 @@ struct config {
 	bool numa_membind;       /* --numa-membind: also bind memory (needs --numa-binding) */
 	bool dry_run;            /* --dry-run: print the plan as JSON lines, start nothing */
 	/* --duplicate-stdout-filters / --duplicate-stderr-filters: the raw comma list
-	 * (",," escapes a comma) as given, or NULL when not given. Accepted, unused. */
+	 * (",," escapes a comma, linefilter.h) as given, or NULL when not given. */
 	char *duplicate_stdout_filters;
 	char *duplicate_stderr_filters;
 

@@ -1,6 +1,7 @@
 #include "group.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/event.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "linefilter.h"
 #include "log.h"
 #include "numa.h"
 #include "output.h"
@@ -45,7 +47,10 @@ struct group {
 	char ***argvs;      /* per local rank */
 	char hostname[256]; /* ${hostname}: gethostname(), as Python's socket.gethostname() */
 	char *signals;      /* TORCHELASTIC_SIGNALS_TO_HANDLE */
-	const char *path;   /* PATH for exec lookups, borrowed from base env */
+	/* --duplicate-stdout/stderr-filters: needles and filtered_*.log. */
+	char **filters[2];
+	int filtered_fd[2];
+	const char *path; /* PATH for exec lookups, borrowed from base env */
 	const sigset_t *sigmask;
 	const int *reset_signals;
 	size_t n_reset_signals;
@@ -239,6 +244,43 @@ signals_string(const struct config *cfg)
 	return s;
 }
 
+/* filtered_stdout.log / filtered_stderr.log in the attempt directory, shared
+ * by every teed rank, for --duplicate-*-filters (torch's DefaultLogsSpecs
+ * puts them there; none for --log-dir /dev/null). A re-formed group appends,
+ * as to the ranks' logs. Returns 0 or -errno with *reterr. */
+static int
+group_open_filtered(struct group *g, const char *attempt_dir, char **reterr)
+{
+	const char *values[2] = {g->cfg->duplicate_stdout_filters,
+				 g->cfg->duplicate_stderr_filters};
+	static const char *const names[2] = {"filtered_stdout.log", "filtered_stderr.log"};
+	int r;
+
+	for (int s = 0; s < 2; s++) {
+		_cleanup_free_ char *path = NULL;
+
+		if (!values[s] || !attempt_dir) {
+			continue;
+		}
+		path = xasprintf("%s/%s", attempt_dir, names[s]);
+		r = mkdir_p(attempt_dir, 0755);
+		if (r < 0) {
+			*reterr = xasprintf("cannot create log directory %s: %s", attempt_dir,
+					    strerror(-r));
+			return r;
+		}
+		g->filtered_fd[s] =
+			open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0644);
+		if (g->filtered_fd[s] < 0) {
+			r = -errno;
+			*reterr = xasprintf("cannot open %s: %s", path, strerror(-r));
+			return r;
+		}
+		g->filters[s] = linefilter_parse(values[s]);
+	}
+	return 0;
+}
+
 struct group *
 group_new(struct event_base *base, const struct group_spec *spec, const struct group_callbacks *cb,
 	  char **reterr)
@@ -267,6 +309,11 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 	g->state = WORKER_STATE_INIT;
 
 	g->signals = signals_string(spec->cfg);
+	g->filtered_fd[0] = g->filtered_fd[1] = -1;
+	if (group_open_filtered(g, spec->attempt_dir, reterr) < 0) {
+		group_free(g);
+		return NULL;
+	}
 	ranks_assign(rr->nodes, (size_t)rr->group_world_size, (size_t)rr->group_rank, &ri);
 	for (size_t i = 0; i < g->n; i++) {
 		if (group_prepare(g, spec, &ri, (int)i, reterr) < 0) {
@@ -548,6 +595,8 @@ group_start(struct group *g)
 		struct worker_echo echo = {
 			.consoles = g->consoles,
 			.prefix = worker_prefix_cb,
+			.filtered_fd = {g->filtered_fd[0], g->filtered_fd[1]},
+			.filters = {g->filters[0], g->filters[1]},
 			.eof_cb = tee_eof_cb,
 			.arg = g,
 		};
@@ -680,6 +729,12 @@ group_free(struct group *g)
 	free(g->envs);
 	free(g->argvs);
 	free(g->signals);
+	for (int s = 0; s < 2; s++) {
+		strv_free(g->filters[s]);
+		if (g->filtered_fd[s] >= 0) {
+			close(g->filtered_fd[s]);
+		}
+	}
 	if (g->kill_timer) {
 		event_free(g->kill_timer);
 	}

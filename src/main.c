@@ -49,11 +49,6 @@ main(int argc, char **argv)
 		log_set_level(lvl);
 	}
 	json_object_seed(0);
-	if (cfg.duplicate_stdout_filters || cfg.duplicate_stderr_filters) {
-		log_warn("--duplicate-%s-filters is accepted for torchrun compatibility but not "
-			 "implemented: matching lines are not copied to a separate file",
-			 cfg.duplicate_stdout_filters ? "stdout" : "stderr");
-	}
 
 	base = event_base_new();
 	if (!base) {

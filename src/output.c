@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "console.h"
+#include "linefilter.h"
 #include "util.h"
 
 #define READ_CHUNK (64u * 1024)
@@ -151,6 +152,8 @@ struct tee {
 	int file_fd;
 	struct console *console;
 	struct prefixer prefixer;
+	int filtered_fd;      /* --duplicate-*-filters file (borrowed), or -1 */
+	struct linefilter lf; /* when filtered_fd >= 0 */
 	bool done;
 	void (*eof_cb)(struct tee *t, void *arg);
 	void *arg;
@@ -164,6 +167,20 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 
 	if (t->file_fd >= 0) {
 		(void)write_all(t->file_fd, buf, len);
+	}
+	if (t->filtered_fd >= 0) {
+		if (len > 0) {
+			linefilter_feed(&t->lf, buf, len, &out, &out_len);
+		} else {
+			linefilter_flush(&t->lf, &out, &out_len);
+		}
+		/* Whole lines in one write to an O_APPEND file: ranks never mix. */
+		if (out_len > 0) {
+			(void)write_all(t->filtered_fd, out, out_len);
+		}
+		free(out);
+		out = NULL;
+		out_len = 0;
 	}
 	if (!t->console) {
 		return;
@@ -241,6 +258,7 @@ tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *conso
 
 	t->pipe_fd = pipe_fd;
 	t->file_fd = file_fd;
+	t->filtered_fd = -1;
 	t->console = console;
 	t->eof_cb = eof_cb;
 	t->arg = arg;
@@ -249,6 +267,13 @@ tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *conso
 	t->ev = event_new(base, pipe_fd, EV_READ | EV_PERSIST, tee_read_cb, t);
 	event_add(t->ev, NULL);
 	return t;
+}
+
+void
+tee_duplicate(struct tee *t, int fd, char *const *needles)
+{
+	t->filtered_fd = fd;
+	linefilter_init(&t->lf, needles, t->prefixer.prefix);
 }
 
 void
@@ -280,5 +305,8 @@ tee_free(struct tee *t)
 		close(t->pipe_fd);
 	}
 	prefixer_release(&t->prefixer);
+	if (t->filtered_fd >= 0) {
+		linefilter_release(&t->lf);
+	}
 	free(t);
 }

@@ -48,6 +48,12 @@ struct tee;
 struct tee *tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *console,
 		    const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg);
 
+/* Also append the lines that contain any of needles (borrowed,
+ * NULL-terminated, see linefilter.h) to fd (borrowed; an O_APPEND file that
+ * other tees may share), with the console prefix. Call right after tee_new,
+ * before the loop runs. */
+void tee_duplicate(struct tee *t, int fd, char *const *needles);
+
 /* Read what is buffered in the pipe now, pass it on, flush the held partial
  * line and stop (no eof_cb). For stops that cannot wait for end of file. */
 void tee_drain_and_close(struct tee *t);

@@ -58,6 +58,10 @@ struct worker_echo {
 	/* The console line prefix, called once the pid is known; returns a
 	 * malloc'd string. */
 	char *(*prefix)(const struct worker *w, void *arg);
+	/* --duplicate-*-filters: the shared filtered_*.log of each stream (-1:
+	 * none) and its needles (NULL-terminated; NULL: none). */
+	int filtered_fd[2];
+	char *const *filters[2];
 	/* Called once for each teed stream at end of file. */
 	void (*eof_cb)(struct tee *t, void *arg);
 	void *arg; /* for prefix and eof_cb */

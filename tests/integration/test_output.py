@@ -166,6 +166,36 @@ print(kind, st.st_dev, st.st_ino, file=sys.stderr)
         res, run = self.speak("-t", "1", "--log-line-prefix-template", "")
         self.assertIn("[default1]:out-1 0\n", res.out)
 
+    def test_duplicate_filters(self):
+        res, run = self.speak("-t", "3", "--duplicate-stdout-filters", "out-0 1,out-1 2",
+                              "--duplicate-stderr-filters", "err-1")
+        attempt = os.path.join(run, "attempt_0")
+        out = lib.read_text(os.path.join(attempt, "filtered_stdout.log"))
+        err = lib.read_text(os.path.join(attempt, "filtered_stderr.log"))
+        self.assertEqual(sorted(out.splitlines(keepends=True)),
+                         ["[default0]:out-0 1\n", "[default1]:out-1 2\n"])
+        self.assertEqual(sorted(err.splitlines(keepends=True)),
+                         ["[default1]:err-1 %d\n" % i for i in range(3)])
+        # The console and the ranks' logs are unchanged.
+        self.assertIn("[default0]:out-0 0\n", res.out)
+        self.assertEqual(lib.read_text(self.rank_file(run, 1, "stderr.log")),
+                         expected_lines("err", 1))
+
+    def test_duplicate_filters_follow_tee_and_ranks_filter(self):
+        # As torch: only streams that are teed and shown are duplicated.
+        res, run = self.speak("-t", "1", "--local-ranks-filter", "1",
+                              "--duplicate-stdout-filters", "",
+                              "--duplicate-stderr-filters", "err")
+        attempt = os.path.join(run, "attempt_0")
+        out = lib.read_text(os.path.join(attempt, "filtered_stdout.log"))
+        self.assertEqual(out, "".join("[default1]:out-1 %d\n" % i for i in range(3)))
+        self.assertEqual(lib.read_text(os.path.join(attempt, "filtered_stderr.log")), "")
+
+    def test_no_filtered_files_without_filters(self):
+        res, run = self.speak("-t", "3")
+        self.assertFalse(os.path.exists(os.path.join(run, "attempt_0", "filtered_stdout.log")))
+        self.assertFalse(os.path.exists(os.path.join(run, "attempt_0", "filtered_stderr.log")))
+
     def test_tee_prefix_template_rank_only(self):
         res, run = self.speak("-t", "3",
                               env=self.env(TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:"))

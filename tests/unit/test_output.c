@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "linefilter.h"
 #include "output.h"
 #include "util.h"
 
@@ -132,13 +133,112 @@ test_byte_by_byte(void **state)
 	prefixer_release(&p);
 }
 
+/* --duplicate-*-filters: torch's comma_separated_list, ",," a comma. */
+static void
+test_linefilter_parse(void **state)
+{
+	static const struct {
+		const char *value;
+		const char *want; /* pieces joined with '|' */
+	} parse_cases[] = {
+		{"apple,orange", "apple|orange"},
+		{"a,,b", "a,b"},
+		{"a,,,b", "a,|b"},
+		{"", ""},
+		{"x,", "x|"},
+		{",,", ","},
+		{" spaced , kept ", " spaced | kept "},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(parse_cases); i++) {
+		char **v = linefilter_parse(parse_cases[i].value);
+		char *joined = xstrdup("");
+
+		for (size_t k = 0; v[k]; k++) {
+			char *t = xasprintf("%s%s%s", joined, k ? "|" : "", v[k]);
+
+			free(joined);
+			joined = t;
+		}
+		print_message("'%s' -> '%s'\n", parse_cases[i].value, joined);
+		assert_string_equal(joined, parse_cases[i].want);
+		free(joined);
+		strv_free(v);
+	}
+}
+
+static char *
+filter_all(const char *filters, const char *const *chunks, size_t n, bool flush)
+{
+	char **needles = linefilter_parse(filters);
+	struct linefilter f;
+	char *out = NULL;
+	size_t len = 0;
+
+	linefilter_init(&f, needles, "[p0]:");
+	for (size_t i = 0; i < n; i++) {
+		linefilter_feed(&f, chunks[i], strlen(chunks[i]), &out, &len);
+	}
+	if (flush) {
+		linefilter_flush(&f, &out, &len);
+	}
+	linefilter_release(&f);
+	strv_free(needles);
+	if (!out) {
+		return xstrdup("");
+	}
+	out[len] = '\0';
+	return out;
+}
+
+static void
+test_linefilter_feed(void **state)
+{
+	const char *lines[] = {"loss 1.0\nWARN: slow\n", "step 2 ", "WARN again\npartial WA",
+			       "RN\n", "tail WARN"};
+	char *got;
+
+	got = filter_all("WARN", lines, ARRAY_SIZE(lines), true);
+	assert_string_equal(got, "[p0]:WARN: slow\n[p0]:step 2 WARN again\n"
+				 "[p0]:partial WARN\n[p0]:tail WARN\n");
+	free(got);
+	/* Any of several; no flush: the partial line is held. */
+	got = filter_all("loss,again", lines, ARRAY_SIZE(lines), false);
+	assert_string_equal(got, "[p0]:loss 1.0\n[p0]:step 2 WARN again\n");
+	free(got);
+	/* "" matches every line, as Python's `"" in line`. */
+	got = filter_all("", lines, 2, true);
+	assert_string_equal(got, "[p0]:loss 1.0\n[p0]:WARN: slow\n[p0]:step 2 \n");
+	free(got);
+	/* The prefix is not part of the line: it does not match. */
+	got = filter_all("p0", lines, 1, true);
+	assert_string_equal(got, "");
+	free(got);
+}
+
+static void
+test_linefilter_long_line(void **state)
+{
+	char *big = xmalloc(LINEFILTER_MAX_LINE + 11);
+	const char *chunks[] = {big, "needle\n"};
+	char *got;
+
+	memset(big, 'x', LINEFILTER_MAX_LINE + 10);
+	big[LINEFILTER_MAX_LINE + 10] = '\0';
+	/* The first piece does not match; the rest, with the needle, does. */
+	got = filter_all("needle", chunks, ARRAY_SIZE(chunks), true);
+	assert_string_equal(got, "[p0]:xxxxxxxxxxneedle\n");
+	free(got);
+	free(big);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_feed_table),
-		cmocka_unit_test(test_long_line),
-		cmocka_unit_test(test_byte_by_byte),
+		cmocka_unit_test(test_feed_table),      cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_byte_by_byte),    cmocka_unit_test(test_linefilter_parse),
+		cmocka_unit_test(test_linefilter_feed), cmocka_unit_test(test_linefilter_long_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
