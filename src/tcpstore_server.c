@@ -502,15 +502,167 @@ merge_keys(struct tcpstore_req *req, uint8_t **ret_buf, struct tcpstore_bytes **
 }
 
 static void
-handle(struct conn *c, const struct tcpstore_req *req)
+handle_ping(struct conn *c, const struct tcpstore_req *req)
 {
-	struct tcpstore_server *s = c->s;
-	struct entry *e;
-	int64_t v;
+	struct tcpstore_buf b = {0};
+
+	tcpstore_buf_put_u32(&b, req->u32);
+	conn_write(c, b.data, b.len);
+	tcpstore_buf_release(&b);
+}
+
+static void
+handle_set(struct conn *c, const struct tcpstore_req *req)
+{
+	if (!store_set(c->s, &req->key, req->value.data, req->value.len)) {
+		conn_close(c, true);
+	}
+}
+
+static void
+handle_compare_set(struct conn *c, const struct tcpstore_req *req)
+{
+	struct entry *e = table_find(c->s, &req->key);
+
+	if (!e || !e->has_value) {
+		if (req->value.len != 0) {
+			/* Missing key, non-empty expectation: echo the expectation,
+			 * as torch does. */
+			reply_vec(c, req->value.data, req->value.len);
+			return;
+		}
+	} else if (e->vlen != req->value.len ||
+		   (e->vlen && memcmp(e->val, req->value.data, e->vlen) != 0)) {
+		reply_vec(c, e->val, e->vlen);
+		return;
+	}
+	if (!store_set(c->s, &req->key, req->desired.data, req->desired.len)) {
+		conn_close(c, true);
+		return;
+	}
+	reply_vec(c, req->desired.data, req->desired.len);
+}
+
+static void
+handle_get(struct conn *c, const struct tcpstore_req *req)
+{
+	struct entry *e = table_find(c->s, &req->key);
+
+	if (!e || !e->has_value) {
+		reply_missing(c);
+		return;
+	}
+	reply_vec(c, e->val, e->vlen);
+}
+
+static void
+handle_add(struct conn *c, const struct tcpstore_req *req)
+{
+	struct entry *e = table_find(c->s, &req->key);
+	int64_t v = req->delta;
 	char num[32];
 	int n;
 
-	s->stats.requests++;
+	if (e && e->has_value) {
+		int64_t old;
+
+		if (tcpstore_parse_i64(e->val, e->vlen, &old) < 0) {
+			/* 1.13: std::stoll throws, the connection closes. */
+			conn_close(c, true);
+			return;
+		}
+		v = (int64_t)((uint64_t)old + (uint64_t)req->delta);
+	}
+	n = snprintf(num, sizeof(num), "%" PRId64, v);
+	/* The adder hears first, then the waiters (1.13's order). */
+	reply_i64(c, v);
+	if (!store_set(c->s, &req->key, (const uint8_t *)num, (size_t)n)) {
+		conn_close(c, true);
+	}
+}
+
+static void
+handle_check(struct conn *c, const struct tcpstore_req *req)
+{
+	for (size_t i = 0; i < req->n; i++) {
+		if (!key_exists(c->s, &req->keys[i])) {
+			reply_u8(c, TCPSTORE_NOT_READY);
+			return;
+		}
+	}
+	reply_u8(c, TCPSTORE_READY);
+}
+
+static void
+handle_delete_key(struct conn *c, const struct tcpstore_req *req)
+{
+	struct entry *e = table_find(c->s, &req->key);
+
+	if (e && e->has_value) {
+		entry_clear_value(c->s, e);
+		entry_maybe_free(c->s, e);
+		reply_i64(c, 1);
+	} else {
+		reply_i64(c, 0);
+	}
+}
+
+static void
+handle_append(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_server *s = c->s;
+	struct entry *e = table_find(s, &req->key);
+	uint8_t *buf;
+	bool ok;
+
+	if (!e || !e->has_value) {
+		handle_set(c, req);
+		return;
+	}
+	if (e->vlen + req->value.len > s->lim.max_value) {
+		conn_close(c, true);
+		return;
+	}
+	buf = xmalloc(e->vlen + req->value.len + 1);
+	memcpy(buf, e->val, e->vlen);
+	memcpy(buf + e->vlen, req->value.data, req->value.len);
+	ok = store_set(s, &req->key, buf, e->vlen + req->value.len);
+	free(buf);
+	if (!ok) {
+		conn_close(c, true);
+	}
+}
+
+static void
+handle_multi_get(struct conn *c, const struct tcpstore_req *req)
+{
+	for (size_t i = 0; i < req->n && !c->closing; i++) {
+		struct entry *e = table_find(c->s, &req->keys[i]);
+
+		if (!e || !e->has_value) {
+			reply_missing(c);
+		} else {
+			reply_vec(c, e->val, e->vlen);
+		}
+	}
+}
+
+static void
+handle_multi_set(struct conn *c, const struct tcpstore_req *req)
+{
+	for (size_t i = 0; i < req->n; i++) {
+		if (!store_set(c->s, &req->keys[i], req->values[i].data, req->values[i].len)) {
+			conn_close(c, true);
+			return;
+		}
+	}
+}
+
+/* One request, answered (or not) in order. */
+static void
+handle(struct conn *c, const struct tcpstore_req *req)
+{
+	c->s->stats.requests++;
 	if (c->wait && req->cmd != TCPSTORE_CMD_CANCEL_WAIT) {
 		/* The client gave up on its WAIT (a 1.13 timeout). */
 		wait_drop(c);
@@ -521,138 +673,45 @@ handle(struct conn *c, const struct tcpstore_req *req)
 			conn_close(c, true);
 		}
 		return;
-	case TCPSTORE_CMD_PING: {
-		struct tcpstore_buf b = {0};
-
-		tcpstore_buf_put_u32(&b, req->u32);
-		conn_write(c, b.data, b.len);
-		tcpstore_buf_release(&b);
+	case TCPSTORE_CMD_PING:
+		handle_ping(c, req);
 		return;
-	}
 	case TCPSTORE_CMD_SET:
-		if (!store_set(s, &req->key, req->value.data, req->value.len)) {
-			conn_close(c, true);
-		}
+		handle_set(c, req);
 		return;
 	case TCPSTORE_CMD_COMPARE_SET:
-		e = table_find(s, &req->key);
-		if (!e || !e->has_value) {
-			if (req->value.len != 0) {
-				/* Missing key, non-empty expectation: echo the
-				 * expectation, as torch does. */
-				reply_vec(c, req->value.data, req->value.len);
-				return;
-			}
-		} else if (e->vlen != req->value.len ||
-			   (e->vlen && memcmp(e->val, req->value.data, e->vlen) != 0)) {
-			reply_vec(c, e->val, e->vlen);
-			return;
-		}
-		if (!store_set(s, &req->key, req->desired.data, req->desired.len)) {
-			conn_close(c, true);
-			return;
-		}
-		reply_vec(c, req->desired.data, req->desired.len);
+		handle_compare_set(c, req);
 		return;
 	case TCPSTORE_CMD_GET:
-		e = table_find(s, &req->key);
-		if (!e || !e->has_value) {
-			reply_missing(c);
-			return;
-		}
-		reply_vec(c, e->val, e->vlen);
+		handle_get(c, req);
 		return;
 	case TCPSTORE_CMD_ADD:
-		e = table_find(s, &req->key);
-		v = req->delta;
-		if (e && e->has_value) {
-			int64_t old;
-
-			if (tcpstore_parse_i64(e->val, e->vlen, &old) < 0) {
-				/* 1.13: std::stoll throws, the connection closes. */
-				conn_close(c, true);
-				return;
-			}
-			v = (int64_t)((uint64_t)old + (uint64_t)req->delta);
-		}
-		n = snprintf(num, sizeof(num), "%" PRId64, v);
-		/* The adder hears first, then the waiters (1.13's order). */
-		reply_i64(c, v);
-		if (!store_set(s, &req->key, (const uint8_t *)num, (size_t)n)) {
-			conn_close(c, true);
-		}
+		handle_add(c, req);
 		return;
 	case TCPSTORE_CMD_CHECK:
-		for (size_t i = 0; i < req->n; i++) {
-			if (!key_exists(s, &req->keys[i])) {
-				reply_u8(c, TCPSTORE_NOT_READY);
-				return;
-			}
-		}
-		reply_u8(c, TCPSTORE_READY);
+		handle_check(c, req);
 		return;
 	case TCPSTORE_CMD_WAIT:
 		handle_wait(c, req);
 		return;
 	case TCPSTORE_CMD_GETNUMKEYS:
-		reply_i64(c, (int64_t)s->nkeys);
+		reply_i64(c, (int64_t)c->s->nkeys);
 		return;
 	case TCPSTORE_CMD_WATCH_KEY:
 		/* Nothing in torch's Python, elastic or gloo calls watchKey. */
 		conn_close(c, true);
 		return;
 	case TCPSTORE_CMD_DELETE_KEY:
-		e = table_find(s, &req->key);
-		if (e && e->has_value) {
-			entry_clear_value(s, e);
-			entry_maybe_free(s, e);
-			reply_i64(c, 1);
-		} else {
-			reply_i64(c, 0);
-		}
+		handle_delete_key(c, req);
 		return;
 	case TCPSTORE_CMD_APPEND:
-		e = table_find(s, &req->key);
-		if (e && e->has_value) {
-			uint8_t *buf;
-			bool ok;
-
-			if (e->vlen + req->value.len > s->lim.max_value) {
-				conn_close(c, true);
-				return;
-			}
-			buf = xmalloc(e->vlen + req->value.len + 1);
-			memcpy(buf, e->val, e->vlen);
-			memcpy(buf + e->vlen, req->value.data, req->value.len);
-			ok = store_set(s, &req->key, buf, e->vlen + req->value.len);
-			free(buf);
-			if (!ok) {
-				conn_close(c, true);
-			}
-		} else if (!store_set(s, &req->key, req->value.data, req->value.len)) {
-			conn_close(c, true);
-		}
+		handle_append(c, req);
 		return;
 	case TCPSTORE_CMD_MULTI_GET:
-		for (size_t i = 0; i < req->n; i++) {
-			e = table_find(s, &req->keys[i]);
-			if (!e || !e->has_value) {
-				reply_missing(c);
-				if (c->closing) {
-					return;
-				}
-				continue;
-			}
-			reply_vec(c, e->val, e->vlen);
-		}
+		handle_multi_get(c, req);
 		return;
 	case TCPSTORE_CMD_MULTI_SET:
-		for (size_t i = 0; i < req->n; i++) {
-			if (!store_set(s, &req->keys[i], req->values[i].data, req->values[i].len)) {
-				conn_close(c, true);
-				return;
-			}
-		}
+		handle_multi_set(c, req);
 		return;
 	case TCPSTORE_CMD_CANCEL_WAIT:
 		/* 00 was sent already if the wait completed; 01 either way. */
