@@ -718,6 +718,12 @@ handle(struct conn *c, const struct tcpstore_req *req)
 		wait_drop(c);
 		reply_u8(c, TCPSTORE_WAIT_CANCELED);
 		return;
+	case TCPSTORE_CMD_QUEUE_PUSH:
+	case TCPSTORE_CMD_QUEUE_POP:
+	case TCPSTORE_CMD_QUEUE_LEN:
+		/* Not served (yet): closed, as any unknown command. */
+		conn_close(c, true);
+		return;
 	}
 }
 
