@@ -17,6 +17,7 @@
 
 #include "tcpstore_listen.h"
 #include "tcpstore_proto.h"
+#include "tcpstore_queue.h"
 #include "util.h"
 
 /* Stop reading a connection's requests while this much output is queued. */
@@ -26,7 +27,7 @@ struct wait_rec;
 
 /* One key of one pending WAIT, linked on the key's entry. */
 struct wait_node {
-	LIST_ENTRY(wait_node) link;
+	TAILQ_ENTRY(wait_node) link;
 	struct wait_rec *rec;
 	struct entry *e; /* NULL once fired */
 };
@@ -39,8 +40,9 @@ struct wait_rec {
 	struct wait_node nodes[];
 };
 
-/* A key: its value (when set) and the waiters on it. An entry without a value
- * lives only while someone waits for it. */
+/* A key: its value (when set), its queue (torch >= 2.7; apart from the value)
+ * and the waiters on it, oldest first. An entry without a value or queued
+ * values lives only while someone waits for it. */
 struct entry {
 	struct entry *next; /* hash chain */
 	uint64_t hash;
@@ -49,7 +51,8 @@ struct entry {
 	uint8_t *val;
 	size_t vlen;
 	bool has_value;
-	LIST_HEAD(, wait_node) waiters;
+	struct tcpstore_queue *queue; /* NULL when empty */
+	TAILQ_HEAD(, wait_node) waiters;
 };
 
 struct conn {
@@ -99,6 +102,7 @@ tcpstore_server_limits_default(struct tcpstore_server_limits *ret)
 	ret->max_connections = 16384;
 	ret->max_output = (size_t)64 << 20;
 	ret->frame_stall_ms = 60000;
+	ret->max_queue_len = 1u << 20;
 }
 
 /* ---- the key table ----------------------------------------------------- */
@@ -172,7 +176,7 @@ table_get_or_add(struct tcpstore_server *s, const struct tcpstore_bytes *k)
 	e->key = xmalloc(k->len ? k->len : 1);
 	memcpy(e->key, k->data, k->len);
 	e->klen = k->len;
-	LIST_INIT(&e->waiters);
+	TAILQ_INIT(&e->waiters);
 	*pp = e;
 	s->nentries++;
 	if (s->nentries > s->nbuckets) {
@@ -200,7 +204,7 @@ entry_maybe_free(struct tcpstore_server *s, struct entry *e)
 {
 	struct entry **pp;
 
-	if (e->has_value || !LIST_EMPTY(&e->waiters)) {
+	if (e->has_value || e->queue || !TAILQ_EMPTY(&e->waiters)) {
 		return;
 	}
 	pp = table_slot(s, e->key, e->klen, e->hash);
@@ -258,7 +262,7 @@ wait_drop(struct conn *c)
 		struct entry *e = w->nodes[i].e;
 
 		if (e) {
-			LIST_REMOVE(&w->nodes[i], link);
+			TAILQ_REMOVE(&e->waiters, &w->nodes[i], link);
 			w->nodes[i].e = NULL;
 			entry_maybe_free(c->s, e);
 		}
@@ -341,23 +345,50 @@ reply_vec(struct conn *c, const uint8_t *data, size_t len)
 	conn_write(c, data, len);
 }
 
+/* The oldest waiter on e: one key fewer to wait for. Returns true when that
+ * completed its WAIT (answered now), false when it waits for more keys or
+ * there was none. */
+static bool
+entry_wake_first(struct entry *e)
+{
+	struct wait_node *n = TAILQ_FIRST(&e->waiters);
+	struct wait_rec *w;
+
+	if (!n) {
+		return false;
+	}
+	w = n->rec;
+	TAILQ_REMOVE(&e->waiters, n, link);
+	n->e = NULL;
+	if (--w->remaining == 0) {
+		struct conn *wc = w->c;
+
+		wc->wait = NULL;
+		free(w);
+		reply_u8(wc, TCPSTORE_STOP_WAITING);
+		return true;
+	}
+	return false;
+}
+
 /* Every waiter on e: one key fewer to wait for; answer those now complete. */
 static void
-entry_wake(struct tcpstore_server *s, struct entry *e)
+entry_wake(struct entry *e)
 {
-	struct wait_node *n;
+	while (!TAILQ_EMPTY(&e->waiters)) {
+		(void)entry_wake_first(e);
+	}
+}
 
-	while ((n = LIST_FIRST(&e->waiters))) {
-		struct wait_rec *w = n->rec;
-
-		LIST_REMOVE(n, link);
-		n->e = NULL;
-		if (--w->remaining == 0) {
-			struct conn *wc = w->c;
-
-			wc->wait = NULL;
-			free(w);
-			reply_u8(wc, TCPSTORE_STOP_WAITING);
+/* A value was queued on e: wake waiters oldest first up to the first whose
+ * WAIT completes, as upstream's wakeupOneWaitingClient (the ones passed over
+ * wait for other keys too, and have this one now). One value, one popper. */
+static void
+entry_wake_one(struct entry *e)
+{
+	while (!TAILQ_EMPTY(&e->waiters)) {
+		if (entry_wake_first(e)) {
+			return;
 		}
 	}
 }
@@ -380,7 +411,7 @@ store_set(struct tcpstore_server *s, const struct tcpstore_bytes *k, const uint8
 	e->has_value = true;
 	s->bytes += e->klen + vlen;
 	s->nkeys++;
-	entry_wake(s, e);
+	entry_wake(e);
 	if (s->set_cb && k->len >= strlen(s->set_prefix) &&
 	    memcmp(k->data, s->set_prefix, strlen(s->set_prefix)) == 0) {
 		s->set_cb(k->data, k->len, v, vlen, s->set_arg);
@@ -388,12 +419,15 @@ store_set(struct tcpstore_server *s, const struct tcpstore_bytes *k, const uint8
 	return true;
 }
 
+/* What CHECK and WAIT look for: the key has a value, or values queued under
+ * it (upstream checkKeys: a non-empty queue counts, so a blocking queue pop is
+ * a WAIT on the queue's key). */
 static bool
-key_exists(struct tcpstore_server *s, const struct tcpstore_bytes *k)
+key_ready(struct tcpstore_server *s, const struct tcpstore_bytes *k)
 {
 	struct entry *e = table_find(s, k);
 
-	return e && e->has_value;
+	return e && (e->has_value || e->queue);
 }
 
 static void
@@ -404,7 +438,7 @@ handle_wait(struct conn *c, const struct tcpstore_req *req)
 	size_t missing = 0;
 
 	for (size_t i = 0; i < req->n; i++) {
-		if (!key_exists(s, &req->keys[i])) {
+		if (!key_ready(s, &req->keys[i])) {
 			missing++;
 		}
 	}
@@ -419,14 +453,14 @@ handle_wait(struct conn *c, const struct tcpstore_req *req)
 	for (size_t i = 0, j = 0; i < req->n; i++) {
 		struct entry *e;
 
-		if (key_exists(s, &req->keys[i])) {
+		if (key_ready(s, &req->keys[i])) {
 			continue;
 		}
 		/* A key listed twice is waited for twice, as 1.13. */
 		e = table_get_or_add(s, &req->keys[i]);
 		w->nodes[j].rec = w;
 		w->nodes[j].e = e;
-		LIST_INSERT_HEAD(&e->waiters, &w->nodes[j], link);
+		TAILQ_INSERT_TAIL(&e->waiters, &w->nodes[j], link);
 		j++;
 	}
 	c->wait = w;
@@ -585,7 +619,7 @@ static void
 handle_check(struct conn *c, const struct tcpstore_req *req)
 {
 	for (size_t i = 0; i < req->n; i++) {
-		if (!key_exists(c->s, &req->keys[i])) {
+		if (!key_ready(c->s, &req->keys[i])) {
 			reply_u8(c, TCPSTORE_NOT_READY);
 			return;
 		}
@@ -658,6 +692,72 @@ handle_multi_set(struct conn *c, const struct tcpstore_req *req)
 	}
 }
 
+/* torch >= 2.7's queues, as upstream's libuv server (TCPStoreLibUvBackend.cpp:
+ * queuePush, queuePop, queueLen; the client side in TCPStore.cpp). A queue is
+ * apart from the key's value: GET, DELETE_KEY, GETNUMKEYS never see it; CHECK
+ * and WAIT do (a non-empty queue makes its key ready). A push wakes one
+ * waiter; a pop never blocks (torch's blocking pop is WAIT, then POP). Bounded
+ * by max_queue_len per key and by max_store_bytes: a push past either closes
+ * the pusher's connection, as a SET past the byte limit does. */
+static void
+handle_queue_push(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_server *s = c->s;
+	struct entry *e = table_find(s, &req->key);
+	size_t cost = tcpstore_queue_item_cost(req->value.len);
+
+	if (!e || !e->queue) {
+		cost += req->key.len; /* the key, held while the queue is not empty */
+	}
+	if ((e && e->queue && tcpstore_queue_len(e->queue) >= s->lim.max_queue_len) ||
+	    s->bytes + cost > s->lim.max_store_bytes) {
+		conn_close(c, true);
+		return;
+	}
+	e = table_get_or_add(s, &req->key);
+	if (!e->queue) {
+		e->queue = tcpstore_queue_new();
+	}
+	tcpstore_queue_push(e->queue, req->value.data, req->value.len);
+	s->bytes += cost;
+	entry_wake_one(e);
+}
+
+/* The length before the pop, then the value when there was one, in one write. */
+static void
+handle_queue_pop(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_server *s = c->s;
+	struct entry *e = table_find(s, &req->key);
+	struct tcpstore_buf b = {0};
+	struct tcpstore_bytes v;
+
+	if (!e || !e->queue || !tcpstore_queue_front(e->queue, &v)) {
+		reply_i64(c, 0);
+		return;
+	}
+	tcpstore_buf_put_u64(&b, tcpstore_queue_len(e->queue));
+	tcpstore_buf_put_bytes(&b, v.data, v.len);
+	s->bytes -= tcpstore_queue_item_cost(v.len);
+	tcpstore_queue_pop(e->queue);
+	if (tcpstore_queue_len(e->queue) == 0) {
+		tcpstore_queue_free(e->queue);
+		e->queue = NULL;
+		s->bytes -= e->klen;
+		entry_maybe_free(s, e);
+	}
+	conn_write(c, b.data, b.len);
+	tcpstore_buf_release(&b);
+}
+
+static void
+handle_queue_len(struct conn *c, const struct tcpstore_req *req)
+{
+	struct entry *e = table_find(c->s, &req->key);
+
+	reply_i64(c, e && e->queue ? (int64_t)tcpstore_queue_len(e->queue) : 0);
+}
+
 /* One request, answered (or not) in order. */
 static void
 handle(struct conn *c, const struct tcpstore_req *req)
@@ -719,10 +819,13 @@ handle(struct conn *c, const struct tcpstore_req *req)
 		reply_u8(c, TCPSTORE_WAIT_CANCELED);
 		return;
 	case TCPSTORE_CMD_QUEUE_PUSH:
+		handle_queue_push(c, req);
+		return;
 	case TCPSTORE_CMD_QUEUE_POP:
+		handle_queue_pop(c, req);
+		return;
 	case TCPSTORE_CMD_QUEUE_LEN:
-		/* Not served (yet): closed, as any unknown command. */
-		conn_close(c, true);
+		handle_queue_len(c, req);
 		return;
 	}
 }
@@ -1012,6 +1115,7 @@ tcpstore_server_free(struct tcpstore_server *s)
 
 		for (; e; e = next) {
 			next = e->next;
+			tcpstore_queue_free(e->queue);
 			free(e->key);
 			free(e->val);
 			free(e);
