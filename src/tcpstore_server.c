@@ -18,6 +18,7 @@
 #include "tcpstore_listen.h"
 #include "tcpstore_proto.h"
 #include "tcpstore_queue.h"
+#include "tcpstore_table.h"
 #include "util.h"
 
 /* Stop reading a connection's requests while this much output is queued. */
@@ -26,10 +27,10 @@
 struct wait_rec;
 
 /* One key of one pending WAIT, linked on the key's entry. */
-struct wait_node {
-	TAILQ_ENTRY(wait_node) link;
+struct tcpstore_wait_node {
+	TAILQ_ENTRY(tcpstore_wait_node) link;
 	struct wait_rec *rec;
-	struct entry *e; /* NULL once fired */
+	struct tcpstore_entry *e; /* NULL once fired */
 };
 
 /* The (at most one) pending WAIT of a connection. */
@@ -37,22 +38,7 @@ struct wait_rec {
 	struct conn *c;
 	size_t remaining; /* nodes not fired yet */
 	size_t n;
-	struct wait_node nodes[];
-};
-
-/* A key: its value (when set), its queue (torch >= 2.7; apart from the value)
- * and the waiters on it, oldest first. An entry without a value or queued
- * values lives only while someone waits for it. */
-struct entry {
-	struct entry *next; /* hash chain */
-	uint64_t hash;
-	uint8_t *key;
-	size_t klen;
-	uint8_t *val;
-	size_t vlen;
-	bool has_value;
-	struct tcpstore_queue *queue; /* NULL when empty */
-	TAILQ_HEAD(, wait_node) waiters;
+	struct tcpstore_wait_node nodes[];
 };
 
 struct conn {
@@ -74,11 +60,7 @@ struct tcpstore_server {
 	int port;
 	struct tcpstore_server_limits lim;
 	struct tcpstore_limits plim;
-	struct entry **buckets;
-	size_t nbuckets;
-	size_t nentries;
-	size_t nkeys;
-	size_t bytes;
+	struct tcpstore_table t;
 	LIST_HEAD(, conn) conns;
 	size_t nconns;
 	LIST_HEAD(, conn) closed; /* freed by the reaper on the next loop turn */
@@ -103,115 +85,6 @@ tcpstore_server_limits_default(struct tcpstore_server_limits *ret)
 	ret->max_output = (size_t)64 << 20;
 	ret->frame_stall_ms = 60000;
 	ret->max_queue_len = 1u << 20;
-}
-
-/* ---- the key table ----------------------------------------------------- */
-
-static uint64_t
-hash_bytes(const uint8_t *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-static struct entry **
-table_slot(struct tcpstore_server *s, const uint8_t *key, size_t klen, uint64_t h)
-{
-	struct entry **pp = &s->buckets[h & (s->nbuckets - 1)];
-
-	for (; *pp; pp = &(*pp)->next) {
-		struct entry *e = *pp;
-
-		if (e->hash == h && e->klen == klen &&
-		    (klen == 0 || memcmp(e->key, key, klen) == 0)) {
-			break;
-		}
-	}
-	return pp;
-}
-
-static struct entry *
-table_find(struct tcpstore_server *s, const struct tcpstore_bytes *k)
-{
-	return *table_slot(s, k->data, k->len, hash_bytes(k->data, k->len));
-}
-
-static void
-table_grow(struct tcpstore_server *s)
-{
-	size_t n = s->nbuckets * 2;
-	struct entry **b = xcalloc(n, sizeof(*b));
-
-	for (size_t i = 0; i < s->nbuckets; i++) {
-		struct entry *e = s->buckets[i], *next;
-
-		for (; e; e = next) {
-			next = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
-		}
-	}
-	free(s->buckets);
-	s->buckets = b;
-	s->nbuckets = n;
-}
-
-static struct entry *
-table_get_or_add(struct tcpstore_server *s, const struct tcpstore_bytes *k)
-{
-	uint64_t h = hash_bytes(k->data, k->len);
-	struct entry **pp = table_slot(s, k->data, k->len, h);
-	struct entry *e;
-
-	if (*pp) {
-		return *pp;
-	}
-	e = xcalloc(1, sizeof(*e));
-	e->hash = h;
-	e->key = xmalloc(k->len ? k->len : 1);
-	memcpy(e->key, k->data, k->len);
-	e->klen = k->len;
-	TAILQ_INIT(&e->waiters);
-	*pp = e;
-	s->nentries++;
-	if (s->nentries > s->nbuckets) {
-		table_grow(s);
-	}
-	return e;
-}
-
-static void
-entry_clear_value(struct tcpstore_server *s, struct entry *e)
-{
-	if (e->has_value) {
-		s->bytes -= e->klen + e->vlen;
-		s->nkeys--;
-	}
-	free(e->val);
-	e->val = NULL;
-	e->vlen = 0;
-	e->has_value = false;
-}
-
-/* Drop e from the table when it holds nothing and nobody waits on it. */
-static void
-entry_maybe_free(struct tcpstore_server *s, struct entry *e)
-{
-	struct entry **pp;
-
-	if (e->has_value || e->queue || !TAILQ_EMPTY(&e->waiters)) {
-		return;
-	}
-	pp = table_slot(s, e->key, e->klen, e->hash);
-	*pp = e->next;
-	s->nentries--;
-	free(e->key);
-	free(e);
 }
 
 /* ---- connections ------------------------------------------------------- */
@@ -259,12 +132,12 @@ wait_drop(struct conn *c)
 		return;
 	}
 	for (size_t i = 0; i < w->n; i++) {
-		struct entry *e = w->nodes[i].e;
+		struct tcpstore_entry *e = w->nodes[i].e;
 
 		if (e) {
 			TAILQ_REMOVE(&e->waiters, &w->nodes[i], link);
 			w->nodes[i].e = NULL;
-			entry_maybe_free(c->s, e);
+			tcpstore_table_maybe_free(&c->s->t, e);
 		}
 	}
 	free(w);
@@ -349,9 +222,9 @@ reply_vec(struct conn *c, const uint8_t *data, size_t len)
  * completed its WAIT (answered now), false when it waits for more keys or
  * there was none. */
 static bool
-entry_wake_first(struct entry *e)
+entry_wake_first(struct tcpstore_entry *e)
 {
-	struct wait_node *n = TAILQ_FIRST(&e->waiters);
+	struct tcpstore_wait_node *n = TAILQ_FIRST(&e->waiters);
 	struct wait_rec *w;
 
 	if (!n) {
@@ -373,7 +246,7 @@ entry_wake_first(struct entry *e)
 
 /* Every waiter on e: one key fewer to wait for; answer those now complete. */
 static void
-entry_wake(struct entry *e)
+entry_wake(struct tcpstore_entry *e)
 {
 	while (!TAILQ_EMPTY(&e->waiters)) {
 		(void)entry_wake_first(e);
@@ -384,7 +257,7 @@ entry_wake(struct entry *e)
  * WAIT completes, as upstream's wakeupOneWaitingClient (the ones passed over
  * wait for other keys too, and have this one now). One value, one popper. */
 static void
-entry_wake_one(struct entry *e)
+entry_wake_one(struct tcpstore_entry *e)
 {
 	while (!TAILQ_EMPTY(&e->waiters)) {
 		if (entry_wake_first(e)) {
@@ -397,20 +270,14 @@ entry_wake_one(struct entry *e)
 static bool
 store_set(struct tcpstore_server *s, const struct tcpstore_bytes *k, const uint8_t *v, size_t vlen)
 {
-	struct entry *e = table_get_or_add(s, k);
+	struct tcpstore_entry *e = tcpstore_table_get_or_add(&s->t, k);
 	size_t old = e->has_value ? e->klen + e->vlen : 0;
 
-	if (s->bytes - old + k->len + vlen > s->lim.max_store_bytes) {
-		entry_maybe_free(s, e);
+	if (s->t.bytes - old + k->len + vlen > s->lim.max_store_bytes) {
+		tcpstore_table_maybe_free(&s->t, e);
 		return false;
 	}
-	entry_clear_value(s, e);
-	e->val = xmalloc(vlen ? vlen : 1);
-	memcpy(e->val, v, vlen);
-	e->vlen = vlen;
-	e->has_value = true;
-	s->bytes += e->klen + vlen;
-	s->nkeys++;
+	tcpstore_table_set_value(&s->t, e, v, vlen);
 	entry_wake(e);
 	if (s->set_cb && k->len >= strlen(s->set_prefix) &&
 	    memcmp(k->data, s->set_prefix, strlen(s->set_prefix)) == 0) {
@@ -425,7 +292,7 @@ store_set(struct tcpstore_server *s, const struct tcpstore_bytes *k, const uint8
 static bool
 key_ready(struct tcpstore_server *s, const struct tcpstore_bytes *k)
 {
-	struct entry *e = table_find(s, k);
+	struct tcpstore_entry *e = tcpstore_table_find(&s->t, k);
 
 	return e && (e->has_value || e->queue);
 }
@@ -451,13 +318,13 @@ handle_wait(struct conn *c, const struct tcpstore_req *req)
 	w->n = missing;
 	w->remaining = missing;
 	for (size_t i = 0, j = 0; i < req->n; i++) {
-		struct entry *e;
+		struct tcpstore_entry *e;
 
 		if (key_ready(s, &req->keys[i])) {
 			continue;
 		}
 		/* A key listed twice is waited for twice, as 1.13. */
-		e = table_get_or_add(s, &req->keys[i]);
+		e = tcpstore_table_get_or_add(&s->t, &req->keys[i]);
 		w->nodes[j].rec = w;
 		w->nodes[j].e = e;
 		TAILQ_INSERT_TAIL(&e->waiters, &w->nodes[j], link);
@@ -556,7 +423,7 @@ handle_set(struct conn *c, const struct tcpstore_req *req)
 static void
 handle_compare_set(struct conn *c, const struct tcpstore_req *req)
 {
-	struct entry *e = table_find(c->s, &req->key);
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
 
 	if (!e || !e->has_value) {
 		if (req->value.len != 0) {
@@ -580,7 +447,7 @@ handle_compare_set(struct conn *c, const struct tcpstore_req *req)
 static void
 handle_get(struct conn *c, const struct tcpstore_req *req)
 {
-	struct entry *e = table_find(c->s, &req->key);
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
 
 	if (!e || !e->has_value) {
 		reply_missing(c);
@@ -592,7 +459,7 @@ handle_get(struct conn *c, const struct tcpstore_req *req)
 static void
 handle_add(struct conn *c, const struct tcpstore_req *req)
 {
-	struct entry *e = table_find(c->s, &req->key);
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
 	int64_t v = req->delta;
 	char num[32];
 	int n;
@@ -630,11 +497,11 @@ handle_check(struct conn *c, const struct tcpstore_req *req)
 static void
 handle_delete_key(struct conn *c, const struct tcpstore_req *req)
 {
-	struct entry *e = table_find(c->s, &req->key);
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
 
 	if (e && e->has_value) {
-		entry_clear_value(c->s, e);
-		entry_maybe_free(c->s, e);
+		tcpstore_table_clear_value(&c->s->t, e);
+		tcpstore_table_maybe_free(&c->s->t, e);
 		reply_i64(c, 1);
 	} else {
 		reply_i64(c, 0);
@@ -645,7 +512,7 @@ static void
 handle_append(struct conn *c, const struct tcpstore_req *req)
 {
 	struct tcpstore_server *s = c->s;
-	struct entry *e = table_find(s, &req->key);
+	struct tcpstore_entry *e = tcpstore_table_find(&s->t, &req->key);
 	uint8_t *buf;
 	bool ok;
 
@@ -671,7 +538,7 @@ static void
 handle_multi_get(struct conn *c, const struct tcpstore_req *req)
 {
 	for (size_t i = 0; i < req->n && !c->closing; i++) {
-		struct entry *e = table_find(c->s, &req->keys[i]);
+		struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->keys[i]);
 
 		if (!e || !e->has_value) {
 			reply_missing(c);
@@ -703,23 +570,15 @@ static void
 handle_queue_push(struct conn *c, const struct tcpstore_req *req)
 {
 	struct tcpstore_server *s = c->s;
-	struct entry *e = table_find(s, &req->key);
-	size_t cost = tcpstore_queue_item_cost(req->value.len);
+	struct tcpstore_entry *e = tcpstore_table_get_or_add(&s->t, &req->key);
 
-	if (!e || !e->queue) {
-		cost += req->key.len; /* the key, held while the queue is not empty */
-	}
-	if ((e && e->queue && tcpstore_queue_len(e->queue) >= s->lim.max_queue_len) ||
-	    s->bytes + cost > s->lim.max_store_bytes) {
+	if ((e->queue && tcpstore_queue_len(e->queue) >= s->lim.max_queue_len) ||
+	    s->t.bytes + tcpstore_table_queue_cost(e, req->value.len) > s->lim.max_store_bytes) {
+		tcpstore_table_maybe_free(&s->t, e);
 		conn_close(c, true);
 		return;
 	}
-	e = table_get_or_add(s, &req->key);
-	if (!e->queue) {
-		e->queue = tcpstore_queue_new();
-	}
-	tcpstore_queue_push(e->queue, req->value.data, req->value.len);
-	s->bytes += cost;
+	tcpstore_table_queue_push(&s->t, e, req->value.data, req->value.len);
 	entry_wake_one(e);
 }
 
@@ -728,7 +587,7 @@ static void
 handle_queue_pop(struct conn *c, const struct tcpstore_req *req)
 {
 	struct tcpstore_server *s = c->s;
-	struct entry *e = table_find(s, &req->key);
+	struct tcpstore_entry *e = tcpstore_table_find(&s->t, &req->key);
 	struct tcpstore_buf b = {0};
 	struct tcpstore_bytes v;
 
@@ -738,14 +597,8 @@ handle_queue_pop(struct conn *c, const struct tcpstore_req *req)
 	}
 	tcpstore_buf_put_u64(&b, tcpstore_queue_len(e->queue));
 	tcpstore_buf_put_bytes(&b, v.data, v.len);
-	s->bytes -= tcpstore_queue_item_cost(v.len);
-	tcpstore_queue_pop(e->queue);
-	if (tcpstore_queue_len(e->queue) == 0) {
-		tcpstore_queue_free(e->queue);
-		e->queue = NULL;
-		s->bytes -= e->klen;
-		entry_maybe_free(s, e);
-	}
+	tcpstore_table_queue_pop(&s->t, e);
+	tcpstore_table_maybe_free(&s->t, e);
 	conn_write(c, b.data, b.len);
 	tcpstore_buf_release(&b);
 }
@@ -753,7 +606,7 @@ handle_queue_pop(struct conn *c, const struct tcpstore_req *req)
 static void
 handle_queue_len(struct conn *c, const struct tcpstore_req *req)
 {
-	struct entry *e = table_find(c->s, &req->key);
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
 
 	reply_i64(c, e && e->queue ? (int64_t)tcpstore_queue_len(e->queue) : 0);
 }
@@ -795,7 +648,7 @@ handle(struct conn *c, const struct tcpstore_req *req)
 		handle_wait(c, req);
 		return;
 	case TCPSTORE_CMD_GETNUMKEYS:
-		reply_i64(c, (int64_t)c->s->nkeys);
+		reply_i64(c, (int64_t)c->s->t.nkeys);
 		return;
 	case TCPSTORE_CMD_WATCH_KEY:
 		/* Nothing in torch's Python, elastic or gloo calls watchKey. */
@@ -997,8 +850,7 @@ tcpstore_server_new(struct event_base *base, const char *host, int port,
 	s->plim.max_key = s->lim.max_key;
 	s->plim.max_value = s->lim.max_value;
 	s->plim.max_keys = s->lim.max_keys;
-	s->nbuckets = 64;
-	s->buckets = xcalloc(s->nbuckets, sizeof(*s->buckets));
+	tcpstore_table_init(&s->t);
 	LIST_INIT(&s->conns);
 	LIST_INIT(&s->closed);
 	s->reaper = event_new(base, -1, 0, reaper_cb, s);
@@ -1035,7 +887,7 @@ tcpstore_server_connections(const struct tcpstore_server *s)
 size_t
 tcpstore_server_num_keys(const struct tcpstore_server *s)
 {
-	return s->nkeys;
+	return s->t.nkeys;
 }
 
 size_t
@@ -1072,7 +924,7 @@ tcpstore_server_get(struct tcpstore_server *s, const char *key, const uint8_t **
 		    size_t *ret_len)
 {
 	struct tcpstore_bytes k = {.data = (const uint8_t *)key, .len = strlen(key)};
-	struct entry *e = table_find(s, &k);
+	struct tcpstore_entry *e = tcpstore_table_find(&s->t, &k);
 
 	if (!e || !e->has_value) {
 		return -ENOENT;
@@ -1110,18 +962,7 @@ tcpstore_server_free(struct tcpstore_server *s)
 		reaper_cb(-1, 0, s);
 		event_free(s->reaper);
 	}
-	for (size_t i = 0; i < s->nbuckets; i++) {
-		struct entry *e = s->buckets[i], *next;
-
-		for (; e; e = next) {
-			next = e->next;
-			tcpstore_queue_free(e->queue);
-			free(e->key);
-			free(e->val);
-			free(e);
-		}
-	}
-	free(s->buckets);
+	tcpstore_table_release(&s->t);
 	free(s->set_prefix);
 	free(s);
 }
