@@ -7,6 +7,10 @@
  *       connect with the client and run the OPs in order, one output line each:
  *         set K V | get K | add K N | cas K EXP DES | del K | numkeys
  *         check K1,K2 | wait K1,K2[@TIMEOUT_MS] | mget K1,K2 | mset K1=V1,K2=V2
+ *         qpush K V | qlen K | qpop K[@TIMEOUT_MS]   (v2 only: torch >= 2.7)
+ *       qpop prints the queue's length before the pop, then the value when
+ *       there was one ("qpop -> 2 'a'", "qpop -> 0"); with @ it blocks as
+ *       torch's queue_pop(key, block=True): WAIT on K first (@0: no timeout).
  *       Values are printed as repr-like text; the exit status is 0 when every
  *       op got a reply, 1 otherwise (the error is printed). */
 #include <errno.h>
@@ -87,7 +91,15 @@ reply_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		printf("%s -> ", op);
 		print_bytes(&rep->value);
 		putchar('\n');
-	} else if (strcmp(op, "add") == 0 || strcmp(op, "del") == 0 || strcmp(op, "numkeys") == 0) {
+	} else if (strcmp(op, "qpop") == 0) {
+		printf("%s -> %" PRId64, op, rep->i64);
+		if (rep->i64 > 0) {
+			putchar(' ');
+			print_bytes(&rep->value);
+		}
+		putchar('\n');
+	} else if (strcmp(op, "add") == 0 || strcmp(op, "del") == 0 || strcmp(op, "numkeys") == 0 ||
+		   strcmp(op, "qlen") == 0) {
 		printf("%s -> %" PRId64 "\n", op, rep->i64);
 	} else if (strcmp(op, "check") == 0 || strcmp(op, "wait") == 0) {
 		printf("%s -> %u\n", op, rep->status);
@@ -106,13 +118,26 @@ reply_cb(int err, const struct tcpstore_reply *rep, void *arg)
 }
 
 static void
+sync_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	event_base_loopbreak(base);
+}
+
+static void
 run_next(void)
 {
 	const char *op;
 	int r = 0;
 
 	if (cur >= nops) {
-		event_base_loopbreak(base);
+		/* Requests without a reply (set, qpush) may still sit in the
+		 * output buffer: a last round trip flushes them, and the server
+		 * has handled them once it answers. */
+		struct tcpstore_req sync = {.cmd = TCPSTORE_CMD_GETNUMKEYS};
+
+		if (tcpstore_client_request(client, &sync, 0, sync_cb, NULL) < 0) {
+			event_base_loopbreak(base);
+		}
 		return;
 	}
 	op = ops[cur++];
@@ -157,6 +182,23 @@ run_next(void)
 					 timeout, reply_cb, (void *)op);
 		strv_free(keys);
 		free(arg);
+	} else if (strcmp(op, "qpush") == 0 && cur + 2 <= nops) {
+		r = tcpstore_client_queue_push(client, ops[cur], ops[cur + 1], strlen(ops[cur + 1]),
+					       reply_cb, "qpush");
+		cur += 2;
+	} else if (strcmp(op, "qlen") == 0 && cur + 1 <= nops) {
+		r = tcpstore_client_queue_len(client, ops[cur++], reply_cb, "qlen");
+	} else if (strcmp(op, "qpop") == 0 && cur + 1 <= nops) {
+		char *key = xstrdup(ops[cur++]);
+		char *at = strchr(key, '@');
+		uint64_t timeout = 0;
+
+		if (at) {
+			*at = '\0';
+			timeout = strtoull(at + 1, NULL, 10) * USEC_PER_MSEC;
+		}
+		r = tcpstore_client_queue_pop(client, key, at != NULL, timeout, reply_cb, "qpop");
+		free(key);
 	} else if (strcmp(op, "mset") == 0 && cur + 1 <= nops) {
 		char **pairs = split(ops[cur++], ',');
 		size_t n = strv_length(pairs);
