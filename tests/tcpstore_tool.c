@@ -17,6 +17,7 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,79 @@ reply_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	run_next();
 }
 
+/* Cut "@MS" off arg: the timeout in usec (0 without one), *ret_at whether
+ * there was one. */
+static uint64_t
+cut_timeout(char *arg, bool *ret_at)
+{
+	char *at = strchr(arg, '@');
+
+	*ret_at = at != NULL;
+	if (!at) {
+		return 0;
+	}
+	*at = '\0';
+	return strtoull(at + 1, NULL, 10) * USEC_PER_MSEC;
+}
+
+/* check, wait or mget over "K1,K2[@MS]". */
+static int
+run_keys(const char *op, const char *spec)
+{
+	char *arg = xstrdup(spec);
+	bool at;
+	uint64_t timeout = cut_timeout(arg, &at);
+	char **keys = split(arg, ',');
+	enum tcpstore_cmd cmd = op[0] == 'c'   ? TCPSTORE_CMD_CHECK
+				: op[0] == 'w' ? TCPSTORE_CMD_WAIT
+					       : TCPSTORE_CMD_MULTI_GET;
+	int r = tcpstore_client_keys(client, cmd, (const char *const *)keys, strv_length(keys),
+				     timeout, reply_cb, (void *)op);
+
+	strv_free(keys);
+	free(arg);
+	return r;
+}
+
+/* qpop "K[@MS]": with @, a blocking pop. */
+static int
+run_qpop(const char *spec)
+{
+	char *key = xstrdup(spec);
+	bool block;
+	uint64_t timeout = cut_timeout(key, &block);
+	int r = tcpstore_client_queue_pop(client, key, block, timeout, reply_cb, "qpop");
+
+	free(key);
+	return r;
+}
+
+/* mset "K1=V1,K2=V2". */
+static int
+run_mset(const char *spec)
+{
+	char **pairs = split(spec, ',');
+	size_t n = strv_length(pairs);
+	struct tcpstore_bytes *k = xcalloc(n, sizeof(*k)), *v = xcalloc(n, sizeof(*v));
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET, .n = n, .keys = k, .values = v};
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		char *eq = strchr(pairs[i], '=');
+
+		*eq = '\0';
+		k[i].data = (const uint8_t *)pairs[i];
+		k[i].len = strlen(pairs[i]);
+		v[i].data = (const uint8_t *)eq + 1;
+		v[i].len = strlen(eq + 1);
+	}
+	r = tcpstore_client_request(client, &req, 0, reply_cb, "mset");
+	free(k);
+	free(v);
+	strv_free(pairs);
+	return r;
+}
+
 static void
 sync_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
@@ -165,23 +239,7 @@ run_next(void)
 	} else if ((strcmp(op, "check") == 0 || strcmp(op, "wait") == 0 ||
 		    strcmp(op, "mget") == 0) &&
 		   cur + 1 <= nops) {
-		char *arg = xstrdup(ops[cur++]);
-		char *at = strchr(arg, '@');
-		uint64_t timeout = 0;
-		char **keys;
-		enum tcpstore_cmd cmd = op[0] == 'c'   ? TCPSTORE_CMD_CHECK
-					: op[0] == 'w' ? TCPSTORE_CMD_WAIT
-						       : TCPSTORE_CMD_MULTI_GET;
-
-		if (at) {
-			*at = '\0';
-			timeout = strtoull(at + 1, NULL, 10) * USEC_PER_MSEC;
-		}
-		keys = split(arg, ',');
-		r = tcpstore_client_keys(client, cmd, (const char *const *)keys, strv_length(keys),
-					 timeout, reply_cb, (void *)op);
-		strv_free(keys);
-		free(arg);
+		r = run_keys(op, ops[cur++]);
 	} else if (strcmp(op, "qpush") == 0 && cur + 2 <= nops) {
 		r = tcpstore_client_queue_push(client, ops[cur], ops[cur + 1], strlen(ops[cur + 1]),
 					       reply_cb, "qpush");
@@ -189,36 +247,9 @@ run_next(void)
 	} else if (strcmp(op, "qlen") == 0 && cur + 1 <= nops) {
 		r = tcpstore_client_queue_len(client, ops[cur++], reply_cb, "qlen");
 	} else if (strcmp(op, "qpop") == 0 && cur + 1 <= nops) {
-		char *key = xstrdup(ops[cur++]);
-		char *at = strchr(key, '@');
-		uint64_t timeout = 0;
-
-		if (at) {
-			*at = '\0';
-			timeout = strtoull(at + 1, NULL, 10) * USEC_PER_MSEC;
-		}
-		r = tcpstore_client_queue_pop(client, key, at != NULL, timeout, reply_cb, "qpop");
-		free(key);
+		r = run_qpop(ops[cur++]);
 	} else if (strcmp(op, "mset") == 0 && cur + 1 <= nops) {
-		char **pairs = split(ops[cur++], ',');
-		size_t n = strv_length(pairs);
-		struct tcpstore_bytes *k = xcalloc(n, sizeof(*k)), *v = xcalloc(n, sizeof(*v));
-		struct tcpstore_req req = {
-			.cmd = TCPSTORE_CMD_MULTI_SET, .n = n, .keys = k, .values = v};
-
-		for (size_t i = 0; i < n; i++) {
-			char *eq = strchr(pairs[i], '=');
-
-			*eq = '\0';
-			k[i].data = (const uint8_t *)pairs[i];
-			k[i].len = strlen(pairs[i]);
-			v[i].data = (const uint8_t *)eq + 1;
-			v[i].len = strlen(eq + 1);
-		}
-		r = tcpstore_client_request(client, &req, 0, reply_cb, "mset");
-		free(k);
-		free(v);
-		strv_free(pairs);
+		r = run_mset(ops[cur++]);
 	} else {
 		fprintf(stderr, "tcpstore_tool: bad op '%s'\n", op);
 		status = 2;
