@@ -28,8 +28,9 @@ struct creq {
 	uint64_t timeout_usec;
 	tcpstore_reply_fn fn;
 	void *arg;
-	bool internal; /* handshake PING */
-	int err;       /* completion status of an entry on the done list */
+	bool internal;     /* handshake PING */
+	int err;           /* completion status of an entry on the done list */
+	struct creq *then; /* sent next when this one succeeds (a blocking pop) */
 };
 
 TAILQ_HEAD(creq_list, creq);
@@ -75,6 +76,9 @@ struct tcpstore_client {
 static void
 creq_free(struct creq *q)
 {
+	if (q->then) {
+		creq_free(q->then);
+	}
 	free(q->frame);
 	free(q);
 }
@@ -126,6 +130,20 @@ client_leave(struct tcpstore_client *c)
 static void
 complete(struct tcpstore_client *c, struct creq *q, int err, const struct tcpstore_reply *rep)
 {
+	struct creq *then = q->then;
+
+	if (then) {
+		/* The WAIT of a blocking pop: on success the pop goes out next,
+		 * ahead of anything queued after it; else it fails the same way. */
+		q->then = NULL;
+		creq_free(q);
+		if (err < 0) {
+			complete(c, then, err, NULL);
+		} else {
+			TAILQ_INSERT_HEAD(&c->queue, then, link);
+		}
+		return;
+	}
 	if (q->fn && !c->free_pending) {
 		q->fn(err, err < 0 ? NULL : rep, q->arg);
 	}
@@ -550,18 +568,15 @@ tcpstore_client_connect(struct tcpstore_client *c, uint64_t deadline_usec)
 	return 0;
 }
 
-int
-tcpstore_client_request(struct tcpstore_client *c, const struct tcpstore_req *req,
-			uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
+/* req encoded for c, in *ret; or -errno when c's dialect lacks it. */
+static int
+creq_new(struct tcpstore_client *c, const struct tcpstore_req *req, uint64_t timeout_usec,
+	 tcpstore_reply_fn fn, void *arg, struct creq **ret)
 {
 	struct tcpstore_buf b = {0};
 	struct creq *q;
-	int r;
+	int r = tcpstore_req_encode(&b, c->dialect, req);
 
-	if (c->state == CLIENT_DEAD || c->free_pending) {
-		return -ENOTCONN;
-	}
-	r = tcpstore_req_encode(&b, c->dialect, req);
 	if (r < 0) {
 		tcpstore_buf_release(&b);
 		return r;
@@ -574,6 +589,24 @@ tcpstore_client_request(struct tcpstore_client *c, const struct tcpstore_req *re
 	q->timeout_usec = timeout_usec;
 	q->fn = fn;
 	q->arg = arg;
+	*ret = q;
+	return 0;
+}
+
+int
+tcpstore_client_request(struct tcpstore_client *c, const struct tcpstore_req *req,
+			uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
+{
+	struct creq *q;
+	int r;
+
+	if (c->state == CLIENT_DEAD || c->free_pending) {
+		return -ENOTCONN;
+	}
+	r = creq_new(c, req, timeout_usec, fn, arg, &q);
+	if (r < 0) {
+		return r;
+	}
 	TAILQ_INSERT_TAIL(&c->queue, q, link);
 	client_send_next(c);
 	return 0;
@@ -649,6 +682,53 @@ tcpstore_client_keys(struct tcpstore_client *c, enum tcpstore_cmd cmd, const cha
 	r = tcpstore_client_request(c, &req, timeout_usec, fn, arg);
 	free(k);
 	return r;
+}
+
+int
+tcpstore_client_queue_push(struct tcpstore_client *c, const char *key, const void *value,
+			   size_t len, tcpstore_reply_fn fn, void *arg)
+{
+	struct tcpstore_req req = {
+		.cmd = TCPSTORE_CMD_QUEUE_PUSH, .key = str_bytes(key), .value = {value, len}};
+
+	return tcpstore_client_request(c, &req, 0, fn, arg);
+}
+
+int
+tcpstore_client_queue_len(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn,
+			  void *arg)
+{
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_QUEUE_LEN, .key = str_bytes(key)};
+
+	return tcpstore_client_request(c, &req, 0, fn, arg);
+}
+
+int
+tcpstore_client_queue_pop(struct tcpstore_client *c, const char *key, bool block,
+			  uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
+{
+	struct tcpstore_bytes k = str_bytes(key);
+	struct tcpstore_req pop = {.cmd = TCPSTORE_CMD_QUEUE_POP, .key = k};
+	struct tcpstore_req wait = {.cmd = TCPSTORE_CMD_WAIT, .n = 1, .keys = &k};
+	struct creq *q, *w;
+	int r;
+
+	if (!block) {
+		return tcpstore_client_request(c, &pop, 0, fn, arg);
+	}
+	if (c->state == CLIENT_DEAD || c->free_pending) {
+		return -ENOTCONN;
+	}
+	/* torch's queuePop(key, block=true): doWait(key), then QUEUE_POP. */
+	r = creq_new(c, &pop, 0, fn, arg, &q);
+	if (r < 0) {
+		return r;
+	}
+	(void)creq_new(c, &wait, timeout_usec, NULL, NULL, &w);
+	w->then = q;
+	TAILQ_INSERT_TAIL(&c->queue, w, link);
+	client_send_next(c);
+	return 0;
 }
 
 size_t

@@ -10,6 +10,7 @@
  * clients add it themselves). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,6 +76,21 @@ int tcpstore_client_delete(struct tcpstore_client *c, const char *key, tcpstore_
 /* WAIT, CHECK or MULTI_GET over n string keys. */
 int tcpstore_client_keys(struct tcpstore_client *c, enum tcpstore_cmd cmd, const char *const *keys,
 			 size_t n, uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg);
+
+/* torch >= 2.7's queues (v2 only: -EINVAL on a legacy client). QUEUE_PUSH
+ * (no reply: fn hears only that it was sent); QUEUE_LEN (rep->i64). QUEUE_POP:
+ * rep->i64 is the queue's length before the pop, rep->value the popped value
+ * when that is > 0 (0: the queue was empty). With block, as torch's
+ * queuePop(key, block=true), a WAIT on key goes first (bounded by timeout_usec
+ * when > 0) and the pop follows it at once; a WAIT that times out, is
+ * cancelled (tcpstore_client_cancel_wait) or loses the connection completes
+ * the pop with that error and the pop is not sent. */
+int tcpstore_client_queue_push(struct tcpstore_client *c, const char *key, const void *value,
+			       size_t len, tcpstore_reply_fn fn, void *arg);
+int tcpstore_client_queue_pop(struct tcpstore_client *c, const char *key, bool block,
+			      uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg);
+int tcpstore_client_queue_len(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn,
+			      void *arg);
 
 /* Give up every WAIT queued or in flight: each completes with -ECANCELED
  * (v2: CANCEL_WAIT, the connection stays usable; legacy: the connection is

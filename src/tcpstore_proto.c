@@ -8,7 +8,9 @@
 
 #include "util.h"
 
-/* Wire bytes by command; -1: not in that dialect. */
+/* Wire bytes by command; -1: not in that dialect. v2 follows upstream's
+ * QueryType enum (TCPStoreBackend.hpp): VALIDATE = 0, then in order up to
+ * QUEUE_LEN = 0x10 (torch >= 2.7; LIST = 0x11 is not served). */
 static const int legacy_bytes[] = {
 	[TCPSTORE_CMD_VALIDATE] = -1,      [TCPSTORE_CMD_SET] = 0x00,
 	[TCPSTORE_CMD_COMPARE_SET] = 0x01, [TCPSTORE_CMD_GET] = 0x02,
@@ -17,7 +19,8 @@ static const int legacy_bytes[] = {
 	[TCPSTORE_CMD_WATCH_KEY] = 0x07,   [TCPSTORE_CMD_DELETE_KEY] = 0x08,
 	[TCPSTORE_CMD_APPEND] = 0x09,      [TCPSTORE_CMD_MULTI_GET] = 0x0a,
 	[TCPSTORE_CMD_MULTI_SET] = 0x0b,   [TCPSTORE_CMD_CANCEL_WAIT] = 0x0c,
-	[TCPSTORE_CMD_PING] = -1,
+	[TCPSTORE_CMD_PING] = -1,          [TCPSTORE_CMD_QUEUE_PUSH] = -1,
+	[TCPSTORE_CMD_QUEUE_POP] = -1,     [TCPSTORE_CMD_QUEUE_LEN] = -1,
 };
 
 static const int v2_bytes[] = {
@@ -28,7 +31,8 @@ static const int v2_bytes[] = {
 	[TCPSTORE_CMD_WATCH_KEY] = -1,     [TCPSTORE_CMD_DELETE_KEY] = 0x08,
 	[TCPSTORE_CMD_APPEND] = 0x09,      [TCPSTORE_CMD_MULTI_GET] = 0x0a,
 	[TCPSTORE_CMD_MULTI_SET] = 0x0b,   [TCPSTORE_CMD_CANCEL_WAIT] = 0x0c,
-	[TCPSTORE_CMD_PING] = 0x0d,
+	[TCPSTORE_CMD_PING] = 0x0d,        [TCPSTORE_CMD_QUEUE_PUSH] = 0x0e,
+	[TCPSTORE_CMD_QUEUE_POP] = 0x0f,   [TCPSTORE_CMD_QUEUE_LEN] = 0x10,
 };
 
 void
@@ -236,6 +240,7 @@ decode_body(struct cursor *c, const struct tcpstore_limits *lim, struct tcpstore
 		return cur_u32(c, &req->u32);
 	case TCPSTORE_CMD_SET:
 	case TCPSTORE_CMD_APPEND:
+	case TCPSTORE_CMD_QUEUE_PUSH:
 		r = cur_bytes(c, lim->max_key, &req->key);
 		return r <= 0 ? r : cur_bytes(c, lim->max_value, &req->value);
 	case TCPSTORE_CMD_COMPARE_SET:
@@ -247,6 +252,8 @@ decode_body(struct cursor *c, const struct tcpstore_limits *lim, struct tcpstore
 	case TCPSTORE_CMD_GET:
 	case TCPSTORE_CMD_WATCH_KEY:
 	case TCPSTORE_CMD_DELETE_KEY:
+	case TCPSTORE_CMD_QUEUE_POP:
+	case TCPSTORE_CMD_QUEUE_LEN:
 		return cur_bytes(c, lim->max_key, &req->key);
 	case TCPSTORE_CMD_ADD:
 		r = cur_bytes(c, lim->max_key, &req->key);
@@ -326,6 +333,7 @@ tcpstore_cmd_has_reply(enum tcpstore_cmd cmd)
 	case TCPSTORE_CMD_SET:
 	case TCPSTORE_CMD_APPEND:
 	case TCPSTORE_CMD_MULTI_SET:
+	case TCPSTORE_CMD_QUEUE_PUSH:
 		return false;
 	case TCPSTORE_CMD_COMPARE_SET:
 	case TCPSTORE_CMD_GET:
@@ -338,6 +346,8 @@ tcpstore_cmd_has_reply(enum tcpstore_cmd cmd)
 	case TCPSTORE_CMD_MULTI_GET:
 	case TCPSTORE_CMD_CANCEL_WAIT:
 	case TCPSTORE_CMD_PING:
+	case TCPSTORE_CMD_QUEUE_POP:
+	case TCPSTORE_CMD_QUEUE_LEN:
 		return true;
 	}
 	return false;
@@ -359,6 +369,7 @@ tcpstore_reply_decode(enum tcpstore_cmd cmd, size_t n, const uint8_t *buf, size_
 	case TCPSTORE_CMD_SET:
 	case TCPSTORE_CMD_APPEND:
 	case TCPSTORE_CMD_MULTI_SET:
+	case TCPSTORE_CMD_QUEUE_PUSH:
 		break;
 	case TCPSTORE_CMD_CHECK:
 	case TCPSTORE_CMD_WAIT:
@@ -372,8 +383,17 @@ tcpstore_reply_decode(enum tcpstore_cmd cmd, size_t n, const uint8_t *buf, size_
 	case TCPSTORE_CMD_ADD:
 	case TCPSTORE_CMD_GETNUMKEYS:
 	case TCPSTORE_CMD_DELETE_KEY:
+	case TCPSTORE_CMD_QUEUE_LEN:
 		r = cur_u64(&c, &u);
 		ret->i64 = (int64_t)u;
+		break;
+	case TCPSTORE_CMD_QUEUE_POP:
+		/* The length before the pop; the value only when there was one. */
+		r = cur_u64(&c, &u);
+		ret->i64 = (int64_t)u;
+		if (r > 0 && ret->i64 > 0) {
+			r = cur_bytes(&c, lim->max_value, &ret->value);
+		}
 		break;
 	case TCPSTORE_CMD_PING:
 		r = cur_u32(&c, &ret->u32);
@@ -504,6 +524,7 @@ tcpstore_req_encode(struct tcpstore_buf *b, enum tcpstore_dialect d, const struc
 		break;
 	case TCPSTORE_CMD_SET:
 	case TCPSTORE_CMD_APPEND:
+	case TCPSTORE_CMD_QUEUE_PUSH:
 		put_slice(b, &req->key);
 		put_slice(b, &req->value);
 		break;
@@ -515,6 +536,8 @@ tcpstore_req_encode(struct tcpstore_buf *b, enum tcpstore_dialect d, const struc
 	case TCPSTORE_CMD_GET:
 	case TCPSTORE_CMD_WATCH_KEY:
 	case TCPSTORE_CMD_DELETE_KEY:
+	case TCPSTORE_CMD_QUEUE_POP:
+	case TCPSTORE_CMD_QUEUE_LEN:
 		put_slice(b, &req->key);
 		break;
 	case TCPSTORE_CMD_ADD:

@@ -41,6 +41,12 @@ enum tcpstore_cmd {
 	TCPSTORE_CMD_MULTI_SET,   /* n (key, value); no reply */
 	TCPSTORE_CMD_CANCEL_WAIT, /* reply u8 1 (after a 0 if the wait had completed) */
 	TCPSTORE_CMD_PING,        /* v2 only; u32 nonce; reply the same u32 */
+	/* torch >= 2.7 (v2 only): a FIFO of values per key, apart from the
+	 * key's own value (upstream TCPStoreLibUvBackend.cpp, queuePush/Pop/Len). */
+	TCPSTORE_CMD_QUEUE_PUSH, /* key, value; no reply */
+	TCPSTORE_CMD_QUEUE_POP,  /* key; reply i64 length before the pop, then the
+				  * popped vec when that length > 0 */
+	TCPSTORE_CMD_QUEUE_LEN,  /* key; reply i64 */
 };
 
 /* Reply bytes of CHECK / WAIT / CANCEL_WAIT / WATCH_KEY. */
@@ -67,8 +73,9 @@ struct tcpstore_limits {
 /* One request. Scalars and slices are filled according to cmd. */
 struct tcpstore_req {
 	enum tcpstore_cmd cmd;
-	struct tcpstore_bytes key;     /* SET COMPARE_SET GET ADD WATCH_KEY DELETE_KEY APPEND */
-	struct tcpstore_bytes value;   /* SET APPEND; COMPARE_SET: the expected value */
+	struct tcpstore_bytes key;     /* SET COMPARE_SET GET ADD WATCH_KEY DELETE_KEY APPEND
+					* QUEUE_PUSH QUEUE_POP QUEUE_LEN */
+	struct tcpstore_bytes value;   /* SET APPEND QUEUE_PUSH; COMPARE_SET: the expected value */
 	struct tcpstore_bytes desired; /* COMPARE_SET */
 	int64_t delta;                 /* ADD */
 	uint32_t u32;                  /* VALIDATE magic, PING nonce */
@@ -111,8 +118,8 @@ int tcpstore_req_decode(const uint8_t *buf, size_t len, enum tcpstore_dialect d,
 void tcpstore_req_release(struct tcpstore_req *req);
 
 /* Append req's frame, for dialect d, to b. Returns 0, or -EINVAL when the
- * command does not exist in that dialect (WATCH_KEY in v2; VALIDATE and PING
- * in legacy). */
+ * command does not exist in that dialect (WATCH_KEY in v2; VALIDATE, PING and
+ * QUEUE_* in legacy). */
 int tcpstore_req_encode(struct tcpstore_buf *b, enum tcpstore_dialect d,
 			const struct tcpstore_req *req);
 
@@ -122,14 +129,16 @@ int tcpstore_cmd_byte(enum tcpstore_dialect d, enum tcpstore_cmd cmd);
 /* A reply, decoded for the command that asked for it. */
 struct tcpstore_reply {
 	uint8_t status;                /* CHECK WAIT CANCEL_WAIT WATCH_KEY */
-	int64_t i64;                   /* ADD GETNUMKEYS DELETE_KEY */
+	int64_t i64;                   /* ADD GETNUMKEYS DELETE_KEY QUEUE_LEN; QUEUE_POP: the
+					* queue's length before the pop (0: it was empty) */
 	uint32_t u32;                  /* PING */
-	struct tcpstore_bytes value;   /* GET COMPARE_SET */
+	struct tcpstore_bytes value;   /* GET COMPARE_SET; QUEUE_POP when i64 > 0 */
 	size_t n;                      /* MULTI_GET */
 	struct tcpstore_bytes *values; /* MULTI_GET: n entries, malloc'd */
 };
 
-/* Whether cmd gets a reply at all (SET, APPEND, MULTI_SET, VALIDATE do not). */
+/* Whether cmd gets a reply at all (SET, APPEND, MULTI_SET, VALIDATE and
+ * QUEUE_PUSH do not). */
 bool tcpstore_cmd_has_reply(enum tcpstore_cmd cmd);
 
 /* Decode the reply to cmd (n = number of keys of a MULTI_GET) from

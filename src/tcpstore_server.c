@@ -1,25 +1,24 @@
 /* tcpstore_server.c — the c10d TCPStore server (see the header). */
 #include "tcpstore_server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/queue.h>
-#include <sys/random.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "tcpstore_listen.h"
 #include "tcpstore_proto.h"
+#include "tcpstore_queue.h"
+#include "tcpstore_table.h"
 #include "util.h"
 
 /* Stop reading a connection's requests while this much output is queued. */
@@ -28,10 +27,10 @@
 struct wait_rec;
 
 /* One key of one pending WAIT, linked on the key's entry. */
-struct wait_node {
-	LIST_ENTRY(wait_node) link;
+struct tcpstore_wait_node {
+	TAILQ_ENTRY(tcpstore_wait_node) link;
 	struct wait_rec *rec;
-	struct entry *e; /* NULL once fired */
+	struct tcpstore_entry *e; /* NULL once fired */
 };
 
 /* The (at most one) pending WAIT of a connection. */
@@ -39,20 +38,7 @@ struct wait_rec {
 	struct conn *c;
 	size_t remaining; /* nodes not fired yet */
 	size_t n;
-	struct wait_node nodes[];
-};
-
-/* A key: its value (when set) and the waiters on it. An entry without a value
- * lives only while someone waits for it. */
-struct entry {
-	struct entry *next; /* hash chain */
-	uint64_t hash;
-	uint8_t *key;
-	size_t klen;
-	uint8_t *val;
-	size_t vlen;
-	bool has_value;
-	LIST_HEAD(, wait_node) waiters;
+	struct tcpstore_wait_node nodes[];
 };
 
 struct conn {
@@ -74,11 +60,7 @@ struct tcpstore_server {
 	int port;
 	struct tcpstore_server_limits lim;
 	struct tcpstore_limits plim;
-	struct entry **buckets;
-	size_t nbuckets;
-	size_t nentries;
-	size_t nkeys;
-	size_t bytes;
+	struct tcpstore_table t;
 	LIST_HEAD(, conn) conns;
 	size_t nconns;
 	LIST_HEAD(, conn) closed; /* freed by the reaper on the next loop turn */
@@ -102,115 +84,7 @@ tcpstore_server_limits_default(struct tcpstore_server_limits *ret)
 	ret->max_connections = 16384;
 	ret->max_output = (size_t)64 << 20;
 	ret->frame_stall_ms = 60000;
-}
-
-/* ---- the key table ----------------------------------------------------- */
-
-static uint64_t
-hash_bytes(const uint8_t *p, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
-static struct entry **
-table_slot(struct tcpstore_server *s, const uint8_t *key, size_t klen, uint64_t h)
-{
-	struct entry **pp = &s->buckets[h & (s->nbuckets - 1)];
-
-	for (; *pp; pp = &(*pp)->next) {
-		struct entry *e = *pp;
-
-		if (e->hash == h && e->klen == klen &&
-		    (klen == 0 || memcmp(e->key, key, klen) == 0)) {
-			break;
-		}
-	}
-	return pp;
-}
-
-static struct entry *
-table_find(struct tcpstore_server *s, const struct tcpstore_bytes *k)
-{
-	return *table_slot(s, k->data, k->len, hash_bytes(k->data, k->len));
-}
-
-static void
-table_grow(struct tcpstore_server *s)
-{
-	size_t n = s->nbuckets * 2;
-	struct entry **b = xcalloc(n, sizeof(*b));
-
-	for (size_t i = 0; i < s->nbuckets; i++) {
-		struct entry *e = s->buckets[i], *next;
-
-		for (; e; e = next) {
-			next = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
-		}
-	}
-	free(s->buckets);
-	s->buckets = b;
-	s->nbuckets = n;
-}
-
-static struct entry *
-table_get_or_add(struct tcpstore_server *s, const struct tcpstore_bytes *k)
-{
-	uint64_t h = hash_bytes(k->data, k->len);
-	struct entry **pp = table_slot(s, k->data, k->len, h);
-	struct entry *e;
-
-	if (*pp) {
-		return *pp;
-	}
-	e = xcalloc(1, sizeof(*e));
-	e->hash = h;
-	e->key = xmalloc(k->len ? k->len : 1);
-	memcpy(e->key, k->data, k->len);
-	e->klen = k->len;
-	LIST_INIT(&e->waiters);
-	*pp = e;
-	s->nentries++;
-	if (s->nentries > s->nbuckets) {
-		table_grow(s);
-	}
-	return e;
-}
-
-static void
-entry_clear_value(struct tcpstore_server *s, struct entry *e)
-{
-	if (e->has_value) {
-		s->bytes -= e->klen + e->vlen;
-		s->nkeys--;
-	}
-	free(e->val);
-	e->val = NULL;
-	e->vlen = 0;
-	e->has_value = false;
-}
-
-/* Drop e from the table when it holds nothing and nobody waits on it. */
-static void
-entry_maybe_free(struct tcpstore_server *s, struct entry *e)
-{
-	struct entry **pp;
-
-	if (e->has_value || !LIST_EMPTY(&e->waiters)) {
-		return;
-	}
-	pp = table_slot(s, e->key, e->klen, e->hash);
-	*pp = e->next;
-	s->nentries--;
-	free(e->key);
-	free(e);
+	ret->max_queue_len = 1u << 20;
 }
 
 /* ---- connections ------------------------------------------------------- */
@@ -258,12 +132,12 @@ wait_drop(struct conn *c)
 		return;
 	}
 	for (size_t i = 0; i < w->n; i++) {
-		struct entry *e = w->nodes[i].e;
+		struct tcpstore_entry *e = w->nodes[i].e;
 
 		if (e) {
-			LIST_REMOVE(&w->nodes[i], link);
+			TAILQ_REMOVE(&e->waiters, &w->nodes[i], link);
 			w->nodes[i].e = NULL;
-			entry_maybe_free(c->s, e);
+			tcpstore_table_maybe_free(&c->s->t, e);
 		}
 	}
 	free(w);
@@ -344,23 +218,50 @@ reply_vec(struct conn *c, const uint8_t *data, size_t len)
 	conn_write(c, data, len);
 }
 
+/* The oldest waiter on e: one key fewer to wait for. Returns true when that
+ * completed its WAIT (answered now), false when it waits for more keys or
+ * there was none. */
+static bool
+entry_wake_first(struct tcpstore_entry *e)
+{
+	struct tcpstore_wait_node *n = TAILQ_FIRST(&e->waiters);
+	struct wait_rec *w;
+
+	if (!n) {
+		return false;
+	}
+	w = n->rec;
+	TAILQ_REMOVE(&e->waiters, n, link);
+	n->e = NULL;
+	if (--w->remaining == 0) {
+		struct conn *wc = w->c;
+
+		wc->wait = NULL;
+		free(w);
+		reply_u8(wc, TCPSTORE_STOP_WAITING);
+		return true;
+	}
+	return false;
+}
+
 /* Every waiter on e: one key fewer to wait for; answer those now complete. */
 static void
-entry_wake(struct tcpstore_server *s, struct entry *e)
+entry_wake(struct tcpstore_entry *e)
 {
-	struct wait_node *n;
+	while (!TAILQ_EMPTY(&e->waiters)) {
+		(void)entry_wake_first(e);
+	}
+}
 
-	while ((n = LIST_FIRST(&e->waiters))) {
-		struct wait_rec *w = n->rec;
-
-		LIST_REMOVE(n, link);
-		n->e = NULL;
-		if (--w->remaining == 0) {
-			struct conn *wc = w->c;
-
-			wc->wait = NULL;
-			free(w);
-			reply_u8(wc, TCPSTORE_STOP_WAITING);
+/* A value was queued on e: wake waiters oldest first up to the first whose
+ * WAIT completes, as upstream's wakeupOneWaitingClient (the ones passed over
+ * wait for other keys too, and have this one now). One value, one popper. */
+static void
+entry_wake_one(struct tcpstore_entry *e)
+{
+	while (!TAILQ_EMPTY(&e->waiters)) {
+		if (entry_wake_first(e)) {
+			return;
 		}
 	}
 }
@@ -369,21 +270,15 @@ entry_wake(struct tcpstore_server *s, struct entry *e)
 static bool
 store_set(struct tcpstore_server *s, const struct tcpstore_bytes *k, const uint8_t *v, size_t vlen)
 {
-	struct entry *e = table_get_or_add(s, k);
+	struct tcpstore_entry *e = tcpstore_table_get_or_add(&s->t, k);
 	size_t old = e->has_value ? e->klen + e->vlen : 0;
 
-	if (s->bytes - old + k->len + vlen > s->lim.max_store_bytes) {
-		entry_maybe_free(s, e);
+	if (s->t.bytes - old + k->len + vlen > s->lim.max_store_bytes) {
+		tcpstore_table_maybe_free(&s->t, e);
 		return false;
 	}
-	entry_clear_value(s, e);
-	e->val = xmalloc(vlen ? vlen : 1);
-	memcpy(e->val, v, vlen);
-	e->vlen = vlen;
-	e->has_value = true;
-	s->bytes += e->klen + vlen;
-	s->nkeys++;
-	entry_wake(s, e);
+	tcpstore_table_set_value(&s->t, e, v, vlen);
+	entry_wake(e);
 	if (s->set_cb && k->len >= strlen(s->set_prefix) &&
 	    memcmp(k->data, s->set_prefix, strlen(s->set_prefix)) == 0) {
 		s->set_cb(k->data, k->len, v, vlen, s->set_arg);
@@ -391,12 +286,15 @@ store_set(struct tcpstore_server *s, const struct tcpstore_bytes *k, const uint8
 	return true;
 }
 
+/* What CHECK and WAIT look for: the key has a value, or values queued under
+ * it (upstream checkKeys: a non-empty queue counts, so a blocking queue pop is
+ * a WAIT on the queue's key). */
 static bool
-key_exists(struct tcpstore_server *s, const struct tcpstore_bytes *k)
+key_ready(struct tcpstore_server *s, const struct tcpstore_bytes *k)
 {
-	struct entry *e = table_find(s, k);
+	struct tcpstore_entry *e = tcpstore_table_find(&s->t, k);
 
-	return e && e->has_value;
+	return e && (e->has_value || e->queue);
 }
 
 static void
@@ -407,7 +305,7 @@ handle_wait(struct conn *c, const struct tcpstore_req *req)
 	size_t missing = 0;
 
 	for (size_t i = 0; i < req->n; i++) {
-		if (!key_exists(s, &req->keys[i])) {
+		if (!key_ready(s, &req->keys[i])) {
 			missing++;
 		}
 	}
@@ -420,16 +318,16 @@ handle_wait(struct conn *c, const struct tcpstore_req *req)
 	w->n = missing;
 	w->remaining = missing;
 	for (size_t i = 0, j = 0; i < req->n; i++) {
-		struct entry *e;
+		struct tcpstore_entry *e;
 
-		if (key_exists(s, &req->keys[i])) {
+		if (key_ready(s, &req->keys[i])) {
 			continue;
 		}
 		/* A key listed twice is waited for twice, as 1.13. */
-		e = table_get_or_add(s, &req->keys[i]);
+		e = tcpstore_table_get_or_add(&s->t, &req->keys[i]);
 		w->nodes[j].rec = w;
 		w->nodes[j].e = e;
-		LIST_INSERT_HEAD(&e->waiters, &w->nodes[j], link);
+		TAILQ_INSERT_TAIL(&e->waiters, &w->nodes[j], link);
 		j++;
 	}
 	c->wait = w;
@@ -505,15 +403,219 @@ merge_keys(struct tcpstore_req *req, uint8_t **ret_buf, struct tcpstore_bytes **
 }
 
 static void
-handle(struct conn *c, const struct tcpstore_req *req)
+handle_ping(struct conn *c, const struct tcpstore_req *req)
 {
-	struct tcpstore_server *s = c->s;
-	struct entry *e;
-	int64_t v;
+	struct tcpstore_buf b = {0};
+
+	tcpstore_buf_put_u32(&b, req->u32);
+	conn_write(c, b.data, b.len);
+	tcpstore_buf_release(&b);
+}
+
+static void
+handle_set(struct conn *c, const struct tcpstore_req *req)
+{
+	if (!store_set(c->s, &req->key, req->value.data, req->value.len)) {
+		conn_close(c, true);
+	}
+}
+
+static void
+handle_compare_set(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
+
+	if (!e || !e->has_value) {
+		if (req->value.len != 0) {
+			/* Missing key, non-empty expectation: echo the expectation,
+			 * as torch does. */
+			reply_vec(c, req->value.data, req->value.len);
+			return;
+		}
+	} else if (e->vlen != req->value.len ||
+		   (e->vlen && memcmp(e->val, req->value.data, e->vlen) != 0)) {
+		reply_vec(c, e->val, e->vlen);
+		return;
+	}
+	if (!store_set(c->s, &req->key, req->desired.data, req->desired.len)) {
+		conn_close(c, true);
+		return;
+	}
+	reply_vec(c, req->desired.data, req->desired.len);
+}
+
+static void
+handle_get(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
+
+	if (!e || !e->has_value) {
+		reply_missing(c);
+		return;
+	}
+	reply_vec(c, e->val, e->vlen);
+}
+
+static void
+handle_add(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
+	int64_t v = req->delta;
 	char num[32];
 	int n;
 
-	s->stats.requests++;
+	if (e && e->has_value) {
+		int64_t old;
+
+		if (tcpstore_parse_i64(e->val, e->vlen, &old) < 0) {
+			/* 1.13: std::stoll throws, the connection closes. */
+			conn_close(c, true);
+			return;
+		}
+		v = (int64_t)((uint64_t)old + (uint64_t)req->delta);
+	}
+	n = snprintf(num, sizeof(num), "%" PRId64, v);
+	/* The adder hears first, then the waiters (1.13's order). */
+	reply_i64(c, v);
+	if (!store_set(c->s, &req->key, (const uint8_t *)num, (size_t)n)) {
+		conn_close(c, true);
+	}
+}
+
+static void
+handle_check(struct conn *c, const struct tcpstore_req *req)
+{
+	for (size_t i = 0; i < req->n; i++) {
+		if (!key_ready(c->s, &req->keys[i])) {
+			reply_u8(c, TCPSTORE_NOT_READY);
+			return;
+		}
+	}
+	reply_u8(c, TCPSTORE_READY);
+}
+
+static void
+handle_delete_key(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
+
+	if (e && e->has_value) {
+		tcpstore_table_clear_value(&c->s->t, e);
+		tcpstore_table_maybe_free(&c->s->t, e);
+		reply_i64(c, 1);
+	} else {
+		reply_i64(c, 0);
+	}
+}
+
+static void
+handle_append(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_server *s = c->s;
+	struct tcpstore_entry *e = tcpstore_table_find(&s->t, &req->key);
+	uint8_t *buf;
+	bool ok;
+
+	if (!e || !e->has_value) {
+		handle_set(c, req);
+		return;
+	}
+	if (e->vlen + req->value.len > s->lim.max_value) {
+		conn_close(c, true);
+		return;
+	}
+	buf = xmalloc(e->vlen + req->value.len + 1);
+	memcpy(buf, e->val, e->vlen);
+	memcpy(buf + e->vlen, req->value.data, req->value.len);
+	ok = store_set(s, &req->key, buf, e->vlen + req->value.len);
+	free(buf);
+	if (!ok) {
+		conn_close(c, true);
+	}
+}
+
+static void
+handle_multi_get(struct conn *c, const struct tcpstore_req *req)
+{
+	for (size_t i = 0; i < req->n && !c->closing; i++) {
+		struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->keys[i]);
+
+		if (!e || !e->has_value) {
+			reply_missing(c);
+		} else {
+			reply_vec(c, e->val, e->vlen);
+		}
+	}
+}
+
+static void
+handle_multi_set(struct conn *c, const struct tcpstore_req *req)
+{
+	for (size_t i = 0; i < req->n; i++) {
+		if (!store_set(c->s, &req->keys[i], req->values[i].data, req->values[i].len)) {
+			conn_close(c, true);
+			return;
+		}
+	}
+}
+
+/* torch >= 2.7's queues, as upstream's libuv server (TCPStoreLibUvBackend.cpp:
+ * queuePush, queuePop, queueLen; the client side in TCPStore.cpp). A queue is
+ * apart from the key's value: GET, DELETE_KEY, GETNUMKEYS never see it; CHECK
+ * and WAIT do (a non-empty queue makes its key ready). A push wakes one
+ * waiter; a pop never blocks (torch's blocking pop is WAIT, then POP). Bounded
+ * by max_queue_len per key and by max_store_bytes: a push past either closes
+ * the pusher's connection, as a SET past the byte limit does. */
+static void
+handle_queue_push(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_server *s = c->s;
+	struct tcpstore_entry *e = tcpstore_table_get_or_add(&s->t, &req->key);
+
+	if ((e->queue && tcpstore_queue_len(e->queue) >= s->lim.max_queue_len) ||
+	    s->t.bytes + tcpstore_table_queue_cost(e, req->value.len) > s->lim.max_store_bytes) {
+		tcpstore_table_maybe_free(&s->t, e);
+		conn_close(c, true);
+		return;
+	}
+	tcpstore_table_queue_push(&s->t, e, req->value.data, req->value.len);
+	entry_wake_one(e);
+}
+
+/* The length before the pop, then the value when there was one, in one write. */
+static void
+handle_queue_pop(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_server *s = c->s;
+	struct tcpstore_entry *e = tcpstore_table_find(&s->t, &req->key);
+	struct tcpstore_buf b = {0};
+	struct tcpstore_bytes v;
+
+	if (!e || !e->queue || !tcpstore_queue_front(e->queue, &v)) {
+		reply_i64(c, 0);
+		return;
+	}
+	tcpstore_buf_put_u64(&b, tcpstore_queue_len(e->queue));
+	tcpstore_buf_put_bytes(&b, v.data, v.len);
+	tcpstore_table_queue_pop(&s->t, e);
+	tcpstore_table_maybe_free(&s->t, e);
+	conn_write(c, b.data, b.len);
+	tcpstore_buf_release(&b);
+}
+
+static void
+handle_queue_len(struct conn *c, const struct tcpstore_req *req)
+{
+	struct tcpstore_entry *e = tcpstore_table_find(&c->s->t, &req->key);
+
+	reply_i64(c, e && e->queue ? (int64_t)tcpstore_queue_len(e->queue) : 0);
+}
+
+/* One request, answered (or not) in order. */
+static void
+handle(struct conn *c, const struct tcpstore_req *req)
+{
+	c->s->stats.requests++;
 	if (c->wait && req->cmd != TCPSTORE_CMD_CANCEL_WAIT) {
 		/* The client gave up on its WAIT (a 1.13 timeout). */
 		wait_drop(c);
@@ -524,143 +626,59 @@ handle(struct conn *c, const struct tcpstore_req *req)
 			conn_close(c, true);
 		}
 		return;
-	case TCPSTORE_CMD_PING: {
-		struct tcpstore_buf b = {0};
-
-		tcpstore_buf_put_u32(&b, req->u32);
-		conn_write(c, b.data, b.len);
-		tcpstore_buf_release(&b);
+	case TCPSTORE_CMD_PING:
+		handle_ping(c, req);
 		return;
-	}
 	case TCPSTORE_CMD_SET:
-		if (!store_set(s, &req->key, req->value.data, req->value.len)) {
-			conn_close(c, true);
-		}
+		handle_set(c, req);
 		return;
 	case TCPSTORE_CMD_COMPARE_SET:
-		e = table_find(s, &req->key);
-		if (!e || !e->has_value) {
-			if (req->value.len != 0) {
-				/* Missing key, non-empty expectation: echo the
-				 * expectation, as torch does. */
-				reply_vec(c, req->value.data, req->value.len);
-				return;
-			}
-		} else if (e->vlen != req->value.len ||
-			   (e->vlen && memcmp(e->val, req->value.data, e->vlen) != 0)) {
-			reply_vec(c, e->val, e->vlen);
-			return;
-		}
-		if (!store_set(s, &req->key, req->desired.data, req->desired.len)) {
-			conn_close(c, true);
-			return;
-		}
-		reply_vec(c, req->desired.data, req->desired.len);
+		handle_compare_set(c, req);
 		return;
 	case TCPSTORE_CMD_GET:
-		e = table_find(s, &req->key);
-		if (!e || !e->has_value) {
-			reply_missing(c);
-			return;
-		}
-		reply_vec(c, e->val, e->vlen);
+		handle_get(c, req);
 		return;
 	case TCPSTORE_CMD_ADD:
-		e = table_find(s, &req->key);
-		v = req->delta;
-		if (e && e->has_value) {
-			int64_t old;
-
-			if (tcpstore_parse_i64(e->val, e->vlen, &old) < 0) {
-				/* 1.13: std::stoll throws, the connection closes. */
-				conn_close(c, true);
-				return;
-			}
-			v = (int64_t)((uint64_t)old + (uint64_t)req->delta);
-		}
-		n = snprintf(num, sizeof(num), "%" PRId64, v);
-		/* The adder hears first, then the waiters (1.13's order). */
-		reply_i64(c, v);
-		if (!store_set(s, &req->key, (const uint8_t *)num, (size_t)n)) {
-			conn_close(c, true);
-		}
+		handle_add(c, req);
 		return;
 	case TCPSTORE_CMD_CHECK:
-		for (size_t i = 0; i < req->n; i++) {
-			if (!key_exists(s, &req->keys[i])) {
-				reply_u8(c, TCPSTORE_NOT_READY);
-				return;
-			}
-		}
-		reply_u8(c, TCPSTORE_READY);
+		handle_check(c, req);
 		return;
 	case TCPSTORE_CMD_WAIT:
 		handle_wait(c, req);
 		return;
 	case TCPSTORE_CMD_GETNUMKEYS:
-		reply_i64(c, (int64_t)s->nkeys);
+		reply_i64(c, (int64_t)c->s->t.nkeys);
 		return;
 	case TCPSTORE_CMD_WATCH_KEY:
 		/* Nothing in torch's Python, elastic or gloo calls watchKey. */
 		conn_close(c, true);
 		return;
 	case TCPSTORE_CMD_DELETE_KEY:
-		e = table_find(s, &req->key);
-		if (e && e->has_value) {
-			entry_clear_value(s, e);
-			entry_maybe_free(s, e);
-			reply_i64(c, 1);
-		} else {
-			reply_i64(c, 0);
-		}
+		handle_delete_key(c, req);
 		return;
 	case TCPSTORE_CMD_APPEND:
-		e = table_find(s, &req->key);
-		if (e && e->has_value) {
-			uint8_t *buf;
-			bool ok;
-
-			if (e->vlen + req->value.len > s->lim.max_value) {
-				conn_close(c, true);
-				return;
-			}
-			buf = xmalloc(e->vlen + req->value.len + 1);
-			memcpy(buf, e->val, e->vlen);
-			memcpy(buf + e->vlen, req->value.data, req->value.len);
-			ok = store_set(s, &req->key, buf, e->vlen + req->value.len);
-			free(buf);
-			if (!ok) {
-				conn_close(c, true);
-			}
-		} else if (!store_set(s, &req->key, req->value.data, req->value.len)) {
-			conn_close(c, true);
-		}
+		handle_append(c, req);
 		return;
 	case TCPSTORE_CMD_MULTI_GET:
-		for (size_t i = 0; i < req->n; i++) {
-			e = table_find(s, &req->keys[i]);
-			if (!e || !e->has_value) {
-				reply_missing(c);
-				if (c->closing) {
-					return;
-				}
-				continue;
-			}
-			reply_vec(c, e->val, e->vlen);
-		}
+		handle_multi_get(c, req);
 		return;
 	case TCPSTORE_CMD_MULTI_SET:
-		for (size_t i = 0; i < req->n; i++) {
-			if (!store_set(s, &req->keys[i], req->values[i].data, req->values[i].len)) {
-				conn_close(c, true);
-				return;
-			}
-		}
+		handle_multi_set(c, req);
 		return;
 	case TCPSTORE_CMD_CANCEL_WAIT:
 		/* 00 was sent already if the wait completed; 01 either way. */
 		wait_drop(c);
 		reply_u8(c, TCPSTORE_WAIT_CANCELED);
+		return;
+	case TCPSTORE_CMD_QUEUE_PUSH:
+		handle_queue_push(c, req);
+		return;
+	case TCPSTORE_CMD_QUEUE_POP:
+		handle_queue_pop(c, req);
+		return;
+	case TCPSTORE_CMD_QUEUE_LEN:
+		handle_queue_len(c, req);
 		return;
 	}
 }
@@ -809,99 +827,6 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 	s->nconns++;
 }
 
-/* ---- the listener ------------------------------------------------------ */
-
-static int
-listen_fd_once(const char *host, int port, int *ret_port, bool *ret_raced, char **reterr)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-	struct addrinfo *res = NULL, *ai;
-	char portstr[16];
-	int err = -EADDRNOTAVAIL, rc;
-	bool any = !host || !*host || strcmp(host, "::") == 0;
-
-	snprintf(portstr, sizeof(portstr), "%d", port);
-	if (any) {
-		hints.ai_family = AF_INET6;
-	}
-	rc = getaddrinfo(any ? "::" : host, portstr, &hints, &res);
-	if (rc != 0 && any) {
-		hints.ai_family = AF_INET;
-		rc = getaddrinfo("0.0.0.0", portstr, &hints, &res);
-	}
-	if (rc != 0) {
-		*reterr = xasprintf("cannot resolve '%s': %s", host ? host : "", gai_strerror(rc));
-		return -EADDRNOTAVAIL;
-	}
-	for (ai = res; ai; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-				ai->ai_protocol);
-		int one = 1, zero = 0;
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-
-		if (fd < 0) {
-			err = -errno;
-			continue;
-		}
-		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (ai->ai_family == AF_INET6 && any) {
-			/* Dual-stack: 1.13 clients come in through v4-mapped addresses. */
-			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-		}
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-			err = -errno;
-			close(fd);
-			continue;
-		}
-		if (listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
-			err = -errno;
-			/* Bound, yet the port is taken at listen: another process bound it
-			 * (SO_REUSEADDR) at the same moment, and then both listens can fail. */
-			*ret_raced |= err == -EADDRINUSE;
-			close(fd);
-			continue;
-		}
-		*ret_port = ss.ss_family == AF_INET6
-				    ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-				    : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-		freeaddrinfo(res);
-		return fd;
-	}
-	freeaddrinfo(res);
-	*reterr = xasprintf("cannot listen on %s port %d: %s", any ? "every address" : host, port,
-			    strerror(-err));
-	return err;
-}
-
-/* listen_fd_once, again while it lost a bind race: two agents that start
- * together on the endpoint host may both bind (SO_REUSEADDR) and then both fail
- * to listen, leaving nobody to host the store. A short random pause breaks the
- * tie (start-up only; at most ~0.1 s), after which one listens and the other
- * sees EADDRINUSE at bind and becomes a client. */
-static int
-listen_fd(const char *host, int port, int *ret_port, char **reterr)
-{
-	for (int attempt = 0;; attempt++) {
-		bool raced = false;
-		int fd = listen_fd_once(host, port, ret_port, &raced, reterr);
-		struct timespec pause = {0, 0};
-		unsigned rnd = 0;
-
-		if (fd >= 0 || !raced || attempt == 20) {
-			return fd;
-		}
-		free(*reterr);
-		*reterr = NULL;
-		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
-			rnd = (unsigned)now_usec();
-		}
-		pause.tv_nsec = (long)(1000000 + rnd % 4000000);
-		nanosleep(&pause, NULL);
-	}
-}
-
 struct tcpstore_server *
 tcpstore_server_new(struct event_base *base, const char *host, int port,
 		    const struct tcpstore_server_limits *lim, int *ret_err, char **reterr)
@@ -909,7 +834,7 @@ tcpstore_server_new(struct event_base *base, const char *host, int port,
 	struct tcpstore_server *s;
 	int fd, actual = 0;
 
-	fd = listen_fd(host, port, &actual, reterr);
+	fd = tcpstore_listen(host, port, &actual, reterr);
 	if (fd < 0) {
 		*ret_err = fd;
 		return NULL;
@@ -925,8 +850,7 @@ tcpstore_server_new(struct event_base *base, const char *host, int port,
 	s->plim.max_key = s->lim.max_key;
 	s->plim.max_value = s->lim.max_value;
 	s->plim.max_keys = s->lim.max_keys;
-	s->nbuckets = 64;
-	s->buckets = xcalloc(s->nbuckets, sizeof(*s->buckets));
+	tcpstore_table_init(&s->t);
 	LIST_INIT(&s->conns);
 	LIST_INIT(&s->closed);
 	s->reaper = event_new(base, -1, 0, reaper_cb, s);
@@ -963,7 +887,7 @@ tcpstore_server_connections(const struct tcpstore_server *s)
 size_t
 tcpstore_server_num_keys(const struct tcpstore_server *s)
 {
-	return s->nkeys;
+	return s->t.nkeys;
 }
 
 size_t
@@ -1000,7 +924,7 @@ tcpstore_server_get(struct tcpstore_server *s, const char *key, const uint8_t **
 		    size_t *ret_len)
 {
 	struct tcpstore_bytes k = {.data = (const uint8_t *)key, .len = strlen(key)};
-	struct entry *e = table_find(s, &k);
+	struct tcpstore_entry *e = tcpstore_table_find(&s->t, &k);
 
 	if (!e || !e->has_value) {
 		return -ENOENT;
@@ -1038,17 +962,7 @@ tcpstore_server_free(struct tcpstore_server *s)
 		reaper_cb(-1, 0, s);
 		event_free(s->reaper);
 	}
-	for (size_t i = 0; i < s->nbuckets; i++) {
-		struct entry *e = s->buckets[i], *next;
-
-		for (; e; e = next) {
-			next = e->next;
-			free(e->key);
-			free(e->val);
-			free(e);
-		}
-	}
-	free(s->buckets);
+	tcpstore_table_release(&s->t);
 	free(s->set_prefix);
 	free(s);
 }

@@ -2,15 +2,19 @@
  *
  * Speaks both dialects of tcpstore_proto.h, chosen per connection from its
  * first bytes, so unmodified torch 1.13 clients (and 2.x clients: VALIDATE,
- * PING, CANCEL_WAIT, APPEND, MULTI_GET, MULTI_SET) use it as their store. One
- * flat key space; WAIT registers the connection on every missing key and
- * answers once all exist (no server-side timers); SET, ADD, APPEND,
- * MULTI_SET and a creating or replacing COMPARE_SET wake waiters (the 2.x
- * libuv server's rule, a superset of 1.13's). A connection that sends a
- * request while its WAIT is pending loses that WAIT (1.13 has no CANCEL_WAIT).
+ * PING, CANCEL_WAIT, APPEND, MULTI_GET, MULTI_SET; torch >= 2.7's QUEUE_PUSH,
+ * QUEUE_POP, QUEUE_LEN) use it as their store. One flat key space; WAIT
+ * registers the connection on every missing key and answers once all exist
+ * (no server-side timers); SET, ADD, APPEND, MULTI_SET and a creating or
+ * replacing COMPARE_SET wake waiters (the 2.x libuv server's rule, a superset
+ * of 1.13's). A key may also hold a FIFO queue, apart from its value: a
+ * non-empty queue makes the key ready for CHECK and WAIT, and a QUEUE_PUSH
+ * wakes only the oldest waiter on its key (a blocking pop is WAIT, then POP).
+ * A connection that sends a request while its WAIT is pending loses that WAIT
+ * (1.13 has no CANCEL_WAIT).
  *
  * Everything a peer controls is bounded: key and value sizes, keys per
- * request, total bytes stored, connections, bytes queued for a peer that does
+ * request, values per queue, total bytes stored, connections, bytes queued for a peer that does
  * not read, and the time a frame may stay half-received. A violation closes
  * that connection only. */
 #pragma once
@@ -26,10 +30,11 @@ struct tcpstore_server_limits {
 	size_t max_key;          /* bytes per key (default 8 KiB) */
 	size_t max_value;        /* bytes per value (default 8 MiB) */
 	size_t max_keys;         /* keys per WAIT/CHECK/MULTI_* (default 128 Ki) */
-	size_t max_store_bytes;  /* keys + values stored (default 1 GiB) */
+	size_t max_store_bytes;  /* keys + values stored, queued values included (1 GiB) */
 	size_t max_connections;  /* open connections (default 16384) */
 	size_t max_output;       /* bytes queued for one peer before it is dropped (64 MiB) */
 	unsigned frame_stall_ms; /* a started frame must complete within (default 60000) */
+	size_t max_queue_len;    /* values queued under one key (default 1 Mi) */
 };
 
 /* The defaults above. */

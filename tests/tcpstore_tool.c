@@ -7,12 +7,17 @@
  *       connect with the client and run the OPs in order, one output line each:
  *         set K V | get K | add K N | cas K EXP DES | del K | numkeys
  *         check K1,K2 | wait K1,K2[@TIMEOUT_MS] | mget K1,K2 | mset K1=V1,K2=V2
+ *         qpush K V | qlen K | qpop K[@TIMEOUT_MS]   (v2 only: torch >= 2.7)
+ *       qpop prints the queue's length before the pop, then the value when
+ *       there was one ("qpop -> 2 'a'", "qpop -> 0"); with @ it blocks as
+ *       torch's queue_pop(key, block=True): WAIT on K first (@0: no timeout).
  *       Values are printed as repr-like text; the exit status is 0 when every
  *       op got a reply, 1 otherwise (the error is printed). */
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +92,15 @@ reply_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		printf("%s -> ", op);
 		print_bytes(&rep->value);
 		putchar('\n');
-	} else if (strcmp(op, "add") == 0 || strcmp(op, "del") == 0 || strcmp(op, "numkeys") == 0) {
+	} else if (strcmp(op, "qpop") == 0) {
+		printf("%s -> %" PRId64, op, rep->i64);
+		if (rep->i64 > 0) {
+			putchar(' ');
+			print_bytes(&rep->value);
+		}
+		putchar('\n');
+	} else if (strcmp(op, "add") == 0 || strcmp(op, "del") == 0 || strcmp(op, "numkeys") == 0 ||
+		   strcmp(op, "qlen") == 0) {
 		printf("%s -> %" PRId64 "\n", op, rep->i64);
 	} else if (strcmp(op, "check") == 0 || strcmp(op, "wait") == 0) {
 		printf("%s -> %u\n", op, rep->status);
@@ -105,6 +118,85 @@ reply_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	run_next();
 }
 
+/* Cut "@MS" off arg: the timeout in usec (0 without one), *ret_at whether
+ * there was one. */
+static uint64_t
+cut_timeout(char *arg, bool *ret_at)
+{
+	char *at = strchr(arg, '@');
+
+	*ret_at = at != NULL;
+	if (!at) {
+		return 0;
+	}
+	*at = '\0';
+	return strtoull(at + 1, NULL, 10) * USEC_PER_MSEC;
+}
+
+/* check, wait or mget over "K1,K2[@MS]". */
+static int
+run_keys(const char *op, const char *spec)
+{
+	char *arg = xstrdup(spec);
+	bool at;
+	uint64_t timeout = cut_timeout(arg, &at);
+	char **keys = split(arg, ',');
+	enum tcpstore_cmd cmd = op[0] == 'c'   ? TCPSTORE_CMD_CHECK
+				: op[0] == 'w' ? TCPSTORE_CMD_WAIT
+					       : TCPSTORE_CMD_MULTI_GET;
+	int r = tcpstore_client_keys(client, cmd, (const char *const *)keys, strv_length(keys),
+				     timeout, reply_cb, (void *)op);
+
+	strv_free(keys);
+	free(arg);
+	return r;
+}
+
+/* qpop "K[@MS]": with @, a blocking pop. */
+static int
+run_qpop(const char *spec)
+{
+	char *key = xstrdup(spec);
+	bool block;
+	uint64_t timeout = cut_timeout(key, &block);
+	int r = tcpstore_client_queue_pop(client, key, block, timeout, reply_cb, "qpop");
+
+	free(key);
+	return r;
+}
+
+/* mset "K1=V1,K2=V2". */
+static int
+run_mset(const char *spec)
+{
+	char **pairs = split(spec, ',');
+	size_t n = strv_length(pairs);
+	struct tcpstore_bytes *k = xcalloc(n, sizeof(*k)), *v = xcalloc(n, sizeof(*v));
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET, .n = n, .keys = k, .values = v};
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		char *eq = strchr(pairs[i], '=');
+
+		*eq = '\0';
+		k[i].data = (const uint8_t *)pairs[i];
+		k[i].len = strlen(pairs[i]);
+		v[i].data = (const uint8_t *)eq + 1;
+		v[i].len = strlen(eq + 1);
+	}
+	r = tcpstore_client_request(client, &req, 0, reply_cb, "mset");
+	free(k);
+	free(v);
+	strv_free(pairs);
+	return r;
+}
+
+static void
+sync_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	event_base_loopbreak(base);
+}
+
 static void
 run_next(void)
 {
@@ -112,7 +204,14 @@ run_next(void)
 	int r = 0;
 
 	if (cur >= nops) {
-		event_base_loopbreak(base);
+		/* Requests without a reply (set, qpush) may still sit in the
+		 * output buffer: a last round trip flushes them, and the server
+		 * has handled them once it answers. */
+		struct tcpstore_req sync = {.cmd = TCPSTORE_CMD_GETNUMKEYS};
+
+		if (tcpstore_client_request(client, &sync, 0, sync_cb, NULL) < 0) {
+			event_base_loopbreak(base);
+		}
 		return;
 	}
 	op = ops[cur++];
@@ -140,43 +239,17 @@ run_next(void)
 	} else if ((strcmp(op, "check") == 0 || strcmp(op, "wait") == 0 ||
 		    strcmp(op, "mget") == 0) &&
 		   cur + 1 <= nops) {
-		char *arg = xstrdup(ops[cur++]);
-		char *at = strchr(arg, '@');
-		uint64_t timeout = 0;
-		char **keys;
-		enum tcpstore_cmd cmd = op[0] == 'c'   ? TCPSTORE_CMD_CHECK
-					: op[0] == 'w' ? TCPSTORE_CMD_WAIT
-						       : TCPSTORE_CMD_MULTI_GET;
-
-		if (at) {
-			*at = '\0';
-			timeout = strtoull(at + 1, NULL, 10) * USEC_PER_MSEC;
-		}
-		keys = split(arg, ',');
-		r = tcpstore_client_keys(client, cmd, (const char *const *)keys, strv_length(keys),
-					 timeout, reply_cb, (void *)op);
-		strv_free(keys);
-		free(arg);
+		r = run_keys(op, ops[cur++]);
+	} else if (strcmp(op, "qpush") == 0 && cur + 2 <= nops) {
+		r = tcpstore_client_queue_push(client, ops[cur], ops[cur + 1], strlen(ops[cur + 1]),
+					       reply_cb, "qpush");
+		cur += 2;
+	} else if (strcmp(op, "qlen") == 0 && cur + 1 <= nops) {
+		r = tcpstore_client_queue_len(client, ops[cur++], reply_cb, "qlen");
+	} else if (strcmp(op, "qpop") == 0 && cur + 1 <= nops) {
+		r = run_qpop(ops[cur++]);
 	} else if (strcmp(op, "mset") == 0 && cur + 1 <= nops) {
-		char **pairs = split(ops[cur++], ',');
-		size_t n = strv_length(pairs);
-		struct tcpstore_bytes *k = xcalloc(n, sizeof(*k)), *v = xcalloc(n, sizeof(*v));
-		struct tcpstore_req req = {
-			.cmd = TCPSTORE_CMD_MULTI_SET, .n = n, .keys = k, .values = v};
-
-		for (size_t i = 0; i < n; i++) {
-			char *eq = strchr(pairs[i], '=');
-
-			*eq = '\0';
-			k[i].data = (const uint8_t *)pairs[i];
-			k[i].len = strlen(pairs[i]);
-			v[i].data = (const uint8_t *)eq + 1;
-			v[i].len = strlen(eq + 1);
-		}
-		r = tcpstore_client_request(client, &req, 0, reply_cb, "mset");
-		free(k);
-		free(v);
-		strv_free(pairs);
+		r = run_mset(ops[cur++]);
 	} else {
 		fprintf(stderr, "tcpstore_tool: bad op '%s'\n", op);
 		status = 2;

@@ -84,7 +84,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tcpstore_req_release(&req);
 		off += used;
 	}
-	for (int cmd = TCPSTORE_CMD_VALIDATE; cmd <= TCPSTORE_CMD_PING; cmd++) {
+	for (int cmd = TCPSTORE_CMD_VALIDATE; cmd <= TCPSTORE_CMD_QUEUE_LEN; cmd++) {
 		struct tcpstore_reply rep;
 		size_t used = 0;
 		int r = tcpstore_reply_decode((enum tcpstore_cmd)cmd, data[0] % 5, data + 1,

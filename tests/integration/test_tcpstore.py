@@ -6,7 +6,11 @@
     worker path (ADD init/), a real 2-process gloo init_process_group;
   - raw sockets: CHECK, the v2 dialect (VALIDATE, PING, MULTI_GET, MULTI_SET,
     APPEND, CANCEL_WAIT), and hostile input closing only its own connection;
-  - our client (tests/tcpstore_tool) against a real torch TCPStore server.
+  - our client (tests/tcpstore_tool) against a real torch TCPStore server;
+  - torch >= 2.7's queues (QUEUE_PUSH, QUEUE_POP, QUEUE_LEN; not in the
+    installed torch 1.13, so driven with tests/tcpstore_tool and raw sockets,
+    as upstream's libuv server answers them), on the tool's server and on the
+    store a real elasticd hosts for its workers.
 
 Needs /usr/bin/python3 with torch (Debian's python3-torch) and TCPSTORE_TOOL
 (set by tests/meson.build).
@@ -412,6 +416,103 @@ class MergeAttemptsTest(unittest.TestCase):
             b.close()
         finally:
             server.close()
+
+
+class QueueTest(unittest.TestCase):
+    """torch >= 2.7's queues (upstream TCPStoreLibUvBackend.cpp queuePush /
+    queuePop / queueLen; TCPStore.cpp's queuePop(block=True) is WAIT, then
+    QUEUE_POP)."""
+
+    def setUp(self):
+        self.server = Server(max_conns=8)
+        self.port = self.server.port
+
+    def tearDown(self):
+        self.server.close()
+
+    def tool(self, *ops, dialect="v2"):
+        res = subprocess.run([TOOL, "client", "127.0.0.1", str(self.port), dialect] +
+                             list(ops), stdout=subprocess.PIPE, timeout=30)
+        return res.returncode, res.stdout.decode().splitlines()
+
+    def test_fifo_len_and_empty_pop(self):
+        rc, out = self.tool("qpush", "/q", "a", "qpush", "/q", "b", "qpush", "/q", "",
+                            "qlen", "/q", "qpop", "/q", "qpop", "/q", "qlen", "/q",
+                            "qpop", "/q", "qpop", "/q", "qlen", "/q", "qlen", "/none")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(out, ["qpush -> ok"] * 3 + [
+            "qlen -> 3", "qpop -> 3 'a'", "qpop -> 2 'b'", "qlen -> 1", "qpop -> 1 ''",
+            "qpop -> 0", "qlen -> 0", "qlen -> 0"])
+        # A queue is not the key's value: the key stays unset, num_keys 0.
+        rc, out = self.tool("qpush", "/q", "x", "numkeys", "check", "/q", "get", "/q")
+        self.assertEqual(out, ["qpush -> ok", "numkeys -> 0", "check -> 0", "get -> ''"])
+
+    def test_blocking_pop_woken_by_later_push(self):
+        # Two poppers block (WAIT on the key); each push wakes one of them,
+        # oldest first, and each gets its own value.
+        first = subprocess.Popen([TOOL, "client", "127.0.0.1", str(self.port), "v2",
+                                  "qpop", "/jobs@10000"], stdout=subprocess.PIPE)
+        time.sleep(0.3)
+        second = subprocess.Popen([TOOL, "client", "127.0.0.1", str(self.port), "v2",
+                                   "qpop", "/jobs@10000"], stdout=subprocess.PIPE)
+        time.sleep(0.3)
+        self.assertIsNone(first.poll())
+        self.assertIsNone(second.poll())
+        rc, out = self.tool("qpush", "/jobs", "one")
+        self.assertEqual(first.communicate(timeout=10)[0].decode(), "qpop -> 1 'one'\n")
+        time.sleep(0.3)
+        self.assertIsNone(second.poll(), "a push woke more than one popper")
+        rc, out = self.tool("qpush", "/jobs", "two")
+        self.assertEqual(second.communicate(timeout=10)[0].decode(), "qpop -> 1 'two'\n")
+        # A blocking pop on an empty queue times out, and pops nothing.
+        rc, out = self.tool("qpop", "/jobs@200", "qlen", "/jobs")
+        self.assertEqual(out, ["qpop -> timeout", "qlen -> 0"])
+
+    def test_bytes_on_the_wire(self):
+        r = Raw(self.port)
+        r.send(b"\x00" + MAGIC + b"\x0e" + s_(b"/q") + s_(b"v1") + b"\x10" + s_(b"/q"))
+        self.assertEqual(r.recv(8), u64(1))
+        r.send(b"\x0f" + s_(b"/q"))
+        self.assertEqual(r.recv(18), u64(1) + s_(b"v1"))
+        r.send(b"\x0f" + s_(b"/q") + b"\x07")  # empty: the count only, then GETNUMKEYS
+        self.assertEqual(r.recv(16), u64(0) + u64(0))
+        r.close()
+
+    def test_legacy_and_limits_close_only_that_connection(self):
+        rc, out = self.tool("qpush", "/q", "a", dialect="legacy")
+        self.assertEqual((rc, out), (1, ["qpush -> error Invalid argument"]))
+        good = Raw(self.port)
+        good.send(b"\x00" + MAGIC + b"\x0e" + s_(b"/q") + s_(b"kept"))
+        for junk in (b"\x0e" + s_(b"/q") + s_(b"a"),                 # legacy: unknown
+                     b"\x00" + MAGIC + b"\x0e" + s_(b"/q") + u64(8 * 1024 * 1024 + 1),
+                     b"\x00" + MAGIC + b"\x0f" + u64(8 * 1024 + 1),
+                     b"\x00" + MAGIC + b"\x11"):                     # LIST: not served
+            r = Raw(self.port)
+            r.send(junk)
+            self.assertTrue(r.closed(), "not closed after %r" % junk[:16])
+            r.close()
+        good.send(b"\x0f" + s_(b"/q"))
+        self.assertEqual(good.recv(20), u64(1) + s_(b"kept"))
+        good.close()
+
+
+class AgentStoreQueueTest(lib.ElasticdTestCase):
+    """The store a real elasticd hosts for its workers (MASTER_ADDR:MASTER_PORT,
+    TORCHELASTIC_USE_AGENT_STORE=True) serves the queues to them."""
+
+    def test_worker_uses_queues_on_the_agent_store(self):
+        out = self.path("out")
+        script = self.write_sh("w.sh", """
+t="$1"; o="$2"
+"$t" client "$MASTER_ADDR" "$MASTER_PORT" v2 qpush /q a qpush /q b qlen /q \
+    qpop /q@5000 qpop /q qpop /q qlen /q > "$o.tmp" 2>&1 && mv "$o.tmp" "$o"
+""")
+        res = self.run_elasticd("--nnodes", "1", "--nproc-per-node", "1", "--standalone",
+                                "--monitor-interval", "0.1", "--no-python", script, TOOL, out)
+        self.assertRc(res, 0)
+        self.assertEqual(lib.read_text(out).splitlines(), [
+            "qpush -> ok", "qpush -> ok", "qlen -> 2", "qpop -> 2 'a'", "qpop -> 1 'b'",
+            "qpop -> 0", "qlen -> 0"])
 
 
 class OurClientTest(unittest.TestCase):

@@ -165,6 +165,30 @@ static const struct frame_case frames[] = {
 	 .cmd = TCPSTORE_CMD_APPEND,
 	 .key = "a",
 	 .value = "x"},
+	/* torch >= 2.7 queues: queue_push("q", b"v1"), queue_pop("q"), queue_len("q")
+	 * through TCPStore's "/" key prefix. */
+	{.name = "v2 queue_push",
+	 .dialect = TCPSTORE_DIALECT_V2,
+	 .hex = "0e 0200000000000000 2f71 0200000000000000 7631",
+	 .cmd = TCPSTORE_CMD_QUEUE_PUSH,
+	 .key = "/q",
+	 .value = "v1"},
+	{.name = "v2 queue_push empty value",
+	 .dialect = TCPSTORE_DIALECT_V2,
+	 .hex = "0e 0200000000000000 2f71 0000000000000000",
+	 .cmd = TCPSTORE_CMD_QUEUE_PUSH,
+	 .key = "/q",
+	 .value = ""},
+	{.name = "v2 queue_pop",
+	 .dialect = TCPSTORE_DIALECT_V2,
+	 .hex = "0f 0200000000000000 2f71",
+	 .cmd = TCPSTORE_CMD_QUEUE_POP,
+	 .key = "/q"},
+	{.name = "v2 queue_len",
+	 .dialect = TCPSTORE_DIALECT_V2,
+	 .hex = "10 0200000000000000 2f71",
+	 .cmd = TCPSTORE_CMD_QUEUE_LEN,
+	 .key = "/q"},
 };
 
 static void
@@ -258,7 +282,15 @@ struct bad_case {
 static const struct bad_case bads[] = {
 	{"unknown legacy byte", TCPSTORE_DIALECT_LEGACY, "20", -EPROTO},
 	{"ping is not legacy", TCPSTORE_DIALECT_LEGACY, "0d 00000000", -EPROTO},
-	{"queue_push is unsupported", TCPSTORE_DIALECT_V2, "0e", -EPROTO},
+	{"queue_push is not legacy", TCPSTORE_DIALECT_LEGACY, "0e 0100000000000000 61", -EPROTO},
+	{"queue_pop is not legacy", TCPSTORE_DIALECT_LEGACY, "0f", -EPROTO},
+	{"queue_len is not legacy", TCPSTORE_DIALECT_LEGACY, "10", -EPROTO},
+	{"list is not served", TCPSTORE_DIALECT_V2, "11", -EPROTO},
+	{"queue_push key over 8 KiB", TCPSTORE_DIALECT_V2, "0e 0120000000000000", -E2BIG},
+	{"queue_push value over 8 MiB", TCPSTORE_DIALECT_V2,
+	 "0e 0100000000000000 71 0100800000000000", -E2BIG},
+	{"queue_pop key over 8 KiB", TCPSTORE_DIALECT_V2, "0f 0120000000000000", -E2BIG},
+	{"queue_len absurd key", TCPSTORE_DIALECT_V2, "10 ffffffffffffffff", -E2BIG},
 	{"watch_key is not v2", TCPSTORE_DIALECT_V2, "07 0100000000000000 61", 1},
 	{"key over 8 KiB", TCPSTORE_DIALECT_LEGACY, "00 0120000000000000", -E2BIG},
 	{"absurd key length", TCPSTORE_DIALECT_LEGACY, "02 0000000000000040", -E2BIG},
@@ -368,6 +400,65 @@ test_replies(void **state)
 	free(buf);
 }
 
+struct queue_reply_case {
+	const char *name;
+	enum tcpstore_cmd cmd;
+	const char *hex;
+	int r;
+	size_t used; /* r 1: the reply's size; r 0: the bytes needed */
+	int64_t i64;
+	const char *value;
+};
+
+/* QUEUE_POP answers the length before the pop, and the value only when the
+ * queue had one (TCPStore.cpp queuePop: receiveValue<int64_t>, then
+ * receiveBits when > 0); QUEUE_LEN an i64. */
+static const struct queue_reply_case queue_replies[] = {
+	{"pop of 3", TCPSTORE_CMD_QUEUE_POP, "0300000000000000 0200000000000000 7631", 1, 18, 3,
+	 "v1"},
+	{"pop of the last", TCPSTORE_CMD_QUEUE_POP, "0100000000000000 0000000000000000", 1, 16, 1,
+	 ""},
+	{"pop of empty: no value", TCPSTORE_CMD_QUEUE_POP, "0000000000000000 0200000000000000", 1,
+	 8, 0, NULL},
+	{"pop, value cut", TCPSTORE_CMD_QUEUE_POP, "0300000000000000 0200000000000000 76", 0, 18},
+	{"pop, length cut", TCPSTORE_CMD_QUEUE_POP, "0300000000000000 02", 0, 16},
+	{"pop, count cut", TCPSTORE_CMD_QUEUE_POP, "03", 0, 8},
+	{"pop, value too big", TCPSTORE_CMD_QUEUE_POP, "0100000000000000 0100800000000000", -E2BIG},
+	{"len", TCPSTORE_CMD_QUEUE_LEN, "2a00000000000000", 1, 8, 42},
+	{"len cut", TCPSTORE_CMD_QUEUE_LEN, "2a000000", 0, 8},
+	{"push has none", TCPSTORE_CMD_QUEUE_PUSH, "", 1, 0},
+};
+
+static void
+test_queue_replies(void **state)
+{
+	struct tcpstore_limits lim;
+
+	tcpstore_limits_default(&lim);
+	assert_false(tcpstore_cmd_has_reply(TCPSTORE_CMD_QUEUE_PUSH));
+	assert_true(tcpstore_cmd_has_reply(TCPSTORE_CMD_QUEUE_POP));
+	assert_true(tcpstore_cmd_has_reply(TCPSTORE_CMD_QUEUE_LEN));
+	for (size_t i = 0; i < ARRAY_SIZE(queue_replies); i++) {
+		const struct queue_reply_case *qc = &queue_replies[i];
+		struct tcpstore_reply rep;
+		size_t len, used = 0;
+		uint8_t *buf = unhex(qc->hex, &len);
+
+		print_message("%s\n", qc->name);
+		assert_int_equal(tcpstore_reply_decode(qc->cmd, 0, buf, len, &lim, &rep, &used),
+				 qc->r);
+		if (qc->r >= 0) {
+			assert_int_equal(used, qc->used);
+		}
+		if (qc->r == 1) {
+			assert_int_equal(rep.i64, qc->i64);
+			assert_bytes(&rep.value, qc->value);
+		}
+		tcpstore_reply_release(&rep);
+		free(buf);
+	}
+}
+
 static void
 test_parse_i64(void **state)
 {
@@ -414,16 +505,43 @@ test_cmd_bytes(void **state)
 	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_V2, TCPSTORE_CMD_WATCH_KEY), -EINVAL);
 	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_LEGACY, TCPSTORE_CMD_PING), -EINVAL);
 	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_V2, TCPSTORE_CMD_PING), 0x0d);
+	/* Upstream's QueryType after PING: QUEUE_PUSH, QUEUE_POP, QUEUE_LEN. */
+	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_V2, TCPSTORE_CMD_QUEUE_PUSH), 0x0e);
+	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_V2, TCPSTORE_CMD_QUEUE_POP), 0x0f);
+	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_V2, TCPSTORE_CMD_QUEUE_LEN), 0x10);
+	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_LEGACY, TCPSTORE_CMD_QUEUE_PUSH),
+			 -EINVAL);
+	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_LEGACY, TCPSTORE_CMD_QUEUE_POP),
+			 -EINVAL);
+	assert_int_equal(tcpstore_cmd_byte(TCPSTORE_DIALECT_LEGACY, TCPSTORE_CMD_QUEUE_LEN),
+			 -EINVAL);
+}
+
+static void
+test_queue_not_legacy_encode(void **state)
+{
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_QUEUE_PUSH,
+				   .key = {(const uint8_t *)"q", 1}};
+	struct tcpstore_buf b = {0};
+
+	assert_int_equal(tcpstore_req_encode(&b, TCPSTORE_DIALECT_LEGACY, &req), -EINVAL);
+	assert_int_equal(b.len, 0);
+	tcpstore_buf_release(&b);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_frames),     cmocka_unit_test(test_pipelined),
-		cmocka_unit_test(test_bad_frames), cmocka_unit_test(test_dialect_detection),
-		cmocka_unit_test(test_replies),    cmocka_unit_test(test_parse_i64),
+		cmocka_unit_test(test_frames),
+		cmocka_unit_test(test_pipelined),
+		cmocka_unit_test(test_bad_frames),
+		cmocka_unit_test(test_dialect_detection),
+		cmocka_unit_test(test_replies),
+		cmocka_unit_test(test_parse_i64),
 		cmocka_unit_test(test_cmd_bytes),
+		cmocka_unit_test(test_queue_replies),
+		cmocka_unit_test(test_queue_not_legacy_encode),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
