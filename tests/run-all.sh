@@ -2,8 +2,12 @@
 # run-all.sh -- every check elasticd has, in one command (what .ci/run runs).
 #
 # As root on Debian 12 it first installs whatever the checks need and is
-# missing. Then, without stopping at a failure:
-#   a. meson setup build; meson test (every suite: unit, fuzz replay, integration, e2e, man page)
+# missing, and builds (or reuses) the Debian 13 root with torch 2.6 that the
+# torch 2.x end-to-end tests run their workers in (tests/torch2/torch2-root.sh:
+# about 6 minutes and 1.6 GiB the first time, under /var/cache/elasticd).
+# Then, without stopping at a failure:
+#   a. meson setup build; meson test (every suite: unit, fuzz replay, integration,
+#      e2e with torch 1.13 and with torch 2.6, man page)
 #   b. an ASan+UBSan build (build-asan): the unit, fuzz and integration suites
 #   c. valgrind (memcheck) over the unit suite of build
 #   d. a libFuzzer build with clang (build-fuzz): every fuzz target for
@@ -46,10 +50,13 @@ fail() {
 
 # libc6-dev and git: gcc only recommends libc, and the format check lists
 # tracked files; groff-base and man-db render the man page test; systemd has
-# systemd-analyze (the unit test); debhelper and dpkg-dev build the .deb.
+# systemd-analyze (the unit test); debhelper, dpkg-dev and build-essential
+# (dpkg-checkbuilddeps requires it) build the .deb; debootstrap builds the
+# torch 2.x root.
 packages=(meson ninja-build pkg-config gcc libc6-dev libevent-dev libjansson-dev libhwloc-dev
 	libcmocka-dev python3-torch etcd-server curl clang libclang-rt-14-dev clang-format
-	valgrind scdoc hwloc python3 man-db groff-base git systemd debhelper dpkg-dev)
+	valgrind scdoc hwloc python3 man-db groff-base git systemd debhelper dpkg-dev
+	build-essential debootstrap)
 
 install_missing() {
 	local missing=() p
@@ -76,6 +83,18 @@ if ! command -v dpkg-query >/dev/null; then
 	echo "run-all.sh: not a Debian system; assuming the tools are installed"
 elif ! install_missing; then
 	fail "installing packages"
+fi
+
+# --- the torch 2.x root -------------------------------------------------------
+
+banner "torch 2.x root: tests/torch2/torch2-root.sh setup"
+torch2_mounted=0
+if [ "$(id -u)" -ne 0 ]; then
+	fail "torch 2.x root: needs root (chroot, mount); the e2e *_torch2 tests will fail"
+elif tests/torch2/torch2-root.sh setup; then
+	torch2_mounted=1
+else
+	fail "torch 2.x root: tests/torch2/torch2-root.sh setup failed; the e2e *_torch2 tests will fail"
 fi
 
 # --- helpers ----------------------------------------------------------------
@@ -293,6 +312,10 @@ elif [ -n "$deb" ]; then
 fi
 
 # --- summary -----------------------------------------------------------------
+
+if [ "$torch2_mounted" -eq 1 ]; then
+	tests/torch2/torch2-root.sh umount
+fi
 
 banner "summary"
 for f in "${failures[@]}"; do
