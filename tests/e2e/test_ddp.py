@@ -41,7 +41,9 @@ import textwrap
 import time
 import unittest
 
-PY = "/usr/bin/python3"
+import sys
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from torchpy import PY, WORKER_PY, label, torch_version  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
@@ -87,7 +89,7 @@ AGENT_VARS = {
 #    makes each worker a session and process-group leader, as torchrun 2.x.
 #  - values that are random by design: MASTER_PORT, TORCHELASTIC_RUN_ID, the
 #    8-character suffixes of TORCHELASTIC_ERROR_FILE (shapes are compared).
-ENV_DIFFERENCES = {
+ENV_DIFFERENCES_1_13 = {
     # name: (agent, always set?, why)
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
         "elasticd", True, "2.x name of NCCL_ASYNC_ERROR_HANDLING (base value or \"1\"), as "
@@ -95,9 +97,13 @@ ENV_DIFFERENCES = {
     "NCCL_ASYNC_ERROR_HANDLING": (
         "torchrun", True, "torchrun 1.13 sets the old name; elasticd, as torchrun 2.x, only "
         "passes on the caller's (torch >= 2.2 warns in every process that has it)"),
+}
+# Against torchrun 2.x both agents set TORCH_NCCL_ASYNC_ERROR_HANDLING only.
+ENV_DIFFERENCES = {
+    # name: (agent, always set?, why)
     "TORCHELASTIC_SIGNALS_TO_HANDLE": (
-        "elasticd", True, "--signals-to-handle, which torch 2.x's launch_agent exports; 1.13 "
-        "has no such flag"),
+        "elasticd", True, "--signals-to-handle, which torch main's launch_agent exports "
+        "(after 2.6); torchrun 1.13 and 2.6 do not"),
     "TORCH_WORKER_SERVER_SOCKET": (
         "elasticd", False, "each worker's own control socket (torch 2.x worker_main() starts its "
         "WorkerServer there), proxied by elasticd's control plane as /ranks/<n>/; torchrun "
@@ -329,10 +335,8 @@ class Harness(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not os.access(ELASTICD, os.X_OK):
-            raise unittest.SkipTest(f"no elasticd binary at {ELASTICD} (set ELASTICD)")
-        r = subprocess.run([PY, "-c", "import torch"], capture_output=True)
-        if r.returncode != 0:
-            raise unittest.SkipTest(f"{PY} cannot import torch (install python3-torch)")
+            raise RuntimeError(f"no elasticd binary at {ELASTICD} (set ELASTICD)")
+        torch_version()  # raises when PY has no torch: a failure, not a skip
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="elasticd-e2e-")
@@ -412,6 +416,10 @@ class Harness(unittest.TestCase):
 
         e_ranks, e_run, e_flags = results["elasticd"]
         t_ranks, t_run, t_flags = results["torchrun"]
+        torch2 = torch_version() >= (2, 0)
+        differences = dict(ENV_DIFFERENCES)
+        if not torch2:
+            differences.update(ENV_DIFFERENCES_1_13)
         for lr in (0, 1):
             e, t = e_ranks[lr], t_ranks[lr]
             ee, te = e["env"], t["env"]
@@ -423,11 +431,11 @@ class Harness(unittest.TestCase):
             for k in sorted(e_set | t_set):
                 mark = "" if (k in e_set) == (k in t_set) else "   <-- only one agent"
                 report.append(f"  {k:32} elasticd={ee.get(k)!r:48} torchrun={te.get(k)!r}{mark}")
-            only_e = e_set - t_set - {k for k, v in ENV_DIFFERENCES.items() if v[0] == "elasticd"}
-            only_t = t_set - e_set - {k for k, v in ENV_DIFFERENCES.items() if v[0] == "torchrun"}
+            only_e = e_set - t_set - {k for k, v in differences.items() if v[0] == "elasticd"}
+            only_t = t_set - e_set - {k for k, v in differences.items() if v[0] == "torchrun"}
             check(not only_e, f"rank {lr}: set only by elasticd: {sorted(only_e)}")
             check(not only_t, f"rank {lr}: set only by torchrun: {sorted(only_t)}")
-            for k, (who, always, _) in ENV_DIFFERENCES.items():
+            for k, (who, always, _) in differences.items():
                 check(not always or k in (e_set if who == "elasticd" else t_set),
                       f"rank {lr}: documented difference {k} not seen under {who}")
             wss = ee.get("TORCH_WORKER_SERVER_SOCKET")
@@ -442,7 +450,7 @@ class Harness(unittest.TestCase):
             check(e_rm == t_rm, f"rank {lr}: caller variables removed: elasticd {sorted(e_rm)}, "
                                 f"torchrun {sorted(t_rm)}")
             for k in SAME_VALUE:
-                if mode == "standalone" and k == "TORCHELASTIC_USE_AGENT_STORE":
+                if mode == "standalone" and k == "TORCHELASTIC_USE_AGENT_STORE" and not torch2:
                     # Documented: elasticd's --standalone is c10d with torch 2.x's
                     # shared agent store; torchrun 1.13 lets worker RANK 0 bind.
                     check((ee.get(k), te.get(k)) == ("True", "False"),
@@ -451,8 +459,9 @@ class Harness(unittest.TestCase):
                 check(ee.get(k) == te.get(k),
                       f"rank {lr}: {k}: elasticd {ee.get(k)!r} != torchrun {te.get(k)!r}")
             check(ee.get("LOCAL_RANK") == str(lr), f"rank {lr}: LOCAL_RANK {ee.get('LOCAL_RANK')!r}")
-            check(te.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") is None,
-                  "torch 1.13 is not expected to set TORCH_NCCL_ASYNC_ERROR_HANDLING")
+            check(te.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") == ("1" if torch2 else None),
+                  f"{label()}'s torchrun: TORCH_NCCL_ASYNC_ERROR_HANDLING "
+                  f"{te.get('TORCH_NCCL_ASYNC_ERROR_HANDLING')!r}")
             check(ee.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1",
                   f"TORCH_NCCL_ASYNC_ERROR_HANDLING {ee.get('TORCH_NCCL_ASYNC_ERROR_HANDLING')!r}")
             # Shapes.
@@ -496,7 +505,7 @@ class Harness(unittest.TestCase):
                   f"start: elasticd {e['master_listening']}, torchrun {t['master_listening']}")
             # argv: python -u script args, ${local_rank} substituted (safe_substitute).
             script = os.path.join(self.tmp, "env_dump.py")
-            want = [PY, "-u", script, f"--lr={lr}", "plain", "$HOME", "$x", "${unknown}", "a b"]
+            want = [WORKER_PY, "-u", script, f"--lr={lr}", "plain", "$HOME", "$x", "${unknown}", "a b"]
             check(t["orig_argv"] == want, f"torchrun orig_argv {t['orig_argv']}")
             check(e["orig_argv"] == t["orig_argv"],
                   f"rank {lr}: sys.orig_argv: elasticd {e['orig_argv']}, torchrun {t['orig_argv']}")
@@ -507,7 +516,11 @@ class Harness(unittest.TestCase):
             check(t["ppid"] == t_run.pid, f"torchrun worker ppid {t['ppid']}, agent {t_run.pid}")
             # Documented: 1.13 keeps workers in the agent's process group; elasticd
             # makes each worker a session leader, as torchrun 2.x.
-            check(t["pgid"] == t_run.pid, f"torchrun worker pgid {t['pgid']}")
+            if torch2:
+                check(t["pgid"] == t["pid"] and t["sid"] == t["pid"],
+                      f"torchrun worker pgid {t['pgid']} sid {t['sid']} pid {t['pid']}")
+            else:
+                check(t["pgid"] == t_run.pid, f"torchrun worker pgid {t['pgid']}")
             check(e["pgid"] == e["pid"] and e["sid"] == e["pid"],
                   f"elasticd worker pgid {e['pgid']} sid {e['sid']} pid {e['pid']}")
         # Both ranks of one run share the run id, master and run directory.
@@ -643,7 +656,8 @@ class E2E(Harness):
         results, base = self.dump_both("standalone")
         problems, report = self.compare_contract(results, base, "standalone")
         if problems or os.environ.get("E2E_SHOW_CONTRACT"):
-            self.fail("worker contract (--standalone) differs from torchrun 1.13:\n  "
+            self.fail("worker contract (--standalone) differs from torchrun "
+                      f"({label()}):\n  "
                       + "\n  ".join(problems) + "\n\n" + "\n".join(report))
 
     # ---- d: a failure restart ------------------------------------------------

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """End-to-end: elasticd's event log against PyTorch's own Events API
-(torch.distributed.elastic.events of Debian's python3-torch, 1.13).
+(torch.distributed.elastic.events of Debian 12's python3-torch 1.13, and of
+Debian 13's 2.6 as e2e_events_compat_torch2; torchpy.py). torch is used in
+processes of its own interpreter (torch_events_side.py), never imported here.
 
   a  elasticd -> torch: every line elasticd writes in real torch jobs (a gloo
      all_reduce job that fails on attempt 0 and restarts, with an @record error
@@ -9,7 +11,7 @@
      `events_tool write` builds (odd values: unicode, floats, int64 limits).
   b  torch -> elasticd: the lines torch itself writes are read by elasticd's
      strict parser and serialised back to the same bytes (events_tool check):
-     a real torchrun 1.13 job whose "null" and "dynamic_rendezvous" event
+     a real torchrun job whose "null" and "dynamic_rendezvous" event
      handlers are replaced by a file (its worker status events and the real
      c10d rendezvous's RdzvEvents), and a set of hand-built events.
   c  the schema of torchrun's worker status events and elasticd's is the
@@ -30,7 +32,8 @@ import tempfile
 import textwrap
 import unittest
 
-PY = "/usr/bin/python3"
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from torchpy import PY, torch2  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
@@ -39,11 +42,9 @@ EVENTS_TOOL = os.path.abspath(os.environ.get("EVENTS_TOOL")
                               or os.path.join(SOURCE_ROOT, "build", "tests", "events_tool"))
 RUN_TIMEOUT = 120
 
-from torch.distributed.elastic import events as torch_events  # noqa: E402
-from torch.distributed.elastic.events.api import (  # noqa: E402
-    Event, EventSource, NodeState, RdzvEvent)
+TORCH_SIDE = os.path.join(HERE, "torch_events_side.py")
 
-STATUS_KEYS_113 = ["run_id", "global_rank", "group_rank", "worker_id", "role", "hostname",
+STATUS_KEYS = ["run_id", "global_rank", "group_rank", "worker_id", "role", "hostname",
                    "state", "total_run_time", "rdzv_backend", "raw_error", "metadata",
                    "agent_restarts"]
 
@@ -96,6 +97,39 @@ if __name__ == "__main__":
     main()
 '''
 
+# The same, failing before any rank writes to the store. torchrun 2.6 gives
+# every attempt's workers the agent store without a per-attempt prefix
+# (torch/distributed/rendezvous.py, _create_c10d_store: "We create a new
+# TCPStore for every retry so no need to add prefix"), so attempt 1's gloo
+# reads attempt 0's addresses and fails ("Gloo connectFullMesh failed") when
+# attempt 0 got as far as init_process_group. elasticd's agent store is not
+# affected (RESTART_WORKER restarts under elasticd with both versions).
+RESTART_BEFORE_INIT_WORKER = r'''
+import os, time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+
+@record
+def main():
+    if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+        if os.environ["RANK"] == "1":
+            raise RuntimeError("rank 1 fails on attempt 0 \u2603")
+        time.sleep(60)  # rank 0: stopped by the agent
+    dist.init_process_group("gloo", init_method="env://")
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    assert t.item() == dist.get_world_size(), t
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
 OK_WORKER = r'''
 import os, sys
 sys.exit(0)
@@ -113,17 +147,21 @@ def clean_env(**extra):
     return env
 
 
-def torch_reads_back(tc, line):
-    """torch's deserialize reads line, and its serialize gives the same bytes."""
-    obj = json.loads(line)
-    if "source" in obj:
-        ev = Event.deserialize(line)
-        tc.assertIsInstance(ev.source, EventSource)
-    else:
-        ev = RdzvEvent.deserialize(line)
-        tc.assertIsInstance(ev.node_state, NodeState)
-    tc.assertEqual(ev.serialize(), line)
-    return ev
+def torch_reads_back(tc, lines):
+    """torch's deserialize reads every line, and its serialize gives the same
+    bytes; returns torch_events_side.py's view of each event (dicts)."""
+    path = os.path.join(tc.tmp, "readback.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(ln + "\n" for ln in lines))
+    res = subprocess.run([PY, TORCH_SIDE, "readback", path], capture_output=True, text=True,
+                         cwd=tc.tmp, timeout=RUN_TIMEOUT)
+    tc.assertEqual(res.returncode, 0, res.stderr[-6000:])
+    evs = json.loads(res.stdout)
+    tc.assertEqual(len(evs), len(lines))
+    for line, ev in zip(lines, evs):
+        tc.assertTrue(ev["typed"], ev)
+        tc.assertEqual(ev.get("again", line), line)
+    return evs
 
 
 class EventsCompatTest(unittest.TestCase):
@@ -162,7 +200,7 @@ class EventsCompatTest(unittest.TestCase):
             return [ln.rstrip("\n") for ln in f]
 
     def torchrun_events(self, script, *args, name="torchrun.jsonl"):
-        """The events of a torchrun 1.13 job. Its exit status is not checked:
+        """The events of a torchrun job. Its exit status is not checked:
         torchrun 1.13 sometimes fails to close its own c10d rendezvous at the
         end (RendezvousConnectionError: Broken pipe, exit 1) after every event
         of the run was recorded; the tests check the events themselves."""
@@ -187,39 +225,39 @@ class EventsCompatTest(unittest.TestCase):
         lines = self.elasticd_events(worker, "--standalone", "--nproc-per-node", "2",
                                      "--max-restarts", "1")
         self.assertGreater(len(lines), 20)
-        evs = [torch_reads_back(self, ln) for ln in lines]
-        names = [e.name for e in evs]
+        evs = torch_reads_back(self, lines)
+        names = [e["name"] for e in evs]
         self.assertIn("elasticd.agent.restart", names)
         self.assertEqual(names[-1], "elasticd.agent.exit")
         # The failed attempt's root cause is in the log as elasticd saw it; the
         # last attempt succeeded: torchrun's end-of-run events.
-        ends = [(e.source.value, e.metadata["state"]) for e in evs
-                if isinstance(e, Event) and e.name.startswith("torchelastic.worker.status.")]
+        ends = [(e["source"], e["metadata"]["state"]) for e in evs
+                if e["kind"] == "Event" and e["name"].startswith("torchelastic.worker.status.")]
         self.assertEqual(ends[-3:], [("WORKER", "SUCCEEDED"), ("WORKER", "SUCCEEDED"),
                                      ("AGENT", "SUCCEEDED")])
-        rdzv = [e for e in evs if isinstance(e, RdzvEvent)]
-        self.assertEqual([e.node_state for e in rdzv][-1], NodeState.SUCCEEDED)
-        self.assertEqual(sum(1 for e in rdzv if e.rank is not None), 2)
+        rdzv = [e for e in evs if e["kind"] == "RdzvEvent"]
+        self.assertEqual([e["node_state"] for e in rdzv][-1], "SUCCEEDED")
+        self.assertEqual(sum(1 for e in rdzv if e["rank"] is not None), 2)
 
     def test_a_torch_reads_elasticd_failure_with_error_file(self):
         worker = self.write("restart.py", RESTART_WORKER)
         lines = self.elasticd_events(worker, "--standalone", "--nproc-per-node", "2",
                                      expect_rc=1)
-        evs = [torch_reads_back(self, ln) for ln in lines]
-        failed = [e for e in evs if e.name == "torchelastic.worker.status.FAILED"]
+        evs = torch_reads_back(self, lines)
+        failed = [e for e in evs if e["name"] == "torchelastic.worker.status.FAILED"]
         self.assertEqual(len(failed), 1)
-        raw = json.loads(failed[0].metadata["raw_error"])
+        raw = json.loads(failed[0]["metadata"]["raw_error"])
         self.assertIn("rank 1 fails on attempt 0 \u2603", raw["message"]["message"])
         self.assertIn("py_callstack", raw["message"]["extraInfo"])
-        self.assertIn("torchelastic.worker.status.TERMINATED", [e.name for e in evs])
+        self.assertIn("torchelastic.worker.status.TERMINATED", [e["name"] for e in evs])
 
     def test_a_torch_reads_events_tool_write(self):
         out = subprocess.run([EVENTS_TOOL, "write"], capture_output=True, text=True,
                              check=True).stdout
         lines = out.splitlines()
         self.assertEqual(len(lines), 5)
-        evs = [torch_reads_back(self, ln) for ln in lines]
-        odd = evs[2].metadata
+        evs = torch_reads_back(self, lines)
+        odd = evs[2]["metadata"]
         self.assertEqual(odd["unicode"], "na\u00efve \u2603 \U0001F600 \x7f")
         self.assertEqual(odd["quotes"], "\"'\\/\t\n")
         self.assertEqual(odd["min"], -2**63)
@@ -229,13 +267,13 @@ class EventsCompatTest(unittest.TestCase):
         self.assertIsInstance(odd["whole"], float)
         self.assertIs(odd["no"], False)
         self.assertIsNone(odd["none"])
-        self.assertEqual(evs[4].node_state, NodeState.FAILED)
-        self.assertEqual(evs[3].rank, 1)
+        self.assertEqual(evs[4]["node_state"], "FAILED")
+        self.assertEqual(evs[3]["rank"], 1)
 
     # -- b: torch -> elasticd --
 
     def test_b_elasticd_reads_torchrun_job(self):
-        worker = self.write("restart.py", RESTART_WORKER)
+        worker = self.write("restart.py", RESTART_BEFORE_INIT_WORKER)
         lines = self.torchrun_events(worker, "--standalone", "--nproc_per_node", "2",
                                      "--max_restarts", "1")
         kinds = [("source" in json.loads(ln)) for ln in lines]
@@ -249,37 +287,10 @@ class EventsCompatTest(unittest.TestCase):
         self.assertIn("%d lines" % len(lines), out)
 
     def test_b_elasticd_reads_torch_built_events(self):
-        lines = [
-            Event("x", EventSource.AGENT).serialize(),
-            Event("y", EventSource.WORKER, 1700000000123, {
-                "s": "a\"b\\c/d \u00e9 \u2603 \U0001F600 \x7f\x01\t", "i": -2**63, "j": 2**63 - 1,
-                "f": 0.1, "g": 1e-7, "h": 1e22, "k": -0.0, "t": True, "n": None}).serialize(),
-            RdzvEvent("dynamic_rendezvous.py:DynamicRendezvousHandler.next_rendezvous", "job",
-                      "The node 'h_1_0' attempts to join", "h.example.com", 1,
-                      NodeState.RUNNING).serialize(),
-            RdzvEvent("n", "r", "m", "h", 2, NodeState.FAILED, "ep:29400", 0, 3,
-                      "Traceback (most recent call last):\n  ...").serialize(),
-        ]
-        for state in NodeState:
-            lines.append(RdzvEvent("n", "r", "m", "h", 3, state, local_id=0).serialize())
-        # construct_and_record_rdzv_event itself, through a handler that writes.
-        path = self.path("rdzv_api.jsonl")
-        import logging
-        from torch.distributed.elastic.events import handlers
-        h = logging.FileHandler(path)
-        h.setFormatter(logging.Formatter("%(message)s"))
-        saved = handlers._log_handlers["dynamic_rendezvous"]
-        handlers._log_handlers["dynamic_rendezvous"] = h
-        torch_events._events_loggers.pop("dynamic_rendezvous", None)
-        try:
-            torch_events.construct_and_record_rdzv_event(
-                run_id="job", message="m \u2603", node_state=NodeState.SUCCEEDED, rank=2)
-        finally:
-            handlers._log_handlers["dynamic_rendezvous"] = saved
-            torch_events._events_loggers.pop("dynamic_rendezvous", None)
-            h.close()
-        with open(path) as f:
-            lines += [ln.rstrip("\n") for ln in f]
+        path = self.path("torch_built.jsonl")
+        self.run_cmd([PY, TORCH_SIDE, "build", path], clean_env(), 0)
+        with open(path, encoding="utf-8") as f:
+            lines = [ln.rstrip("\n") for ln in f]
         self.assertEqual(len(lines), 9)
         out = self.events_tool_check(lines, "torch_built.jsonl")
         self.assertIn("9 lines: 2 Event, 7 RdzvEvent, 0 bad", out)
@@ -297,16 +308,24 @@ class EventsCompatTest(unittest.TestCase):
             return [e for e in evs if "source" in e
                     and e["name"].startswith("torchelastic.worker.status.")]
         s_mine, s_theirs = status(mine), status(theirs)
-        self.assertEqual([(e["source"], e["name"]) for e in s_theirs],
-                         [("WORKER", "torchelastic.worker.status.SUCCEEDED")] * 2
-                         + [("AGENT", "torchelastic.worker.status.SUCCEEDED")])
-        # torch 1.13 has no RENDEZVOUS / ASSIGN_WORKER_RANKS events (2.x does).
-        self.assertEqual([(e["source"], e["name"]) for e in s_mine][-3:],
+        end = ([("WORKER", "torchelastic.worker.status.SUCCEEDED")] * 2
+               + [("AGENT", "torchelastic.worker.status.SUCCEEDED")])
+        # torch 2.x starts with its agent's RENDEZVOUS and ASSIGN_WORKER_RANKS
+        # events, as elasticd does; torch 1.13 has none: the whole sequence
+        # matches torchrun 2.x, the end matches 1.13.
+        start = ([("AGENT", "torchelastic.worker.status.RENDEZVOUS"),
+                  ("AGENT", "torchelastic.worker.status.ASSIGN_WORKER_RANKS")]
+                 if torch2() else [])
+        self.assertEqual([(e["source"], e["name"]) for e in s_theirs], start + end)
+        self.assertEqual([(e["source"], e["name"]) for e in s_mine][-len(start + end):],
                          [(e["source"], e["name"]) for e in s_theirs])
+        s_theirs = s_theirs[len(start):]
         for a, b in zip(s_mine[-3:], s_theirs):
             self.assertEqual(list(a), list(b))
-            self.assertEqual(list(a["metadata"]), STATUS_KEYS_113 + ["duration_ms"])
-            self.assertEqual(list(b["metadata"]), STATUS_KEYS_113)
+            self.assertEqual(list(a["metadata"]), STATUS_KEYS + ["duration_ms"])
+            # torch 2.x appends duration_ms as elasticd does; 1.13 has none.
+            self.assertEqual(list(b["metadata"]),
+                             STATUS_KEYS + (["duration_ms"] if torch2() else []))
             # Not hostname: util.c's host_fqdn() keeps gethostname() when no
             # name of the host has a dot, where Python's getfqdn() takes
             # gethostbyaddr()'s name ("localhost" on a VM whose /etc/hosts maps

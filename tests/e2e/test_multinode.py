@@ -18,7 +18,9 @@ import textwrap
 import time
 import unittest
 
-PY = "/usr/bin/python3"
+import sys
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from torchpy import PY, torch_version  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 ELASTICD = os.path.abspath(os.environ.get("ELASTICD")

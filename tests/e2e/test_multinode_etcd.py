@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 
 from etcd_cluster import Etcd  # noqa: E402
 
-PY = "/usr/bin/python3"
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from torchpy import PY, torch_version  # noqa: E402
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
                            or os.path.join(SOURCE_ROOT, "build", "src", "elasticd"))
@@ -86,9 +87,7 @@ class MultiNodeEtcdDDPTest(unittest.TestCase):
         return rc, out, err
 
     def test_ddp_two_agents_two_workers(self):
-        r = subprocess.run([PY, "-c", "import torch"], capture_output=True)
-        if r.returncode != 0:
-            raise unittest.SkipTest(f"{PY} cannot import torch (install python3-torch)")
+        torch_version()  # raises when PY has no torch: a failure, not a skip
         agents = [self.start(DDP, "--steps", "20") for _ in range(2)]
         results = [self.finish(a) for a in agents]
         for rc, out, err in results:

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""End-to-end parity tests that elasticd FAILS today: each one is a place where a
-worker, or the caller, sees something different under elasticd than under the
-real torchrun 1.13 of the same Python. Each test's docstring names the source
-of the difference in src/. They reuse test_ddp.py's Harness (same environment,
+"""End-to-end parity tests for places where a worker, or the caller, once saw
+something different under elasticd than under the real torchrun of the same
+torch (1.13; 2.6 as e2e_torchrun_parity_torch2). Each test's docstring names
+the source of the old difference in src/. They reuse test_ddp.py's Harness (same environment,
 same torchrun wrapper).
 
 Run by `meson test --suite e2e` (e2e_torchrun_parity), or by hand:
@@ -16,6 +16,7 @@ import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from test_ddp import Harness  # noqa: E402
+from torchpy import label  # noqa: E402
 
 
 class TorchrunParity(Harness):
@@ -30,7 +31,7 @@ class TorchrunParity(Harness):
         results, base = self.dump_both("static")
         problems, report = self.compare_contract(results, base, "static")
         if problems or os.environ.get("E2E_SHOW_CONTRACT"):
-            self.fail("worker contract (static backend) differs from torchrun 1.13:\n  "
+            self.fail(f"worker contract (static backend) differs from torchrun ({label()}):\n  "
                       + "\n  ".join(problems) + "\n\n" + "\n".join(report))
 
     def test_worker_signals_when_agent_started_with_sigint_ignored(self):
