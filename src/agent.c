@@ -1155,7 +1155,49 @@ static bool
 agent_needs_topology(const struct config *cfg)
 {
 	return cfg->numa_binding || cfg->dry_run || cfg->topology_xml || cfg->gpu_bus_ids ||
-	       cfg->nproc_kind == NPROC_GPU || cfg->nproc_kind == NPROC_AUTO;
+	       cfg->nproc_kind == NPROC_GPU || cfg->nproc_kind == NPROC_XPU ||
+	       cfg->nproc_kind == NPROC_AUTO;
+}
+
+/* What --nproc-per-node of kind k found none of, for its error. */
+static const char *
+nproc_none_found(enum nproc_kind k)
+{
+	switch (k) {
+	case NPROC_INT: /* a number is never short */
+	case NPROC_GPU:
+		return "no GPU";
+	case NPROC_CPU:
+		return "no usable CPU";
+	case NPROC_XPU:
+		return "no Intel GPU (xpu)";
+	case NPROC_AUTO:
+		return "no GPU and no usable CPU";
+	}
+	return "no GPU";
+}
+
+/* Resolve --nproc-per-node on this node: ngpus NVIDIA or AMD GPUs (as
+ * selected), Intel GPUs counted in t (NULL: no topology loaded). Returns the
+ * number of local workers, or -1 with *reterr set (a usage error). */
+static int
+agent_resolve_nproc(const struct config *cfg, const struct numa_topology *t, int ngpus,
+		    char **reterr)
+{
+	int nxpus =
+		t && cfg->nproc_kind == NPROC_XPU ? numa_topology_count_gpus(t, NUMA_GPU_INTEL) : 0;
+	int n = config_resolve_nproc(cfg, cpus_allowed_count(), ngpus, nxpus);
+
+	if (n < 0) {
+		*reterr = xasprintf("--nproc-per-node: %s found on this node",
+				    nproc_none_found(cfg->nproc_kind));
+		return -1;
+	}
+	if (cfg->nproc_kind != NPROC_INT) {
+		log_info("Using nproc_per_node=%s, setting nproc_per_node to %d",
+			 config_nproc_kind_to_string(cfg->nproc_kind), n);
+	}
+	return n;
 }
 
 /* Find the GPUs (hwloc, when needed), resolve --nproc-per-node and plan each
@@ -1196,19 +1238,11 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 			return -1;
 		}
 	}
-	n = config_resolve_nproc(cfg, cpus_allowed_count(), ngpus);
+	n = agent_resolve_nproc(cfg, t, ngpus, reterr);
 	if (n < 0) {
-		*reterr = xstrdup("--nproc-per-node: no GPU found on this node");
 		*ret_exit = AGENT_EXIT_USAGE;
 		numa_topology_free(t);
 		return -1;
-	}
-	if (cfg->nproc_kind != NPROC_INT) {
-		log_info("Using nproc_per_node=%s, setting nproc_per_node to %d",
-			 cfg->nproc_kind == NPROC_CPU   ? "cpu"
-			 : cfg->nproc_kind == NPROC_GPU ? "gpu"
-							: "auto",
-			 n);
 	}
 	if (!t) {
 		return n;

@@ -376,8 +376,12 @@ set_nproc(struct config *cfg, const struct config_option *o, const char *name, c
 	} kinds[] = {
 		{"cpu", NPROC_CPU},
 		{"gpu", NPROC_GPU},
+		{"xpu", NPROC_XPU},
 		{"auto", NPROC_AUTO},
 	};
+	/* torch device types (c10 DeviceTypeName) and npu, the name Ascend's
+	 * torch_npu gives torch's PrivateUse1 backend, which torchrun also accepts. */
+	static const char *const uncountable[] = {"cuda", "hpu", "mps", "mtia", "npu"};
 	long long n;
 	int r;
 
@@ -388,9 +392,18 @@ set_nproc(struct config *cfg, const struct config_option *o, const char *name, c
 			return 0;
 		}
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(uncountable); i++) {
+		if (strcmp(value, uncountable[i]) == 0) {
+			*reterr = xasprintf("%s: '%s': elasticd cannot count %s devices here; give "
+					    "a number instead%s",
+					    name, value, value,
+					    strcmp(value, "cuda") == 0 ? ", or gpu" : "");
+			return -EINVAL;
+		}
+	}
 	r = parse_int(value, LLONG_MIN, LLONG_MAX, &n);
 	if (r == -EINVAL) {
-		return invalid(reterr, name, value, "expected an integer, cpu, gpu or auto");
+		return invalid(reterr, name, value, "expected an integer, cpu, gpu, xpu or auto");
 	}
 	if (r < 0 || n <= 0 || n > INT_MAX) {
 		return invalid(reterr, name, value, "must be > 0 and <= %d", INT_MAX);
@@ -678,9 +691,10 @@ static const struct config_option options[] = {
 		.def = "1",
 		.set = set_nproc,
 		.group = GROUP_WORKERS,
-		.metavar = "N|cpu|gpu|auto",
+		.metavar = "N|cpu|gpu|xpu|auto",
 		.help = "Workers on this node: a number, the CPUs this process may use (cpu), "
-			"the GPUs found (gpu), or GPUs if any else CPUs (auto).",
+			"the NVIDIA or AMD GPUs found (gpu), the Intel GPUs found (xpu), or "
+			"GPUs if any else CPUs (auto).",
 	},
 	{
 		.name = "max-restarts",
@@ -2133,8 +2147,26 @@ config_rank_in_filter(const struct config *cfg, int local_rank)
 	return false;
 }
 
+const char *
+config_nproc_kind_to_string(enum nproc_kind k)
+{
+	switch (k) {
+	case NPROC_INT:
+		return "int";
+	case NPROC_CPU:
+		return "cpu";
+	case NPROC_GPU:
+		return "gpu";
+	case NPROC_XPU:
+		return "xpu";
+	case NPROC_AUTO:
+		return "auto";
+	}
+	return "int";
+}
+
 int
-config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus)
+config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus, int nxpus)
 {
 	switch (cfg->nproc_kind) {
 	case NPROC_INT:
@@ -2143,6 +2175,8 @@ config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus)
 		return ncpus > 0 ? ncpus : -ENODEV;
 	case NPROC_GPU:
 		return ngpus > 0 ? ngpus : -ENODEV;
+	case NPROC_XPU:
+		return nxpus > 0 ? nxpus : -ENODEV;
 	case NPROC_AUTO:
 		return ngpus > 0 ? ngpus : ncpus > 0 ? ncpus : -ENODEV;
 	}

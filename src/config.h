@@ -49,8 +49,13 @@ enum nproc_kind {
 	NPROC_INT,  /* --nproc-per-node N */
 	NPROC_CPU,  /* "cpu": CPUs this process may use */
 	NPROC_GPU,  /* "gpu": GPUs found on this node; error when none */
+	NPROC_XPU,  /* "xpu": Intel GPUs found on this node; error when none */
 	NPROC_AUTO, /* "auto": GPUs if any, else CPUs */
 };
+
+/* The --nproc-per-node spelling of k ("cpu", "gpu", "xpu", "auto"), "int" for
+ * NPROC_INT. Static storage. */
+const char *config_nproc_kind_to_string(enum nproc_kind k);
 
 /* One --rdzv-conf key=value pair, both stripped. */
 struct rdzv_conf_entry {
@@ -184,6 +189,7 @@ const char *config_rdzv_conf_get(const struct config *cfg, const char *key);
 bool config_rank_in_filter(const struct config *cfg, int local_rank);
 
 /* Resolve --nproc-per-node against this node: NPROC_INT gives the number,
- * NPROC_CPU ncpus, NPROC_GPU ngpus (-ENODEV when ngpus is 0: "no GPU found"),
- * NPROC_AUTO ngpus when > 0 else ncpus. Returns the count (> 0) or -ENODEV. */
-int config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus);
+ * NPROC_CPU ncpus, NPROC_GPU ngpus (NVIDIA or AMD; -ENODEV when 0: "no GPU
+ * found"), NPROC_XPU nxpus (Intel GPUs; -ENODEV when 0), NPROC_AUTO ngpus when
+ * > 0 else ncpus. Returns the count (> 0) or -ENODEV. */
+int config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus, int nxpus);

@@ -698,6 +698,10 @@ device_home(const struct numa_topology *t, hwloc_obj_t dev, const char *busid)
 	return home;
 }
 
+#define PCI_VENDOR_NVIDIA 0x10de
+#define PCI_VENDOR_AMD 0x1002
+#define PCI_VENDOR_INTEL 0x8086
+
 static bool
 pci_is_gpu(hwloc_obj_t o, unsigned vendor)
 {
@@ -705,8 +709,8 @@ pci_is_gpu(hwloc_obj_t o, unsigned vendor)
 	static const struct {
 		unsigned short vendor, device;
 	} bmc[] = {
-		{0x1002, 0x515e}, /* ATI ES1000 */
-		{0x1002, 0x5159}, /* ATI Rage XL / Radeon 7000 */
+		{PCI_VENDOR_AMD, 0x515e}, /* ATI ES1000 */
+		{PCI_VENDOR_AMD, 0x5159}, /* ATI Rage XL / Radeon 7000 */
 	};
 	const struct hwloc_pcidev_attr_s *p = &o->attr->pcidev;
 
@@ -717,6 +721,12 @@ pci_is_gpu(hwloc_obj_t o, unsigned vendor)
 	 * e.g. NVSwitch bridges (0x0680) and HDMI audio (0x0403), is not a GPU. */
 	if (p->class_id != 0x0300 && p->class_id != 0x0302 && p->class_id != 0x0380 &&
 	    p->class_id != 0x1200) {
+		return false;
+	}
+	/* Intel's data-center GPUs are display controllers (0x0380); its
+	 * processing accelerators are NPUs (e.g. 8086:7d1d), which torch.xpu
+	 * does not see. */
+	if (p->vendor_id == PCI_VENDOR_INTEL && p->class_id == 0x1200) {
 		return false;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(bmc); i++) {
@@ -745,33 +755,76 @@ cmp_pcidev(const void *a, const void *b)
 	return x->func < y->func ? -1 : x->func > y->func ? 1 : 0;
 }
 
-/* The GPUs of one vendor (NVIDIA first, else AMD), ordered by bus id;
- * *ret_other: AMD GPUs left out because there are NVIDIA ones. */
-static size_t
-find_gpus(struct numa_topology *t, hwloc_obj_t **ret, size_t *ret_other)
+/* The PCI vendors of a GPU vendor choice, in order of preference. */
+static void
+gpu_vendor_ids(enum numa_gpu_vendor vendor, const unsigned **ret, size_t *ret_n)
 {
-	static const unsigned vendors[] = {0x10de, 0x1002};
-	size_t count[ARRAY_SIZE(vendors)] = {0}, n = 0, pick = 0;
-	hwloc_obj_t o = NULL, *list;
+	static const unsigned cuda[] = {PCI_VENDOR_NVIDIA, PCI_VENDOR_AMD};
+	static const unsigned intel[] = {PCI_VENDOR_INTEL};
+
+	*ret = cuda;
+	*ret_n = ARRAY_SIZE(cuda);
+	switch (vendor) {
+	case NUMA_GPU_CUDA:
+		break;
+	case NUMA_GPU_INTEL:
+		*ret = intel;
+		*ret_n = ARRAY_SIZE(intel);
+		break;
+	}
+}
+
+static size_t
+count_vendor_gpus(const struct numa_topology *t, unsigned vendor)
+{
+	hwloc_obj_t o = NULL;
+	size_t n = 0;
 
 	while ((o = hwloc_get_next_pcidev(t->topo, o))) {
-		for (size_t v = 0; v < ARRAY_SIZE(vendors); v++) {
-			count[v] += pci_is_gpu(o, vendors[v]);
+		n += pci_is_gpu(o, vendor);
+	}
+	return n;
+}
+
+/* The GPUs of the first PCI vendor of `vendor` that has any (NVIDIA, else AMD;
+ * or Intel), ordered by bus id; *ret_other: the other vendors' GPUs left out. */
+static size_t
+find_gpus(const struct numa_topology *t, enum numa_gpu_vendor vendor, hwloc_obj_t **ret,
+	  size_t *ret_other)
+{
+	const unsigned *ids;
+	size_t n_ids, pick = 0, total = 0, n = 0;
+	hwloc_obj_t o = NULL, *list;
+
+	gpu_vendor_ids(vendor, &ids, &n_ids);
+	for (size_t v = n_ids; v-- > 0;) {
+		size_t c = count_vendor_gpus(t, ids[v]);
+
+		if (c > 0) {
+			pick = v;
 		}
+		total += c;
 	}
-	if (count[0] == 0) {
-		pick = 1;
-	}
-	*ret_other = count[pick == 0 ? 1 : 0];
-	list = xcalloc(count[pick] + 1, sizeof(*list));
+	list = xcalloc(total + 1, sizeof(*list));
 	while ((o = hwloc_get_next_pcidev(t->topo, o))) {
-		if (pci_is_gpu(o, vendors[pick])) {
+		if (pci_is_gpu(o, ids[pick])) {
 			list[n++] = o;
 		}
 	}
 	qsort(list, n, sizeof(*list), cmp_pcidev);
+	*ret_other = total - n;
 	*ret = list;
 	return n;
+}
+
+int
+numa_topology_count_gpus(const struct numa_topology *t, enum numa_gpu_vendor vendor)
+{
+	hwloc_obj_t *found = NULL;
+	size_t other, n = find_gpus(t, vendor, &found, &other);
+
+	free(found);
+	return (int)n;
 }
 
 static void
@@ -877,7 +930,7 @@ numa_topology_select_gpus(struct numa_topology *t, const char *bus_ids, const ch
 		strv_free(ids);
 		return (int)t->n_gpus;
 	}
-	n = find_gpus(t, &found, &other);
+	n = find_gpus(t, NUMA_GPU_CUDA, &found, &other);
 	if (cvd) {
 		select_visible(t, found, n, cvd);
 	} else {

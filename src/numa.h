@@ -117,6 +117,21 @@ int numa_topology_set_device_node(struct numa_topology *t, const char *busid, in
 int numa_topology_select_gpus(struct numa_topology *t, const char *bus_ids, const char *cvd,
 			      char **reterr);
 
+/* The GPUs numa_topology_count_gpus() counts. */
+enum numa_gpu_vendor {
+	NUMA_GPU_CUDA,  /* NVIDIA, or when there is none AMD: the GPUs CUDA or ROCm use */
+	NUMA_GPU_INTEL, /* Intel: torch's xpu devices */
+};
+
+/* Count the GPUs of one vendor as numa_topology_select_gpus() finds them
+ * without --gpu-bus-ids or CUDA_VISIBLE_DEVICES, one per PCI device.
+ * NUMA_GPU_CUDA: the NVIDIA GPUs, or when there is none the AMD ones.
+ * NUMA_GPU_INTEL: Intel (0x8086) display devices (0x0300, 0x0302, 0x0380;
+ * the Data Center GPU Max and Flex series report 0x0380), but not Intel's
+ * processing accelerators (0x1200), which are client NPUs, not GPUs. Pure;
+ * leaves the selection alone. Returns the count (>= 0). */
+int numa_topology_count_gpus(const struct numa_topology *t, enum numa_gpu_vendor vendor);
+
 /* After numa_topology_select_gpus: one line about what the selection left out
  * or could not do (other-vendor GPUs ignored; GPUs named by UUID), or NULL.
  * Borrowed, valid until the next selection or numa_topology_free. */

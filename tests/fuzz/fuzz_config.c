@@ -50,8 +50,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    cfg.shutdown_timeout < 0 || cfg.master_port < 0 || cfg.master_port > 65535) {
 			abort();
 		}
-		(void)config_resolve_nproc(&cfg, 4, 0);
-		(void)config_resolve_nproc(&cfg, 4, 2);
+		(void)config_resolve_nproc(&cfg, 4, 0, 0);
+		(void)config_resolve_nproc(&cfg, 4, 2, 1);
 		(void)config_rdzv_conf_get(&cfg, "timeout");
 		for (int rank = 0; rank < 4; rank++) {
 			(void)config_rank_in_filter(&cfg, rank);

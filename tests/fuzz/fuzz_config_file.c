@@ -24,7 +24,7 @@ check_config(int r, const struct config *cfg, const char *err)
 		    cfg->master_port > 65535) {
 			abort();
 		}
-		(void)config_resolve_nproc(cfg, 4, 2);
+		(void)config_resolve_nproc(cfg, 4, 2, 1);
 		(void)config_rdzv_conf_get(cfg, "timeout");
 		(void)config_rank_in_filter(cfg, 1);
 	} else if (r < 0) {

@@ -101,6 +101,21 @@ class CliTest(lib.ElasticdTestCase):
                 self.assertIn(args[1], res.err)
         self.assertEqual(self.workers_started(d), [])
 
+    def test_nproc_device_types_elasticd_cannot_count(self):
+        # torch accepts its PrivateUse1 backend's name (npu with torch_npu);
+        # elasticd cannot count such devices and says so, naming the flag.
+        d = self.count_dir()
+        for value in ("npu", "hpu", "mtia", "mps", "cuda"):
+            with self.subTest(value=value):
+                res = self.run_elasticd("--nproc-per-node", value, *COUNT, d)
+                self.assertUsageError(res, "--nproc-per-node")
+                self.assertIn("'%s': elasticd cannot count %s devices here; give a number"
+                              % (value, value), res.err)
+        res = self.run_elasticd(*COUNT, d, env=self.env(PET_NPROC_PER_NODE="npu"))
+        self.assertUsageError(res, "PET_NPROC_PER_NODE")
+        self.assertIn("elasticd cannot count npu devices", res.err)
+        self.assertEqual(self.workers_started(d), [])
+
     def test_missing_value(self):
         res = self.run_elasticd("--nproc-per-node")
         self.assertUsageError(res, "--nproc-per-node")

@@ -182,6 +182,18 @@ class NumaTest(lib.ElasticdTestCase):
         res = self.plan("--nproc-per-node", "gpu", "--topology-xml", topo("gpuless"), rc=2)
         self.assertIn("--nproc-per-node: no GPU found", res.err)
 
+    def test_nproc_xpu_counts_intel_gpus(self):
+        # Intel GPUs only: xpu counts them (not the NPU), gpu finds none.
+        objs = self.plan("--nproc-per-node", "xpu", "--topology-xml", topo("intel-gpus"))
+        self.assertEqual(len(objs), 3)
+        self.assertIn("Using nproc_per_node=xpu, setting nproc_per_node to 3",
+                      self.agents[-1].stderr_text())
+        res = self.plan("--nproc-per-node", "gpu", "--topology-xml", topo("intel-gpus"), rc=2)
+        self.assertIn("--nproc-per-node: no GPU found", res.err)
+        # NVIDIA GPUs only: no Intel GPU for xpu, a usage error as for gpu.
+        res = self.plan("--nproc-per-node", "xpu", "--topology-xml", topo("uneven-smt"), rc=2)
+        self.assertIn("--nproc-per-node: no Intel GPU (xpu) found on this node", res.err)
+
     # -- the binding, applied ----------------------------------------------------
 
     def test_worker_cpus_equal_the_plan(self):

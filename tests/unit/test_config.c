@@ -83,6 +83,7 @@ render(const struct config *cfg, const char *key)
 	static const char *const nproc_names[] = {[NPROC_INT] = "int",
 						  [NPROC_CPU] = "cpu",
 						  [NPROC_GPU] = "gpu",
+						  [NPROC_XPU] = "xpu",
 						  [NPROC_AUTO] = "auto"};
 
 	if (strcmp(key, "nnodes") == 0) {
@@ -240,6 +241,8 @@ static const struct ok_case ok_cases[] = {
 	{.argv = ARGV("--nproc-per-node=cpu", "t"), .expect = {{"nproc", "cpu"}}},
 	{.argv = ARGV("--nproc_per_node", "gpu", "t"), .expect = {{"nproc", "gpu"}}},
 	{.argv = ARGV("--nproc-per-node", "auto", "t"), .expect = {{"nproc", "auto"}}},
+	{.argv = ARGV("--nproc-per-node", "xpu", "t"), .expect = {{"nproc", "xpu"}}},
+	{.argv = ARGV("t"), .envp = ENV("PET_NPROC_PER_NODE=xpu"), .expect = {{"nproc", "xpu"}}},
 	{.argv = ARGV("--rdzv-backend", "c10d", "t"), .expect = {{"rdzv_backend", "c10d"}}},
 	{.argv = ARGV("--rdzv_backend=etcd", "t"), .expect = {{"rdzv_backend", "etcd"}}},
 	{.argv = ARGV("--rdzv-endpoint", "node0:29400", "t"),
@@ -587,11 +590,24 @@ static const struct err_case err_cases[] = {
 	/* --nproc-per-node */
 	{ARGV("--nproc-per-node", "x", "t"),
 	 NULL,
-	 {"--nproc-per-node: invalid value 'x': expected an integer, cpu, gpu or auto"}},
+	 {"--nproc-per-node: invalid value 'x': expected an integer, cpu, gpu, xpu or auto"}},
 	{ARGV("--nproc_per_node=0", "t"), NULL, {"--nproc-per-node: invalid value '0'", "> 0"}},
 	{ARGV("--nproc-per-node=-2", "t"), NULL, {"--nproc-per-node: invalid value '-2'", "> 0"}},
-	{ARGV("--nproc-per-node", "xpu", "t"), NULL, {"--nproc-per-node: invalid value 'xpu'"}},
 	{ARGV("--nproc-per-node", "GPU", "t"), NULL, {"--nproc-per-node: invalid value 'GPU'"}},
+	{ARGV("--nproc-per-node", "XPU", "t"), NULL, {"--nproc-per-node: invalid value 'XPU'"}},
+	/* Device types torch knows but elasticd cannot count. */
+	{ARGV("--nproc-per-node", "npu", "t"),
+	 NULL,
+	 {"--nproc-per-node: 'npu': elasticd cannot count npu devices here; give a number"}},
+	{ARGV("--nproc-per-node=hpu", "t"),
+	 NULL,
+	 {"--nproc-per-node: 'hpu': elasticd cannot count"}},
+	{ARGV("--nproc-per-node=mtia", "t"), NULL, {"'mtia': elasticd cannot count mtia devices"}},
+	{ARGV("--nproc-per-node=mps", "t"), NULL, {"'mps': elasticd cannot count mps devices"}},
+	{ARGV("--nproc-per-node", "cuda", "t"),
+	 NULL,
+	 {"--nproc-per-node: 'cuda': elasticd cannot count cuda devices", "or gpu"}},
+	{ARGV("t"), ENV("PET_NPROC_PER_NODE=npu"), {"PET_NPROC_PER_NODE: 'npu': elasticd cannot"}},
 	/* rendezvous */
 	{ARGV("--rdzv-backend", "zk", "t"),
 	 NULL,
@@ -986,13 +1002,15 @@ test_std_map(void **state)
 
 struct nproc_case {
 	const char *value;
-	int ncpus, ngpus, want;
+	int ncpus, ngpus, nxpus, want;
 };
 
 static const struct nproc_case nproc_cases[] = {
-	{"4", 16, 8, 4},         {"4", 16, 0, 4},         {"cpu", 16, 8, 16}, {"cpu", 3, 0, 3},
-	{"gpu", 16, 8, 8},       {"gpu", 16, 0, -ENODEV}, {"auto", 16, 8, 8}, {"auto", 16, 0, 16},
-	{"auto", 0, 0, -ENODEV}, {"cpu", 0, 2, -ENODEV},
+	{"4", 16, 8, 0, 4},         {"4", 16, 0, 0, 4},     {"cpu", 16, 8, 0, 16},
+	{"cpu", 3, 0, 0, 3},        {"gpu", 16, 8, 0, 8},   {"gpu", 16, 0, 0, -ENODEV},
+	{"auto", 16, 8, 0, 8},      {"auto", 16, 0, 0, 16}, {"auto", 0, 0, 0, -ENODEV},
+	{"cpu", 0, 2, 0, -ENODEV},  {"xpu", 16, 8, 4, 4},   {"xpu", 16, 8, 0, -ENODEV},
+	{"gpu", 16, 0, 4, -ENODEV}, {"cpu", 16, 0, 4, 16},
 };
 
 static void
@@ -1007,14 +1025,15 @@ test_resolve_nproc(void **state)
 
 		assert_int_equal(parse(ARGV("--nproc-per-node", c->value, "t"), NULL, &cfg, &err),
 				 CONFIG_RUN);
-		if (config_resolve_nproc(&cfg, c->ncpus, c->ngpus) != c->want) {
-			fail_msg("%s with %d cpus, %d gpus: %d, want %d", c->value, c->ncpus,
-				 c->ngpus, config_resolve_nproc(&cfg, c->ncpus, c->ngpus), c->want);
+		if (config_resolve_nproc(&cfg, c->ncpus, c->ngpus, c->nxpus) != c->want) {
+			fail_msg("%s with %d cpus, %d gpus, %d xpus: %d, want %d", c->value,
+				 c->ncpus, c->ngpus, c->nxpus,
+				 config_resolve_nproc(&cfg, c->ncpus, c->ngpus, c->nxpus), c->want);
 		}
 		config_release(&cfg);
 	}
 	/* A zeroed struct is NPROC_INT with no count. */
-	assert_int_equal(config_resolve_nproc(&zero, 4, 4), -ENODEV);
+	assert_int_equal(config_resolve_nproc(&zero, 4, 4, 4), -ENODEV);
 }
 
 struct filter_case {

@@ -406,7 +406,8 @@ static const struct meaning_case meaning_cases[] = {
 	    F ":1: unknown key 'nproc' (did you mean 'nproc-per-node'?)"),
 	BAD("\nbogus-key = 1\n", NOARGS, NOENV, F ":2: unknown key 'bogus-key'"),
 	BAD("nproc-per-node = many\n", NOARGS, NOENV,
-	    F ":1: nproc-per-node: invalid value 'many': expected an integer, cpu, gpu or auto"),
+	    F ":1: nproc-per-node: invalid value 'many': "
+	      "expected an integer, cpu, gpu, xpu or auto"),
 	BAD("max_restarts = -1\n", NOARGS, NOENV,
 	    F ":1: max_restarts: invalid value '-1': must be >= 0"),
 	BAD("nproc-per-node = 8 16\n", NOARGS, NOENV,

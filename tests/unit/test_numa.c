@@ -181,6 +181,42 @@ test_select_gpus_errors(void **state)
 	}
 }
 
+/* numa_topology_count_gpus: one vendor's GPUs, as "gpu" and "xpu" count them. */
+static void
+test_count_gpus(void **state)
+{
+	static const struct {
+		const char *topo;
+		enum numa_gpu_vendor vendor;
+		int count;
+	} cases[] = {
+		/* Two Max 1550s (display 0x0380) and an Arc VGA; not the NPU (0x1200), the
+		 * ASPEED BMC VGA or the Ethernet controller. */
+		{"intel-gpus", NUMA_GPU_INTEL, 3},
+		{"intel-gpus", NUMA_GPU_CUDA, 0},
+		/* NVIDIA, else AMD, as numa_topology_select_gpus() without a selection. */
+		{"uneven-smt", NUMA_GPU_CUDA, 4},
+		{"mixed-vendors", NUMA_GPU_CUDA, 2},
+		{"amd-only", NUMA_GPU_CUDA, 2},
+		{"shared/nvidiaDGX2", NUMA_GPU_CUDA, 16},
+		/* Intel Ethernet is no GPU; nor is anything NVIDIA or AMD. */
+		{"gpuless", NUMA_GPU_INTEL, 0},
+		{"uneven-smt", NUMA_GPU_INTEL, 0},
+		{"mixed-vendors", NUMA_GPU_INTEL, 0},
+	};
+
+	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+		struct numa_topology *t = load(cases[c].topo);
+		int n = numa_topology_count_gpus(t, cases[c].vendor);
+
+		if (n != cases[c].count) {
+			fail_msg("case %zu (%s): %d GPUs, expected %d", c, cases[c].topo, n,
+				 cases[c].count);
+		}
+		numa_topology_free(t);
+	}
+}
+
 /* ---- the plan ------------------------------------------------------------------ */
 
 struct rank_want {
@@ -947,6 +983,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_select_gpus),
 		cmocka_unit_test(test_select_gpus_errors),
+		cmocka_unit_test(test_count_gpus),
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_allowed),
 		cmocka_unit_test(test_plan_uuid_warning),

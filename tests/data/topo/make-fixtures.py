@@ -73,8 +73,9 @@ def pci(busid, cls, vendor, device, subtype=None):
     return o
 
 
-NVIDIA, AMD, MATROX, INTEL = 0x10de, 0x1002, 0x102b, 0x8086
+NVIDIA, AMD, MATROX, INTEL, ASPEED = 0x10de, 0x1002, 0x102b, 0x8086, 0x1a03
 GPU3D, VGA, AUDIO, OTHER_BRIDGE, ETHERNET = 0x0302, 0x0300, 0x0403, 0x0680, 0x0200
+DISPLAY, ACCEL = 0x0380, 0x1200
 
 
 def gpu(busid, device=0x20b0):
@@ -289,6 +290,22 @@ FIXTURES["amd-only"] = (
             pci("0000:04:00.0", VGA, AMD, 0x6798), pci("0000:01:03.0", VGA, AMD, 0x515e)]),
         package(1, cache(3, l2core(2, 2), l2core(3, 3)), memory=[numa(1)], io=[
             pci("0000:84:00.0", 0x1200, AMD, 0x74a1)])))
+
+FIXTURES["intel-gpus"] = (
+    "2 packages, 1 NUMA node each, 2 cores each: Intel GPUs only, Data Center GPU Max 1550s "
+    "(8086:0bd5, display controller class 0x0380) at 0000:29:00.0 (node 0) and 0000:9a:00.0 "
+    "(node 1) and an Arc A770 VGA (8086:56a0) at 0000:03:00.0 (node 0); also an Intel NPU "
+    "(8086:7d1d, processing accelerator 0x1200), an ASPEED BMC VGA and an Intel Ethernet "
+    "controller, which are not GPUs",
+    machine(
+        package(0, cache(3, l2core(0, 0), l2core(1, 1)), memory=[numa(0)], io=[
+            pci("0000:29:00.0", DISPLAY, INTEL, 0x0bd5),
+            pci("0000:03:00.0", VGA, INTEL, 0x56a0),
+            pci("0000:00:0b.0", ACCEL, INTEL, 0x7d1d),
+            pci("0000:02:00.0", VGA, ASPEED, 0x2000)]),
+        package(1, cache(3, l2core(2, 2), l2core(3, 3)), memory=[numa(1)], io=[
+            pci("0000:9a:00.0", DISPLAY, INTEL, 0x0bd5),
+            pci("0000:98:00.0", ETHERNET, INTEL, 0x1521)])))
 
 # CPUs 0 and 1 only, so that the integration tests can apply the plan for real
 # on a 2-CPU test machine. No caches: core-complex falls back to the node.
