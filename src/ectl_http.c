@@ -192,7 +192,7 @@ take_body(struct ectl_http_parser *p, const char *data, size_t len, ectl_http_bo
 	if (p->state != ECTL_HTTP_UNTIL_EOF && n > p->remaining) {
 		n = (size_t)p->remaining;
 	}
-	r = n > 0 && body ? body(data, n, arg) : 0;
+	r = n > 0 && body ? body(p->status, data, n, arg) : 0;
 	if (r < 0) {
 		return r;
 	}
@@ -373,7 +373,7 @@ ectl_http_request(const char *path, const char *method, const char *target, int 
 }
 
 int
-ectl_http_collect(const char *data, size_t len, void *arg)
+ectl_http_collect(int status, const char *data, size_t len, void *arg)
 {
 	struct ectl_buf *b = arg;
 

@@ -10,9 +10,10 @@
 
 #define ECTL_HTTP_HEAD_MAX (64 * 1024) /* status line and headers, bytes */
 
-/* Receives body bytes as they are decoded (chunk framing removed). Returns 0
- * to go on, or a negative value that ectl_http_feed() then returns. */
-typedef int (*ectl_http_body_fn)(const char *data, size_t len, void *arg);
+/* Receives body bytes as they are decoded (chunk framing removed), with the
+ * response's status. Returns 0 to go on, or a negative value that
+ * ectl_http_feed() then returns. */
+typedef int (*ectl_http_body_fn)(int status, const char *data, size_t len, void *arg);
 
 enum ectl_http_state {
 	ECTL_HTTP_HEAD,       /* reading the status line and headers */
@@ -79,5 +80,6 @@ struct ectl_buf {
 	size_t max; /* collect at most this many bytes, then fail with -EFBIG */
 };
 
-/* An ectl_http_body_fn appending to the struct ectl_buf arg. */
-int ectl_http_collect(const char *data, size_t len, void *arg);
+/* An ectl_http_body_fn appending to the struct ectl_buf arg, whatever the
+ * status. Returns 0, or -EFBIG beyond its max (0: no limit). */
+int ectl_http_collect(int status, const char *data, size_t len, void *arg);

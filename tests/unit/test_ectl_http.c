@@ -63,10 +63,12 @@ static const struct resp_case resp_cases[] = {
 	 -EBADMSG, 0, 200, "", NULL},
 };
 
+/* Checks that the status is known before the body. */
 static int
-collect(const char *data, size_t len, void *arg)
+collect(int status, const char *data, size_t len, void *arg)
 {
-	return ectl_http_collect(data, len, arg);
+	assert_true(status >= 100 && status <= 599);
+	return ectl_http_collect(status, data, len, arg);
 }
 
 /* Feed input in pieces of step bytes (0: whole); returns the last result and
@@ -78,7 +80,7 @@ run(const struct resp_case *c, size_t step, struct ectl_http_parser *p, struct e
 	int r = 0;
 
 	ectl_http_parser_init(p);
-	ectl_http_collect("", 0, b);
+	ectl_http_collect(0, "", 0, b);
 	for (size_t off = 0; off < len && r == 0;) {
 		size_t n = step == 0 || len - off < step ? len - off : step;
 
@@ -133,7 +135,7 @@ test_head_limit(void **state)
 }
 
 static int
-refuse(const char *data, size_t len, void *arg)
+refuse(int status, const char *data, size_t len, void *arg)
 {
 	return -ECANCELED;
 }
