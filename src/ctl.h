@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ctl_path.h"
+
 struct agent;
 struct config;
 struct event_base;
@@ -49,20 +51,6 @@ struct ctl_stats {
 	size_t connections;       /* connections open now */
 	size_t streams;           /* events?follow=true streams open now */
 };
-
-/* The default control socket path for a run, from the environment env
- * (environ-style), the run id and the effective uid:
- * $RUNTIME_DIRECTORY/elasticd.sock under systemd (its first entry), else
- * /run/elasticd/<run_id>.sock for root, else
- * $XDG_RUNTIME_DIR/elasticd/<run_id>.sock, else
- * /tmp/elasticd-<uid>/<run_id>.sock. Bytes of run_id outside [A-Za-z0-9._-]
- * become '_' (an empty run id is "none"). Pure; returns a malloc'd path. */
-char *ctl_default_path(char *const *env, const char *run_id, uid_t euid);
-
-/* The directory of the workers' own sockets for a control socket path: the
- * path without a ".sock" suffix, plus ".workers" ("/run/elasticd/job1.sock"
- * → "/run/elasticd/job1.workers"). Pure; returns a malloc'd path. */
-char *ctl_worker_dir_for(const char *socket_path);
 
 /* Start the control plane of agent a: create the socket (cfg->control_socket,
  * else ctl_default_path), replacing a stale one left by a dead agent, and the

@@ -1,0 +1,212 @@
+/* What elasticctl prints: the table renderer (widths, "-" for missing cells,
+ * colour only when asked), the status table against a golden text, one line
+ * per event kind, dump_traceback sections in rank order, durations, and the
+ * overlap of two readings of a followed log. TZ=UTC (tests/meson.build). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ectl_fmt.h"
+#include "util.h"
+
+/* What fn printed to a memory stream. */
+#define CAPTURE(out, call)                                                                         \
+	do {                                                                                       \
+		size_t _n;                                                                         \
+		FILE *_f = open_memstream(&(out), &_n);                                            \
+		call;                                                                              \
+		fclose(_f);                                                                        \
+	} while (0)
+
+static void
+test_table(void **state)
+{
+	static const char *const header[] = {"A", "LONGER", "LAST"};
+	const char *cells[] = {"x", NULL, "end", "wide cell", "2", "z"};
+	const char *colors[] = {NULL, NULL, NULL, NULL, ECTL_RED, NULL};
+	struct ectl_table t = {3, 2, header, cells, colors};
+	char *out;
+
+	CAPTURE(out, ectl_table_print(_f, &t, false));
+	assert_string_equal(out, "A          LONGER  LAST\n"
+				 "x          -       end\n"
+				 "wide cell  2       z\n");
+	free(out);
+	CAPTURE(out, ectl_table_print(_f, &t, true));
+	assert_string_equal(out,
+			    "\033[1mA\033[0m          \033[1mLONGER\033[0m  \033[1mLAST\033[0m\n"
+			    "x          -       end\n"
+			    "wide cell  \033[31m2\033[0m       z\n");
+	free(out);
+}
+
+static const char status_json[] =
+	"{\"run_id\": \"job1\", \"node\": \"n1_42_0\", \"role\": \"default\", \"rdzv_backend\": "
+	"\"c10d\", \"node_state\": \"RUNNING\", \"round\": 3, \"group_rank\": 1, "
+	"\"group_world_size\": 2, \"world_size\": 4, \"worker_state\": \"HEALTHY\", "
+	"\"restart_count\": 1, \"max_restarts\": 3, \"remaining_restarts\": 2, \"uptime_s\": "
+	"3725.5, "
+	"\"workers\": ["
+	"{\"local_rank\": 0, \"global_rank\": 2, \"pid\": 100, \"state\": \"HEALTHY\", "
+	"\"exit_status\": null, \"signal\": null, \"cpus\": \"0-3\", \"numa_nodes\": [0], \"gpu\": "
+	"\"0000:17:00.0\", \"stdout_log\": \"/l/0/stdout.log\", \"last_output_age_s\": 65},"
+	"{\"local_rank\": 1, \"global_rank\": 3, \"pid\": 101, \"state\": \"FAILED\", "
+	"\"exit_status\": null, \"signal\": \"SIGKILL\", \"cpus\": null, \"numa_nodes\": [0, 1], "
+	"\"gpu\": null, \"stdout_log\": null}]}";
+
+static const char status_text[] = "job:       job1 (c10d, role default)\n"
+				  "node:      n1_42_0\n"
+				  "round:     3\n"
+				  "state:     RUNNING, workers HEALTHY\n"
+				  "group:     rank 1 of 2, world size 4\n"
+				  "restarts:  1 used, 2 left (--max-restarts 3)\n"
+				  "uptime:    1h 02m\n"
+				  "\n"
+				  "RANK  LOCAL  PID  STATE    EXIT     CPUS  NUMA  GPU           "
+				  "OUTPUT      LOG\n"
+				  "2     0      100  HEALTHY  -        0-3   0     0000:17:00.0  "
+				  "1m 05s ago  /l/0/stdout.log\n"
+				  "3     1      101  FAILED   SIGKILL  -     0,1   -             "
+				  "-           -\n";
+
+static void
+test_status(void **state)
+{
+	json_t *s = json_loads(status_json, 0, NULL);
+	json_t *empty = json_pack("{s:s, s:n, s:[]}", "run_id", "j", "round", "workers");
+	char *out;
+	int r;
+
+	assert_non_null(s);
+	CAPTURE(out, r = ectl_fmt_status(_f, s, false));
+	assert_int_equal(r, 0);
+	assert_string_equal(out, status_text);
+	free(out);
+	CAPTURE(out, r = ectl_fmt_status(_f, s, true));
+	assert_non_null(strstr(out, "\033[32mRUNNING\033[0m"));
+	assert_non_null(strstr(out, "\033[31mFAILED\033[0m"));
+	free(out);
+	CAPTURE(out, r = ectl_fmt_status(_f, empty, false));
+	assert_non_null(strstr(out, "round:     - (no round joined yet)\n"));
+	assert_non_null(strstr(out, "\nno workers yet\n"));
+	free(out);
+	CAPTURE(out, r = ectl_fmt_status(_f, json_array(), false));
+	assert_int_equal(r, -EINVAL);
+	free(out);
+	json_decref(s);
+	json_decref(empty);
+}
+
+static void
+test_events(void **state)
+{
+	static const char *cases[][2] = {
+		{"{\"seq\": 2, \"event\": {\"name\": \"elasticd.agent.started\", \"source\": "
+		 "\"AGENT\", \"timestamp\": 1796138944770, \"metadata\": {\"run_id\": \"j\", "
+		 "\"pid\": 7, \"local_world_size\": 2, \"raw_error\": null}}}",
+		 "#2 2026-12-01 15:29:04.770 AGENT  elasticd.agent.started pid=7 "
+		 "local_world_size=2\n"},
+		{"{\"seq\": 9, \"event\": {\"name\": \"elasticd.worker.exited\", \"source\": "
+		 "\"WORKER\", \"timestamp\": 5, \"metadata\": {\"reason\": \"killed by "
+		 "SIGKILL\"}}}",
+		 "#9 1970-01-01 00:00:00.005 WORKER elasticd.worker.exited reason='killed by "
+		 "SIGKILL'\n"},
+		{"{\"seq\": 3, \"event\": {\"name\": \"rdzv_c10d.c:next_rendezvous\", \"run_id\": "
+		 "\"j\", \"message\": \"joined\", \"node_state\": \"RUNNING\", \"rank\": 0, "
+		 "\"error_trace\": \"\"}}",
+		 "#3 -                       RDZV   rdzv_c10d.c:next_rendezvous RUNNING rank 0: "
+		 "joined\n"},
+		{"{\"seq\": 4, \"event\": {\"name\": \"x\", \"node_state\": \"FAILED\", \"rank\": "
+		 "null, \"message\": \"m\", \"error_trace\": \"boom\"}}",
+		 "#4 -                       RDZV   x FAILED: m error: boom\n"},
+		{"{\"dropped\": 12}", "... 12 earlier events are no longer held by the agent\n"},
+		{"not json", "not json\n"},
+		{"{\"seq\": 1}", "{\"seq\": 1}\n"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *s = ectl_fmt_event(cases[i][0]);
+
+		printf("# %s", s);
+		assert_string_equal(s, cases[i][1]);
+		free(s);
+	}
+}
+
+static void
+test_dump(void **state)
+{
+	json_t *j =
+		json_loads("{\"10\": {\"pid\": 9, \"status\": null, \"error\": \"not running\"},"
+			   " \"2\": {\"pid\": 8, \"status\": 200, \"traceback\": \"T2\\n\"},"
+			   " \"0\": {\"pid\": 7, \"status\": 200, \"traceback\": \"T0\"}}",
+			   0, NULL);
+	char *out;
+	int r;
+
+	CAPTURE(out, r = ectl_fmt_dump(_f, j));
+	assert_int_equal(r, 0);
+	assert_string_equal(out, "==== local rank 0 (pid 7) ====\nT0\n\n"
+				 "==== local rank 2 (pid 8) ====\nT2\n\n"
+				 "==== local rank 10 (pid 9) ====\nno traceback: not running\n");
+	free(out);
+	json_decref(j);
+}
+
+static void
+test_duration(void **state)
+{
+	static const struct {
+		double s;
+		const char *text;
+	} cases[] = {
+		{0, "0s"},        {59.9, "59s"},      {60, "1m 00s"},    {3599, "59m 59s"},
+		{3600, "1h 00m"}, {86399, "23h 59m"}, {90000, "1d 01h"}, {-5, "0s"},
+	};
+	char buf[32];
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		assert_string_equal(ectl_fmt_duration(cases[i].s, buf, sizeof(buf)), cases[i].text);
+	}
+}
+
+static void
+test_new_lines(void **state)
+{
+	static const struct {
+		const char *prev, *cur;
+		size_t offset;
+	} cases[] = {
+		{"", "a\nb\n", 0},           {"a\nb\n", "a\nb\n", 4},
+		{"a\nb\n", "b\nc\n", 2},     {"a\nb\nc\n", "b\nc\nd\ne\n", 4},
+		{"a\nb\n", "x\ny\n", 0},     {"a\nb\npart", "b\npartial\n", 2},
+		{"a\nb\n", "a\nb\nhalf", 4}, {"x\n", "a\nx\n", 0},
+		{"a\na\n", "a\na\n", 4},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		printf("# case %zu\n", i);
+		assert_int_equal(ectl_fmt_new_lines(cases[i].prev, cases[i].cur), cases[i].offset);
+	}
+	assert_int_equal(ectl_fmt_complete("a\nb"), 2);
+	assert_int_equal(ectl_fmt_complete("ab"), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_table),    cmocka_unit_test(test_status),
+		cmocka_unit_test(test_events),   cmocka_unit_test(test_dump),
+		cmocka_unit_test(test_duration), cmocka_unit_test(test_new_lines),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,189 @@
+/* elasticctl's streaming HTTP/1.1 response parser: framings (Content-Length,
+ * chunked with extensions and trailers, until close), malformed heads and
+ * chunks, the head limit, and every row fed whole and one byte at a time;
+ * query escaping. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ectl_http.h"
+#include "util.h"
+
+struct resp_case {
+	const char *name;
+	const char *input;
+	int feed; /* what feeding the whole input returns */
+	int eof;  /* then what ectl_http_eof returns (when feed is 0) */
+	int status;
+	const char *body;
+	const char *content_type;
+};
+
+static const struct resp_case resp_cases[] = {
+	{"content-length",
+	 "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\npong", 1, 1, 200,
+	 "pong", "text/plain"},
+	{"length then junk ignored", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", 1, 1,
+	 200, "ok", NULL},
+	{"empty body", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 1, 1, 200, "", NULL},
+	{"header case and spaces", "HTTP/1.1 404 Not Found\r\ncontent-length:  3 \r\n\r\nno!", 1, 1,
+	 404, "no!", NULL},
+	{"chunked",
+	 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"
+	 "A;x=y\r\n0123456789\r\n0\r\n\r\n",
+	 1, 1, 200, "abc0123456789", NULL},
+	{"chunked trailers",
+	 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n"
+	 "0\r\nX-T: 1\r\n\r\n",
+	 1, 1, 200, "z", NULL},
+	{"chunked unfinished", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n",
+	 0, -EBADMSG, 200, "ab", NULL},
+	{"until close", "HTTP/1.0 200 OK\r\n\r\nall of it", 0, 1, 200, "all of it", NULL},
+	{"no content 204", "HTTP/1.1 204 No Content\r\n\r\n", 1, 1, 204, "", NULL},
+	{"truncated body", "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", 0, -EBADMSG, 200,
+	 "abc", NULL},
+	{"truncated head", "HTTP/1.1 200 OK\r\nContent-Len", 0, -EBADMSG, 0, "", NULL},
+	{"not http", "SSH-2.0-OpenSSH\r\n\r\n", -EBADMSG, 0, 0, "", NULL},
+	{"bad status", "HTTP/1.1 2x0 OK\r\n\r\n", -EBADMSG, 0, 0, "", NULL},
+	{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", -EBADMSG, 0, 200, "", NULL},
+	{"bad chunk size", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", -EBADMSG,
+	 0, 200, "", NULL},
+	{"chunk without crlf", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n",
+	 -EBADMSG, 0, 200, "a", NULL},
+	{"huge chunk size",
+	 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+	 "fffffffffffffffff\r\n",
+	 -EBADMSG, 0, 200, "", NULL},
+};
+
+/* Checks that the status is known before the body. */
+static int
+collect(int status, const char *data, size_t len, void *arg)
+{
+	assert_true(status >= 100 && status <= 599);
+	return ectl_http_collect(status, data, len, arg);
+}
+
+/* Feed input in pieces of step bytes (0: whole); returns the last result and
+ * the body in *b. */
+static int
+run(const struct resp_case *c, size_t step, struct ectl_http_parser *p, struct ectl_buf *b)
+{
+	size_t len = strlen(c->input);
+	int r = 0;
+
+	ectl_http_parser_init(p);
+	ectl_http_collect(0, "", 0, b);
+	for (size_t off = 0; off < len && r == 0;) {
+		size_t n = step == 0 || len - off < step ? len - off : step;
+
+		r = ectl_http_feed(p, c->input + off, n, collect, b);
+		off += n;
+	}
+	return r;
+}
+
+static void
+test_response(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(resp_cases); i++) {
+		const struct resp_case *c = &resp_cases[i];
+
+		for (size_t step = 0; step <= 1; step++) {
+			struct ectl_http_parser p;
+			struct ectl_buf b = {0};
+			int r = run(c, step, &p, &b);
+
+			printf("# %s (step %zu): %d\n", c->name, step, r);
+			assert_int_equal(r, c->feed);
+			if (r == 0) {
+				assert_int_equal(ectl_http_eof(&p), c->eof);
+			}
+			assert_int_equal(p.status, c->status);
+			assert_string_equal(b.data, c->body);
+			if (c->content_type) {
+				assert_non_null(p.content_type);
+				assert_string_equal(p.content_type, c->content_type);
+			} else {
+				assert_null(p.content_type);
+			}
+			ectl_http_parser_release(&p);
+			free(b.data);
+		}
+	}
+}
+
+static void
+test_head_limit(void **state)
+{
+	struct ectl_http_parser p;
+	char *big = xmalloc(ECTL_HTTP_HEAD_MAX + 100);
+
+	memset(big, 'x', ECTL_HTTP_HEAD_MAX + 100);
+	memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 20);
+	ectl_http_parser_init(&p);
+	assert_int_equal(ectl_http_feed(&p, big, ECTL_HTTP_HEAD_MAX + 100, NULL, NULL), -EBADMSG);
+	ectl_http_parser_release(&p);
+	free(big);
+}
+
+static int
+refuse(int status, const char *data, size_t len, void *arg)
+{
+	return -ECANCELED;
+}
+
+static void
+test_body_error(void **state)
+{
+	struct ectl_http_parser p;
+	const char *in = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	struct ectl_buf b = {.max = 1};
+
+	ectl_http_parser_init(&p);
+	assert_int_equal(ectl_http_feed(&p, in, strlen(in), refuse, NULL), -ECANCELED);
+	ectl_http_parser_release(&p);
+	ectl_http_parser_init(&p);
+	assert_int_equal(ectl_http_feed(&p, in, strlen(in), collect, &b), -EFBIG);
+	ectl_http_parser_release(&p);
+	free(b.data);
+}
+
+static void
+test_escape(void **state)
+{
+	static const char *cases[][2] = {
+		{"", ""},
+		{"USR1", "USR1"},
+		{"a b&c=d", "a%20b%26c%3Dd"},
+		{"-._~/", "-._~%2F"},
+		{"\xc3\xa9", "%C3%A9"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *s = ectl_http_escape(cases[i][0]);
+
+		assert_string_equal(s, cases[i][1]);
+		free(s);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_response),
+		cmocka_unit_test(test_head_limit),
+		cmocka_unit_test(test_body_error),
+		cmocka_unit_test(test_escape),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
