@@ -1637,7 +1637,7 @@ agent_free(struct agent *a)
  * before its first), RUNNING while a round's workers run, then SUCCEEDED or
  * FAILED. */
 static enum node_state
-agent_node_state(const struct agent *a)
+agent_flags_node_state(const struct agent *a)
 {
 	if (a->finishing) {
 		return a->finish_code == AGENT_EXIT_SUCCESS ? NODE_STATE_SUCCEEDED
@@ -1740,7 +1740,8 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "version", json_string(ELASTICD_VERSION));
 	json_object_set_new(o, "role", json_str_or_null(a->cfg->role));
 	json_object_set_new(o, "rdzv_backend", json_str_or_null(a->cfg->rdzv_backend));
-	json_object_set_new(o, "node_state", json_string(node_state_name(agent_node_state(a))));
+	json_object_set_new(o, "node_state",
+			    json_string(node_state_name(agent_flags_node_state(a))));
 	json_object_set_new(o, "round", have_round ? json_integer(a->round.round) : json_null());
 	json_object_set_new(o, "group_rank",
 			    have_round ? json_integer(a->round.group_rank) : json_null());

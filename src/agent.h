@@ -8,18 +8,14 @@
 
 #include <stdint.h>
 
+#include "agent_decide.h" /* AGENT_EXIT_* */
+
 struct config;
 struct event_base;
 struct events;
 struct json_t;
 struct worker;
 struct agent;
-
-/* Exit statuses of elasticd (torchrun-compatible 0/1/2; 128+signo when a
- * handled signal stopped the agent, after its workers were stopped). */
-#define AGENT_EXIT_SUCCESS 0
-#define AGENT_EXIT_FAILURE 1
-#define AGENT_EXIT_USAGE 2
 
 /* Build the agent: block and route the handled signals (cfg->signals minus
  * those ignored at start, plus SIGCHLD) to a signalfd, become a child
