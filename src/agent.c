@@ -62,16 +62,18 @@ struct agent {
 	char **round_roles; /* owned copies of round.nodes[].role */
 	struct group *group;
 
-	enum worker_state state;
+	/* What the agent is doing (agent_set_phase), and why it entered it. */
+	enum agent_phase phase;
+	enum agent_reason reason;
+	struct agent_decision decision; /* the last one, while it is carried out */
 	int local_world_size;
 	bool set_omp_num_threads;
 	char *run_dir; /* NULL for --log-dir /dev/null */
 	char *program; /* the workers' executable as found in PATH, for messages */
 	int restart_count;
 	int remaining_restarts;
-	int stop_signal; /* handled signal that is stopping the agent, else 0 */
-	int exit_code;
-	bool exiting;
+	int signo;     /* the handled signal obeyed (STOPPING_SIGNAL on), else 0 */
+	int exit_code; /* chosen when finishing (EXIT_BARRIER, CLOSING) or at DONE */
 	uint64_t start_usec;
 	uint64_t group_start_usec;
 	struct numa_plan *numa; /* each local rank's GPU and binding, NULL: not planned */
@@ -81,18 +83,11 @@ struct agent {
 	char *node_desc;          /* "<fqdn>_<pid>_0" for RdzvEvent messages, lazily */
 	uint64_t rdzv_start_usec; /* CLOCK_MONOTONIC: when the rendezvous under way began */
 
-	/* Leaving: exit barrier (after success), close the rendezvous, exit. */
-	bool finishing;
-	bool in_barrier;
-	int finish_code;
-	uint64_t barrier_start_usec;
-	bool rdzv_failed; /* the rendezvous cannot go on: stop the workers and exit */
+	uint64_t barrier_start_usec; /* CLOCK_MONOTONIC: when the exit barrier began */
 
 	/* The control plane (ctl.h); NULL when it could not start on its default
 	 * path. */
 	struct ctl *ctl;
-	bool in_rdzv;               /* a rendezvous round is under way */
-	const char *restart_reason; /* why the running group is being re-formed */
 	struct agent_stats stats;
 
 	/* systemd (sd.h): READY/STATUS/STOPPING and the watchdog; no-ops
@@ -102,18 +97,6 @@ struct agent {
 	bool hup_reopens;     /* SIGHUP re-opens the logs (it is not a handled signal) */
 	char *event_log_path; /* the event log file, for SIGHUP; NULL: none */
 };
-
-/* The one place the agent's WorkerState changes. */
-static void
-agent_set_state(struct agent *a, enum worker_state state, const char *why)
-{
-	if (a->state == state) {
-		return;
-	}
-	log_info("[%s] worker group %s -> %s (%s)", a->cfg->role, worker_state_name(a->state),
-		 worker_state_name(state), why);
-	a->state = state;
-}
 
 /* Tell systemd that the agent is shutting down (STOPPING=1 the first time),
  * and why. */
@@ -136,18 +119,6 @@ agent_notify_stopping(struct agent *a, const char *fmt, ...)
 	va_end(ap);
 	sd_notify_stopping(a->sd, status);
 	free(status);
-}
-
-static void
-agent_exit(struct agent *a, int code)
-{
-	if (a->exiting) {
-		return;
-	}
-	a->exiting = true;
-	a->exit_code = code;
-	agent_notify_stopping(a, "exiting with status %d", code);
-	event_base_loopbreak(a->base);
 }
 
 /* ---- events --------------------------------------------------------------
@@ -431,11 +402,156 @@ agent_record_restart(struct agent *a, const char *why)
 	if (!agent_event_begin(a, &ev, "elasticd.agent.restart", EVENT_SOURCE_AGENT)) {
 		return;
 	}
-	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	/* The attempts so far plus this restart, spent or free (a free re-form
+	 * keeps the attempt number of its group). */
+	elastic_event_set_int(&ev, "attempt",
+			      a->restart_count + (a->decision.spends_restart ? 0 : 1));
 	elastic_event_set_int(&ev, "remaining_restarts", a->remaining_restarts);
 	elastic_event_set_int(&ev, "max_restarts", a->cfg->max_restarts);
 	elastic_event_set_string(&ev, "reason", why);
 	agent_record(a, &ev);
+}
+
+/* The RdzvEvent of a node that starts a round (torch's next_rendezvous). */
+static void
+agent_record_rdzv_join(struct agent *a)
+{
+	_cleanup_free_ char *name = NULL;
+
+	if (!events_enabled(a->events)) {
+		return;
+	}
+	name = agent_rdzv_event_name(a, "next_rendezvous");
+	events_record_rdzv(a->events, name, NODE_STATE_RUNNING, -1,
+			   "The node '%s' attempts to join the next round of the rendezvous "
+			   "'%s'.",
+			   agent_node_desc(a), a->cfg->rdzv_id);
+}
+
+/* The agent leaves: the end of agent.run() in torchrun's terms. */
+static void
+agent_record_exit(struct agent *a)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.agent.exit", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_int(&ev, "exit_code", a->exit_code);
+	elastic_event_set_string(&ev, "signal", a->signo ? signal_name(a->signo) : NULL);
+	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	elastic_event_set_int(&ev, "agent_restarts", a->cfg->max_restarts - a->remaining_restarts);
+	elastic_event_set_int(&ev, "total_run_time",
+			      (long long)((now_usec() - a->start_usec) / USEC_PER_SEC));
+	elastic_event_set_double(&ev, "duration_ms", ms_since(a->start_usec));
+	agent_record(a, &ev);
+}
+
+/* ---- the phase ------------------------------------------------------------- */
+
+static void agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reason,
+			    const char *why);
+
+/* Leave with code: the exit status is chosen, the loop ends. */
+static void
+agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why)
+{
+	if (a->phase == AGENT_PHASE_DONE) {
+		return;
+	}
+	a->exit_code = code;
+	agent_set_phase(a, AGENT_PHASE_DONE, reason, why);
+}
+
+/* Entering STOPPING_GROUP: a group that failed stops the rest itself; one that
+ * still runs is stopped here (SIGTERM, escalation as always); one whose
+ * workers all exited 0 only drains its output. */
+static void
+agent_enter_stopping_group(struct agent *a, const char *why)
+{
+	switch (group_state(a->group)) {
+	case WORKER_STATE_FAILED:
+		agent_record_group_stopping(a, SIGTERM, why);
+		return;
+	case WORKER_STATE_HEALTHY:
+		agent_record_group_stopping(a, SIGTERM, why);
+		group_stop(a->group, SIGTERM);
+		return;
+	case WORKER_STATE_UNKNOWN:
+	case WORKER_STATE_INIT:
+	case WORKER_STATE_UNHEALTHY:
+	case WORKER_STATE_STOPPED:
+	case WORKER_STATE_SUCCEEDED:
+		return;
+	}
+}
+
+/* Entering STOPPING_SIGNAL: forward the signal to a group that runs; with
+ * nothing started (still in rendezvous, or finishing) leave at once. */
+static void
+agent_enter_stopping_signal(struct agent *a)
+{
+	int sig = a->signo;
+
+	if (a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT) {
+		agent_record_signal(a, sig, "stop");
+		agent_record_group_stopping(a, sig, "signal received");
+		group_stop(a->group, sig);
+		return;
+	}
+	agent_record_signal(a, sig, "exit");
+	if (events_enabled(a->events)) {
+		_cleanup_free_ char *raw =
+			xasprintf("SignalException: Process %d got signal: %d", (int)getpid(), sig);
+
+		agent_record_failed(a, raw);
+	}
+	agent_exit(a, 128 + sig, AGENT_REASON_SIGNAL, "nothing to stop");
+}
+
+/* The one place the agent's phase changes: log `old -> new (why)`, then the
+ * entry action and the phase's event (the join attempt's RdzvEvent,
+ * elasticd.group.stopping, elasticd.agent.restart, elasticd.agent.exit). A
+ * new reason in the same phase is logged only. */
+static void
+agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reason, const char *why)
+{
+	enum agent_phase old = a->phase;
+
+	if (old == phase && a->reason == reason) {
+		return;
+	}
+	log_info("[%s] agent %s -> %s (%s)", a->cfg->role, agent_phase_name(old),
+		 agent_phase_name(phase), why);
+	a->phase = phase;
+	a->reason = reason;
+	if (old == phase) {
+		return;
+	}
+	switch (phase) {
+	case AGENT_PHASE_RENDEZVOUS:
+		agent_record_rdzv_join(a);
+		return;
+	case AGENT_PHASE_STOPPING_GROUP:
+		agent_enter_stopping_group(a, why);
+		return;
+	case AGENT_PHASE_RESTARTING:
+		agent_record_restart(a, why);
+		return;
+	case AGENT_PHASE_STOPPING_SIGNAL:
+		agent_enter_stopping_signal(a);
+		return;
+	case AGENT_PHASE_DONE:
+		agent_notify_stopping(a, "exiting with status %d", a->exit_code);
+		agent_record_exit(a);
+		event_base_loopbreak(a->base);
+		return;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+		return;
+	}
 }
 
 /* Close the rendezvous (torchrun's rdzv_handler.shutdown()). A backend with
@@ -445,7 +561,7 @@ static void
 agent_shutdown_rdzv(struct agent *a)
 {
 	if (rdzv_finish(a->rdzv, true) < 0) {
-		agent_exit(a, a->finish_code);
+		agent_exit(a, a->exit_code, a->reason, "cannot close the rendezvous");
 	}
 }
 
@@ -454,28 +570,41 @@ agent_shutdown_rdzv(struct agent *a)
  * rdzv_finished_cb), then exit. Never used when a signal stops the agent: the
  * job must stay able to re-form. */
 static void
-agent_finish(struct agent *a, int code, bool barrier)
+agent_finish(struct agent *a, int code, enum agent_reason reason, bool barrier)
 {
-	a->finishing = true;
-	a->finish_code = code;
+	a->exit_code = code;
 	if (barrier) {
 		agent_notify_stopping(a, "finishing: worker group succeeded, waiting for the "
 					 "other nodes (exit barrier)");
-	} else {
-		agent_notify_stopping(a, "finishing: leaving the rendezvous, exit status %d", code);
-	}
-	if (barrier) {
 		log_info(
 			"[%s] Local worker group finished (SUCCEEDED). Waiting for other agents to "
 			"finish",
 			a->cfg->role);
-		a->in_barrier = true;
 		a->barrier_start_usec = now_usec();
+		agent_set_phase(a, AGENT_PHASE_EXIT_BARRIER, reason, "worker group succeeded");
 		if (rdzv_exit_barrier(a->rdzv) == 0) {
 			return;
 		}
-		a->in_barrier = false;
+	} else {
+		agent_notify_stopping(a, "finishing: leaving the rendezvous, exit status %d", code);
 	}
+	agent_set_phase(a, AGENT_PHASE_CLOSING, reason, "leaving the rendezvous");
+	agent_shutdown_rdzv(a);
+}
+
+/* The exit barrier is over (err < 0: it failed or timed out): close. */
+static void
+agent_barrier_done(struct agent *a, int err, const char *errmsg)
+{
+	double secs = (double)(now_usec() - a->barrier_start_usec) / 1e6;
+
+	if (err < 0) {
+		log_error("Error waiting on exit barrier. Elapsed: %.3f seconds: %s", secs,
+			  errmsg ? errmsg : strerror(-err));
+	} else {
+		log_info("Done waiting for other agents. Elapsed: %.3f seconds", secs);
+	}
+	agent_set_phase(a, AGENT_PHASE_CLOSING, a->reason, "exit barrier done");
 	agent_shutdown_rdzv(a);
 }
 
@@ -484,26 +613,28 @@ rdzv_finished_cb(int err, const char *errmsg, void *arg)
 {
 	struct agent *a = arg;
 
-	if (a->stop_signal || a->exiting) {
+	switch (a->phase) {
+	case AGENT_PHASE_EXIT_BARRIER:
+		agent_barrier_done(a, err, errmsg);
 		return;
-	}
-	if (a->in_barrier) {
-		double secs = (double)(now_usec() - a->barrier_start_usec) / 1e6;
-
-		a->in_barrier = false;
+	case AGENT_PHASE_CLOSING:
 		if (err < 0) {
-			log_error("Error waiting on exit barrier. Elapsed: %.3f seconds: %s", secs,
-				  errmsg ? errmsg : strerror(-err));
-		} else {
-			log_info("Done waiting for other agents. Elapsed: %.3f seconds", secs);
+			log_warn("[%s] %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
 		}
-		agent_shutdown_rdzv(a);
+		agent_exit(a, a->exit_code, a->reason, "left the rendezvous");
+		return;
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_DONE:
+		return;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+		log_debug("%s: the rendezvous finished in phase %s, ignoring", __func__,
+			  agent_phase_name(a->phase));
 		return;
 	}
-	if (err < 0) {
-		log_warn("[%s] %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
-	}
-	agent_exit(a, a->finish_code);
 }
 
 /* A running round must re-form (nodes wait to join, or a node left): restart
@@ -514,15 +645,13 @@ rdzv_nodes_waiting_cb(int n, const char *why, void *arg)
 {
 	struct agent *a = arg;
 
-	if (a->stop_signal || a->finishing || a->exiting || !a->group ||
+	if (a->phase != AGENT_PHASE_RUNNING || !a->group ||
 	    group_state(a->group) != WORKER_STATE_HEALTHY) {
 		return;
 	}
 	log_info("[%s] %s; will restart worker group", a->cfg->role, why);
-	a->restart_reason = "membership change";
-	agent_set_state(a, WORKER_STATE_STOPPED, "membership change");
-	agent_record_group_stopping(a, SIGTERM, "membership change");
-	group_stop(a->group, SIGTERM);
+	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_MEMBERSHIP,
+			"membership change");
 }
 
 /* The rendezvous cannot go on (store gone, closed by a node whose workers
@@ -532,11 +661,20 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 {
 	struct agent *a = arg;
 
-	if (a->stop_signal || a->finishing || a->exiting) {
+	switch (a->phase) {
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_DONE:
 		return;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+		break;
 	}
 	log_error("[%s] %s; stopping the workers", a->cfg->role, errmsg ? errmsg : strerror(-err));
-	a->rdzv_failed = true;
 	if (events_enabled(a->events)) {
 		/* As torchrun's monitor loop: num_nodes_waiting() raised, the
 		 * agent's run fails with it. */
@@ -547,14 +685,14 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 		events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "%s", raw);
 		agent_record_failed(a, raw);
 	}
-	if (a->group && !group_is_done(a->group) && group_state(a->group) == WORKER_STATE_HEALTHY) {
-		agent_record_group_stopping(a, SIGTERM, "rendezvous failed");
-		group_stop(a->group, SIGTERM);
+	if (!a->group || group_is_done(a->group)) {
+		agent_exit(a, AGENT_EXIT_FAILURE, AGENT_REASON_RDZV_FAILED, "rendezvous failed");
 		return;
 	}
-	if (!a->group || group_is_done(a->group)) {
-		agent_exit(a, AGENT_EXIT_FAILURE);
-	}
+	/* Stops a group that runs; one stopping already is left to finish, and
+	 * the decision then exits 1 (agent_decide). */
+	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_RDZV_FAILED,
+			"rendezvous failed");
 }
 
 static void
@@ -633,110 +771,132 @@ agent_report_failure(struct agent *a)
 
 /* ---- the run loop ------------------------------------------------------ */
 
-static void agent_start_round(struct agent *a);
+static void agent_start_round(struct agent *a, enum agent_reason reason, const char *why);
 
 static void
 group_outcome_cb(struct group *g, enum worker_state state, void *arg)
 {
 	struct agent *a = arg;
+	struct worker *first = NULL;
 
-	if (state == WORKER_STATE_FAILED) {
-		/* The earliest failure, as torchrun's "failed (exitcode ...)" line. */
-		struct worker *first = NULL;
+	if (state != WORKER_STATE_FAILED) {
+		return; /* every worker exited 0: RUNNING until the output is drained */
+	}
+	/* The earliest failure, as torchrun's "failed (exitcode ...)" line. */
+	for (size_t i = 0; i < group_size(g); i++) {
+		struct worker *w = group_worker(g, i);
 
-		for (size_t i = 0; i < group_size(g); i++) {
-			struct worker *w = group_worker(g, i);
-
-			if (w->failed && (!first || w->exit_usec < first->exit_usec)) {
-				first = w;
-			}
+		if (w->failed && (!first || w->exit_usec < first->exit_usec)) {
+			first = w;
 		}
-		if (first) {
-			log_error("failed (exitcode: %d) local_rank: %d (pid: %d) of binary: %s",
-				  first->exitcode, first->local_rank, (int)first->pid, a->program);
-		}
-		agent_set_state(a, state, "a worker failed");
-		agent_record_group_stopping(a, SIGTERM, "a worker failed");
-	} else {
-		agent_set_state(a, state, "every worker exited 0");
+	}
+	if (first) {
+		log_error("failed (exitcode: %d) local_rank: %d (pid: %d) of binary: %s",
+			  first->exitcode, first->local_rank, (int)first->pid, a->program);
+	}
+	if (a->phase == AGENT_PHASE_RUNNING) {
+		agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_WORKER_FAILED,
+				"a worker failed");
 	}
 }
 
+/* Carry out a restart decision: spend a restart or count a free re-form,
+ * then rejoin the rendezvous. */
+static void
+agent_restart(struct agent *a)
+{
+	const struct agent_decision *d = &a->decision;
+
+	if (d->spends_restart) {
+		log_warn("[%s] Worker group FAILED. %d/%d attempts left; will restart worker group",
+			 a->cfg->role, a->remaining_restarts, a->cfg->max_restarts);
+		a->remaining_restarts--;
+		a->restart_count++;
+		a->stats.restarts_failure++;
+	} else if (d->reason == AGENT_REASON_REQUESTED) {
+		a->stats.restarts_requested++;
+	} else {
+		a->stats.restarts_membership++;
+	}
+	agent_set_phase(a, AGENT_PHASE_RESTARTING, d->reason, agent_reason_name(d->reason));
+	if (d->spends_restart) {
+		sd_notify_status(a->sd, "restarting: worker group failed, %d of %d restarts left",
+				 a->remaining_restarts, a->cfg->max_restarts);
+	} else {
+		sd_notify_status(a->sd, "restarting: %s", agent_reason_name(d->reason));
+	}
+	agent_start_round(a, d->reason, "new attempt");
+}
+
+/* Carry out an exit decision: the workers are gone, say why and leave. */
+static void
+agent_exit_stopped(struct agent *a)
+{
+	const struct agent_decision *d = &a->decision;
+
+	switch (d->reason) {
+	case AGENT_REASON_SIGNAL:
+		log_warn("[%s] workers stopped after %s; exiting", a->cfg->role,
+			 signal_name(a->signo));
+		if (events_enabled(a->events)) {
+			_cleanup_free_ char *raw =
+				xasprintf("SignalException: Process %d got signal: %d",
+					  (int)getpid(), a->signo);
+
+			agent_record_failed(a, raw);
+		}
+		break;
+	case AGENT_REASON_UNEXPECTED:
+		log_error("[%s] Worker group in %s state after stopping", a->cfg->role,
+			  worker_state_name(group_state(a->group)));
+		agent_record_failed(a, "the worker group is in an unexpected state after stopping");
+		break;
+	case AGENT_REASON_NONE:
+	case AGENT_REASON_SUCCEEDED:
+	case AGENT_REASON_WORKER_FAILED:
+	case AGENT_REASON_MEMBERSHIP:
+	case AGENT_REASON_REQUESTED:
+	case AGENT_REASON_RDZV_FAILED:
+		break;
+	}
+	agent_exit(a, d->exit_code, d->reason, "workers stopped");
+}
+
+/* The group has stopped: decide (agent_decide) and carry it out. */
 static void
 agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
-	double secs = (double)(now_usec() - a->group_start_usec) / 1e6;
+	const struct agent_decide_in in = {
+		.phase = a->phase,
+		.stop_reason = a->reason,
+		.outcome = agent_outcome_of(group_state(a->group)),
+		.signo = a->signo,
+		.remaining_restarts = a->remaining_restarts,
+		.max_restarts = a->cfg->max_restarts,
+	};
 
-	if (a->stop_signal) {
-		log_warn("[%s] workers stopped after %s; exiting", a->cfg->role,
-			 signal_name(a->stop_signal));
-		if (events_enabled(a->events)) {
-			_cleanup_free_ char *raw =
-				xasprintf("SignalException: Process %d got signal: %d",
-					  (int)getpid(), a->stop_signal);
-
-			agent_record_failed(a, raw);
-		}
-		agent_exit(a, 128 + a->stop_signal);
+	a->decision = agent_decide(&in);
+	log_debug("%s: %s (%s)%s", __func__, agent_action_name(a->decision.action),
+		  agent_reason_name(a->decision.reason),
+		  a->decision.spends_restart ? ", spending a restart" : "");
+	switch (a->decision.action) {
+	case AGENT_ACTION_RESTART:
+		agent_restart(a);
 		return;
-	}
-	if (a->rdzv_failed) {
-		agent_exit(a, AGENT_EXIT_FAILURE);
-		return;
-	}
-	switch (group_state(a->group)) {
-	case WORKER_STATE_SUCCEEDED:
-		log_info("[%s] worker group successfully finished in %.3f s", a->cfg->role, secs);
+	case AGENT_ACTION_FINISH:
+		log_info("[%s] worker group successfully finished in %.3f s", a->cfg->role,
+			 (double)(now_usec() - a->group_start_usec) / 1e6);
 		agent_record_run_result(a, WORKER_STATE_SUCCEEDED);
-		agent_finish(a, AGENT_EXIT_SUCCESS, true);
+		agent_finish(a, a->decision.exit_code, a->decision.reason, true);
 		return;
-	case WORKER_STATE_FAILED:
-	case WORKER_STATE_UNHEALTHY:
-		if (a->remaining_restarts > 0) {
-			log_warn("[%s] Worker group FAILED. %d/%d attempts left; will restart "
-				 "worker group",
-				 a->cfg->role, a->remaining_restarts, a->cfg->max_restarts);
-			a->remaining_restarts--;
-			a->restart_count++;
-			a->stats.restarts_failure++;
-			agent_set_state(a, WORKER_STATE_STOPPED, "restarting");
-			agent_record_restart(a, "worker group FAILED");
-			sd_notify_status(a->sd,
-					 "restarting: worker group failed, %d of %d restarts left",
-					 a->remaining_restarts, a->cfg->max_restarts);
-			agent_start_round(a);
-			return;
-		}
+	case AGENT_ACTION_FAIL:
 		agent_report_failure(a);
 		agent_record_run_result(a, group_state(a->group));
-		agent_finish(a, AGENT_EXIT_FAILURE, false);
+		agent_finish(a, a->decision.exit_code, a->decision.reason, false);
 		return;
-	case WORKER_STATE_STOPPED:
-		/* Stopped on request (membership change, or a restart asked for
-		 * over the control socket): re-form without spending a restart. */
-		if (!a->restart_reason) {
-			a->restart_reason = "membership change";
-		}
-		if (strcmp(a->restart_reason, "membership change") == 0) {
-			a->stats.restarts_membership++;
-		} else {
-			a->stats.restarts_requested++;
-		}
-		a->restart_count++;
-		agent_record_restart(a, a->restart_reason);
-		a->restart_count--;
-		sd_notify_status(a->sd, "restarting: %s", a->restart_reason);
-		a->restart_reason = NULL;
-		agent_start_round(a);
-		return;
-	case WORKER_STATE_UNKNOWN:
-	case WORKER_STATE_INIT:
-	case WORKER_STATE_HEALTHY:
-		log_error("[%s] Worker group in %s state after stopping", a->cfg->role,
-			  worker_state_name(group_state(a->group)));
-		agent_record_failed(a, "the worker group is in an unexpected state after stopping");
-		agent_exit(a, AGENT_EXIT_FAILURE);
+	case AGENT_ACTION_EXIT:
+		agent_exit_stopped(a);
 		return;
 	}
 }
@@ -831,14 +991,14 @@ agent_start_group(struct agent *a)
 		log_error("%s", err);
 		agent_record_failed(a, err);
 		free(err);
-		agent_exit(a, AGENT_EXIT_FAILURE);
+		agent_exit(a, AGENT_EXIT_FAILURE, AGENT_REASON_NONE, "cannot start the workers");
 		return;
 	}
 	agent_record_status(a, "ASSIGN_WORKER_RANKS", NULL, NULL, ms_since(assign_start));
 	log_info("[%s] Starting worker group: %d workers, attempt %d, first RANK %d", a->cfg->role,
 		 a->local_world_size, a->restart_count, group_worker(a->group, 0)->global_rank);
 	a->group_start_usec = now_usec();
-	agent_set_state(a, WORKER_STATE_HEALTHY, "workers started");
+	agent_set_phase(a, AGENT_PHASE_RUNNING, AGENT_REASON_NONE, "workers started");
 	group_start(a->group);
 	sd_notify_status(a->sd,
 			 "running round %d with %d workers (group rank %d of %d nodes, attempt %d)",
@@ -858,39 +1018,10 @@ agent_start_group(struct agent *a)
 	}
 }
 
+/* Keep the round res (the backend's, valid during the callback) as our own. */
 static void
-rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *arg)
+agent_keep_round(struct agent *a, const struct rdzv_result *res)
 {
-	struct agent *a = arg;
-
-	a->in_rdzv = false;
-	if (a->stop_signal) {
-		agent_exit(a, 128 + a->stop_signal);
-		return;
-	}
-	if (err == RDZV_GRACEFUL_EXIT) {
-		/* A spare node and the job ended: not a failure. */
-		log_info("[%s] Rendezvous gracefully exited: %s", a->cfg->role,
-			 errmsg ? errmsg : "closed");
-		agent_exit(a, AGENT_EXIT_SUCCESS);
-		return;
-	}
-	if (err < 0) {
-		log_error("[%s] rendezvous failed: %s", a->cfg->role,
-			  errmsg ? errmsg : strerror(-err));
-		if (events_enabled(a->events)) {
-			_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
-			_cleanup_free_ char *raw =
-				xasprintf("RendezvousError: %s", errmsg ? errmsg : strerror(-err));
-
-			events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "%s", raw);
-			agent_record_failed(a, raw);
-		}
-		/* As torchrun's launcher: close the rendezvous (a store host also
-		 * lets the other nodes hear why), then exit. */
-		agent_finish(a, AGENT_EXIT_FAILURE, false);
-		return;
-	}
 	rdzv_result_release(&a->round);
 	strv_free(a->round_roles);
 	a->round_roles = NULL;
@@ -906,6 +1037,60 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 		a->round.nodes[i].role = a->round_roles[i];
 	}
 	a->round.master_addr = xstrdup(res->master_addr);
+}
+
+/* The rendezvous failed (err < 0): as torchrun's launcher, close it (a store
+ * host also lets the other nodes hear why), then exit 1. */
+static void
+agent_rdzv_error(struct agent *a, int err, const char *errmsg)
+{
+	log_error("[%s] rendezvous failed: %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
+	if (events_enabled(a->events)) {
+		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
+		_cleanup_free_ char *raw =
+			xasprintf("RendezvousError: %s", errmsg ? errmsg : strerror(-err));
+
+		events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "%s", raw);
+		agent_record_failed(a, raw);
+	}
+	agent_finish(a, AGENT_EXIT_FAILURE, AGENT_REASON_RDZV_FAILED, false);
+}
+
+static void
+rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *arg)
+{
+	struct agent *a = arg;
+
+	switch (a->phase) {
+	case AGENT_PHASE_RENDEZVOUS:
+		break;
+	case AGENT_PHASE_STOPPING_SIGNAL:
+		agent_exit(a, 128 + a->signo, AGENT_REASON_SIGNAL, "rendezvous over");
+		return;
+	case AGENT_PHASE_DONE:
+		return;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+		log_debug("%s: a rendezvous result in phase %s, ignoring", __func__,
+			  agent_phase_name(a->phase));
+		return;
+	}
+	if (err == RDZV_GRACEFUL_EXIT) {
+		/* A spare node and the job ended: not a failure. */
+		log_info("[%s] Rendezvous gracefully exited: %s", a->cfg->role,
+			 errmsg ? errmsg : "closed");
+		agent_exit(a, AGENT_EXIT_SUCCESS, AGENT_REASON_NONE, "rendezvous closed");
+		return;
+	}
+	if (err < 0) {
+		agent_rdzv_error(a, err, errmsg);
+		return;
+	}
+	agent_keep_round(a, res);
 	a->stats.rdzv_rounds++;
 	a->stats.rdzv_last_seconds = ms_since(a->rdzv_start_usec) / 1000.0;
 	a->stats.rdzv_seconds_sum += a->stats.rdzv_last_seconds;
@@ -928,13 +1113,12 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 }
 
 static void
-agent_start_round(struct agent *a)
+agent_start_round(struct agent *a, enum agent_reason reason, const char *why)
 {
 	int r;
 
 	log_info("[%s] Rendezvous'ing worker group", a->cfg->role);
 	a->rdzv_start_usec = now_usec();
-	a->in_rdzv = true;
 	if (a->cfg->min_nodes == a->cfg->max_nodes) {
 		sd_notify_status(a->sd, "waiting for %d node%s: rendezvous '%s' (%s)",
 				 a->cfg->min_nodes, a->cfg->min_nodes == 1 ? "" : "s",
@@ -944,19 +1128,12 @@ agent_start_round(struct agent *a)
 				 a->cfg->min_nodes, a->cfg->max_nodes, a->cfg->rdzv_id,
 				 a->cfg->rdzv_backend);
 	}
-	if (events_enabled(a->events)) {
-		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
-
-		events_record_rdzv(
-			a->events, name, NODE_STATE_RUNNING, -1,
-			"The node '%s' attempts to join the next round of the rendezvous "
-			"'%s'.",
-			agent_node_desc(a), a->cfg->rdzv_id);
-	}
+	agent_set_phase(a, AGENT_PHASE_RENDEZVOUS, reason, why);
 	r = rdzv_next(a->rdzv);
 	if (r < 0) {
 		log_error("[%s] cannot start the rendezvous: %s", a->cfg->role, strerror(-r));
-		agent_exit(a, AGENT_EXIT_FAILURE);
+		agent_exit(a, AGENT_EXIT_FAILURE, AGENT_REASON_RDZV_FAILED,
+			   "cannot start the rendezvous");
 	}
 }
 
@@ -1004,7 +1181,8 @@ agent_reap(struct agent *a)
 static void
 agent_on_signal(struct agent *a, int sig)
 {
-	if (a->stop_signal) {
+	switch (a->phase) {
+	case AGENT_PHASE_STOPPING_SIGNAL:
 		/* Asked twice: the user means it. */
 		log_warn("Received %s again while stopping; killing the workers now",
 			 signal_name(sig));
@@ -1014,26 +1192,22 @@ agent_on_signal(struct agent *a, int sig)
 			group_stop(a->group, SIGKILL);
 		}
 		return;
+	case AGENT_PHASE_DONE:
+		return; /* the loop is ending */
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+		break;
 	}
-	a->stop_signal = sig;
+	a->signo = sig;
 	log_warn("Received %s death signal, shutting down workers", signal_name(sig));
 	agent_notify_stopping(a, "stopping: %s received, stopping the workers (SIGKILL after %d s)",
 			      signal_name(sig), a->cfg->shutdown_timeout);
-	if (a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT) {
-		agent_record_signal(a, sig, "stop");
-		agent_record_group_stopping(a, sig, "signal received");
-		group_stop(a->group, sig);
-	} else {
-		/* Nothing started (still in rendezvous): leave now. */
-		agent_record_signal(a, sig, "exit");
-		if (events_enabled(a->events)) {
-			_cleanup_free_ char *raw = xasprintf(
-				"SignalException: Process %d got signal: %d", (int)getpid(), sig);
-
-			agent_record_failed(a, raw);
-		}
-		agent_exit(a, 128 + sig);
-	}
+	agent_set_phase(a, AGENT_PHASE_STOPPING_SIGNAL, AGENT_REASON_SIGNAL, signal_name(sig));
 }
 
 /* SIGHUP when it is not a handled signal: re-open the event log file, so that
@@ -1409,7 +1583,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	a->cfg = cfg;
 	a->env = strv_copy(envp);
 	a->sigfd = -1;
-	a->state = WORKER_STATE_INIT;
+	a->phase = AGENT_PHASE_INIT;
 	a->remaining_restarts = cfg->max_restarts;
 	a->start_usec = now_usec();
 	*ret_exit = AGENT_EXIT_FAILURE;
@@ -1566,21 +1740,9 @@ agent_run(struct agent *a)
 		agent_record(a, &ev);
 	}
 	agent_ready(a);
-	agent_start_round(a);
-	if (!a->exiting) {
+	agent_start_round(a, AGENT_REASON_NONE, "first round");
+	if (a->phase != AGENT_PHASE_DONE) {
 		event_base_dispatch(a->base);
-	}
-	if (agent_event_begin(a, &ev, "elasticd.agent.exit", EVENT_SOURCE_AGENT)) {
-		elastic_event_set_int(&ev, "exit_code", a->exit_code);
-		elastic_event_set_string(&ev, "signal",
-					 a->stop_signal ? signal_name(a->stop_signal) : NULL);
-		elastic_event_set_int(&ev, "attempt", a->restart_count);
-		elastic_event_set_int(&ev, "agent_restarts",
-				      a->cfg->max_restarts - a->remaining_restarts);
-		elastic_event_set_int(&ev, "total_run_time",
-				      (long long)((now_usec() - a->start_usec) / USEC_PER_SEC));
-		elastic_event_set_double(&ev, "duration_ms", ms_since(a->start_usec));
-		agent_record(a, &ev);
 	}
 	log_info("elasticd exits with status %d after %.3f s", a->exit_code,
 		 (double)(now_usec() - a->start_usec) / 1e6);
@@ -1633,27 +1795,12 @@ agent_free(struct agent *a)
 
 /* ---- for the control plane ------------------------------------------------ */
 
-/* torch's NodeState of this node: INIT while it waits in a rendezvous (or
- * before its first), RUNNING while a round's workers run, then SUCCEEDED or
- * FAILED. */
-static enum node_state
-agent_flags_node_state(const struct agent *a)
+/* The group's WorkerState as the agent reports it (agent_group_view_state). */
+static enum worker_state
+agent_group_state(const struct agent *a)
 {
-	if (a->finishing) {
-		return a->finish_code == AGENT_EXIT_SUCCESS ? NODE_STATE_SUCCEEDED
-							    : NODE_STATE_FAILED;
-	}
-	if (a->exiting) {
-		return a->exit_code == AGENT_EXIT_SUCCESS ? NODE_STATE_SUCCEEDED
-							  : NODE_STATE_FAILED;
-	}
-	if (a->rdzv_failed) {
-		return NODE_STATE_FAILED;
-	}
-	if (a->in_rdzv || !a->round.nodes) {
-		return NODE_STATE_INIT;
-	}
-	return NODE_STATE_RUNNING;
+	return agent_group_view_state(a->phase, a->reason, a->group != NULL,
+				      a->group ? group_state(a->group) : WORKER_STATE_INIT);
 }
 
 /* One worker's WorkerState: INIT before it started, HEALTHY while it runs,
@@ -1741,7 +1888,8 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "role", json_str_or_null(a->cfg->role));
 	json_object_set_new(o, "rdzv_backend", json_str_or_null(a->cfg->rdzv_backend));
 	json_object_set_new(o, "node_state",
-			    json_string(node_state_name(agent_flags_node_state(a))));
+			    json_string(node_state_name(agent_node_state(
+				    a->phase, a->reason, a->exit_code, have_round))));
 	json_object_set_new(o, "round", have_round ? json_integer(a->round.round) : json_null());
 	json_object_set_new(o, "group_rank",
 			    have_round ? json_integer(a->round.group_rank) : json_null());
@@ -1754,7 +1902,8 @@ agent_status_json(struct agent *a)
 			    json_str_or_null(have_round ? a->round.master_addr : NULL));
 	json_object_set_new(o, "master_port",
 			    have_round ? json_integer(a->round.master_port) : json_null());
-	json_object_set_new(o, "worker_state", json_string(worker_state_name(a->state)));
+	json_object_set_new(o, "worker_state",
+			    json_string(worker_state_name(agent_group_state(a))));
 	json_object_set_new(o, "restart_count", json_integer(a->restart_count));
 	json_object_set_new(o, "max_restarts", json_integer(a->cfg->max_restarts));
 	json_object_set_new(o, "remaining_restarts", json_integer(a->remaining_restarts));
@@ -1792,22 +1941,30 @@ agent_worker(struct agent *a, int local_rank)
 int
 agent_request_restart(struct agent *a, char **reterr)
 {
-	if (a->stop_signal || a->finishing || a->exiting) {
+	switch (a->phase) {
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_DONE:
 		*reterr = xstrdup("the agent is stopping");
 		return -EBUSY;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+		break;
 	}
 	if (!a->group || group_is_done(a->group) || group_state(a->group) != WORKER_STATE_HEALTHY) {
-		*reterr = xasprintf("no worker group is running (worker group %s%s)",
-				    worker_state_name(a->group ? group_state(a->group) : a->state),
-				    a->in_rdzv ? ", rendezvous under way" : "");
+		*reterr = xasprintf(
+			"no worker group is running (worker group %s%s)",
+			worker_state_name(a->group ? group_state(a->group) : WORKER_STATE_INIT),
+			a->phase == AGENT_PHASE_RENDEZVOUS ? ", rendezvous under way" : "");
 		return -EBUSY;
 	}
 	log_info("[%s] restart requested over the control socket; will restart worker group",
 		 a->cfg->role);
-	a->restart_reason = "requested over the control socket";
-	agent_set_state(a, WORKER_STATE_STOPPED, "restart requested");
-	agent_record_group_stopping(a, SIGTERM, "restart requested");
-	group_stop(a->group, SIGTERM);
+	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_REQUESTED, "restart requested");
 	return 0;
 }
 
