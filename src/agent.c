@@ -85,10 +85,8 @@ struct agent {
 
 	uint64_t barrier_start_usec; /* CLOCK_MONOTONIC: when the exit barrier began */
 
-	/* The control plane (ctl.h); NULL when it could not start on its default
-	 * path. */
-	struct ctl *ctl;
-	struct agent_stats stats;
+	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
+	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */
 
 	/* systemd (sd.h): READY/STATUS/STOPPING and the watchdog; no-ops
 	 * without $NOTIFY_SOCKET. */
@@ -944,12 +942,12 @@ agent_count_failure(struct agent *a, const struct worker *w)
 {
 	int code = w->exitcode;
 
-	if (code < AGENT_EXITCODE_MIN) {
-		code = AGENT_EXITCODE_MIN;
-	} else if (code > AGENT_EXITCODE_MAX) {
-		code = AGENT_EXITCODE_MAX;
+	if (code < CTL_EXITCODE_MIN) {
+		code = CTL_EXITCODE_MIN;
+	} else if (code > CTL_EXITCODE_MAX) {
+		code = CTL_EXITCODE_MAX;
 	}
-	a->stats.worker_failures[code - AGENT_EXITCODE_MIN]++;
+	a->stats.worker_failures[code - CTL_EXITCODE_MIN]++;
 }
 
 static void
@@ -973,7 +971,7 @@ agent_start_group(struct agent *a)
 		.sentinel = a->sentinel,
 		.consoles = a->consoles,
 		.numa = a->numa,
-		.worker_server_dir = a->ctl ? ctl_worker_dir(a->ctl) : NULL,
+		.worker_server_dir = a->worker_server_dir,
 	};
 	char *attempt_dir = NULL, *err = NULL;
 	uint64_t assign_start;
@@ -1689,43 +1687,19 @@ out_free:
 	return NULL;
 }
 
-/* Start the control plane. Returns 0, or the exit status when it cannot start
- * where the user asked (--control-socket) or with a bad
- * --control-socket-group. On the default path a failure is a warning:
- * elasticd runs without a control socket, as torchrun has none. */
-static int
-agent_start_ctl(struct agent *a)
+void
+agent_set_worker_server_dir(struct agent *a, const char *dir)
 {
-	char *err = NULL;
-	int r = ctl_new(a->base, a, a->cfg, a->env, &a->ctl, &err);
-
-	if (r == 0) {
-		log_info("[%s] control socket: %s", a->cfg->role, ctl_socket_path(a->ctl));
-		return 0;
-	}
-	if (a->cfg->control_socket || r == -EINVAL) {
-		log_error("control socket: %s", err ? err : strerror(-r));
-		free(err);
-		return r == -EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_FAILURE;
-	}
-	log_warn("control socket: %s; running without one", err ? err : strerror(-r));
-	free(err);
-	return 0;
+	a->worker_server_dir = dir;
 }
 
 int
 agent_run(struct agent *a)
 {
 	struct elastic_event ev;
-	int r;
 
 	if (a->cfg->dry_run) {
 		return agent_print_plan(a);
-	}
-	/* The control socket listens before READY=1 (agent_ready). */
-	r = agent_start_ctl(a);
-	if (r != 0) {
-		return r;
 	}
 	log_info("[%s] starting workers for entrypoint: %s (%s)", a->cfg->role, a->cfg->entrypoint,
 		 a->program);
@@ -1762,9 +1736,6 @@ agent_free(struct agent *a)
 	if (!a) {
 		return;
 	}
-	/* First: it answers its last clients with what the agent still holds. */
-	ctl_free(a->ctl);
-	a->ctl = NULL;
 	group_free(a->group);
 	rdzv_free(a->rdzv);
 	rdzv_result_release(&a->round);
@@ -1917,10 +1888,35 @@ agent_status_json(struct agent *a)
 	return o;
 }
 
-const struct agent_stats *
-agent_get_stats(const struct agent *a)
+void
+agent_get_stats(struct agent *a, struct ctl_agent_stats *ret)
 {
-	return &a->stats;
+	enum node_state ns =
+		agent_node_state(a->phase, a->reason, a->exit_code, a->round.nodes != NULL);
+	enum worker_state gs = agent_group_state(a);
+
+	memset(ret, 0, sizeof(*ret));
+	ret->run_id = a->cfg->rdzv_id;
+	ret->role = a->cfg->role;
+	ret->rdzv_backend = a->cfg->rdzv_backend;
+	ret->node = agent_node_desc(a);
+	ret->uptime_s = (double)(now_usec() - a->start_usec) / USEC_PER_SEC;
+	ret->local_world_size = a->local_world_size;
+	ret->remaining_restarts = a->remaining_restarts;
+	/* Every state of torch's enums, in their order. */
+	for (enum node_state s = NODE_STATE_INIT; s <= NODE_STATE_FAILED; s++) {
+		ret->node_state.names[ret->node_state.n] = node_state_name(s);
+		ret->node_state.values[ret->node_state.n++] = s == ns;
+	}
+	for (enum worker_state s = WORKER_STATE_UNKNOWN; s <= WORKER_STATE_FAILED; s++) {
+		ret->group_state.names[ret->group_state.n] = worker_state_name(s);
+		ret->group_state.values[ret->group_state.n++] = s == gs;
+		ret->workers.names[ret->workers.n++] = worker_state_name(s);
+	}
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		ret->workers.values[agent_worker_state(group_worker(a->group, i))]++;
+	}
+	ret->counters = a->stats;
 }
 
 int
@@ -1929,13 +1925,26 @@ agent_local_world_size(const struct agent *a)
 	return a->local_world_size;
 }
 
-const struct worker *
-agent_worker(struct agent *a, int local_rank)
+int
+agent_worker_view(struct agent *a, int local_rank, struct ctl_worker_view *ret)
 {
-	if (!a->group || local_rank < 0) {
-		return NULL;
+	const struct worker *w;
+
+	if (!a->group) {
+		return -ENOENT;
 	}
-	return group_worker(a->group, (size_t)local_rank);
+	w = local_rank >= 0 ? group_worker(a->group, (size_t)local_rank) : NULL;
+	if (!w) {
+		return -ERANGE;
+	}
+	*ret = (struct ctl_worker_view){
+		.local_rank = w->local_rank,
+		.pid = (int)w->pid,
+		.running = w->pid > 0 && !w->reaped,
+		.stream_path = {w->stream_path[0], w->stream_path[1]},
+		.server_socket = w->server_socket,
+	};
+	return 0;
 }
 
 int

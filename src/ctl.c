@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "config.h"
 #include "ctl_handlers.h"
 #include "ctl_params.h"
@@ -31,7 +30,6 @@
 #include "log.h"
 #include "util.h"
 #include "wenv.h"
-#include "worker.h"
 
 /* listen(2) backlog of the control socket. */
 #define CTL_BACKLOG 128
@@ -57,7 +55,7 @@ struct ctl_conn {
 
 struct ctl {
 	struct event_base *base;
-	struct agent *agent;
+	struct ctl_agent agent; /* what the handlers reach the agent through */
 	struct evhttp *http;
 	struct evconnlistener *listener; /* owned by http */
 	struct event *accept_timer;      /* re-enables a paused listener */
@@ -202,7 +200,7 @@ call_new(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req,
 	struct ctl_call *call = xcalloc(1, sizeof(*call));
 
 	call->ctl = c;
-	call->agent = c->agent;
+	call->agent = &c->agent;
 	call->base = c->base;
 	call->handler = h;
 	call->req = req;
@@ -326,7 +324,7 @@ static void events_cb(const struct events_entry *entry, void *arg);
 static void
 streams_changed(struct ctl *c)
 {
-	struct events *e = agent_events(c->agent);
+	struct events *e = c->agent.events;
 
 	if (c->streams && !c->events_sub) {
 		c->events_sub = events_subscribe(e, events_cb, c);
@@ -430,7 +428,7 @@ int
 ctl_call_events(struct ctl_call *call, uint64_t since, uint64_t limit, bool follow)
 {
 	struct ctl *c = call->ctl;
-	struct events *e = agent_events(c->agent);
+	struct events *e = c->agent.events;
 	uint64_t first = events_first_seq(e), last = events_last_seq(e), seq = since + 1, sent = 0;
 	struct evkeyvalq *h = evhttp_request_get_output_headers(call->req);
 	struct evhttp_connection *evcon;
@@ -872,9 +870,9 @@ serve_rank(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req, con
 	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
 	size_t digits = strspn(rest, "0123456789");
 	const char *path = rest + digits;
-	int n = agent_local_world_size(c->agent);
+	int n = c->agent.local_world_size;
 	long long rank = -1;
-	const struct worker *w;
+	struct ctl_worker_view w;
 	struct ctl_call *call;
 	_cleanup_free_ char *num = xstrndup(rest, digits), *target = NULL;
 
@@ -883,12 +881,11 @@ serve_rank(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req, con
 			   rest, n - 1);
 		return;
 	}
-	w = agent_worker(c->agent, (int)rank);
-	if (!w || w->pid <= 0 || w->reaped) {
+	if (c->agent.ops->worker(c->agent.agent, (int)rank, &w) < 0 || !w.running) {
 		reply_text(req, 503, false, "local_rank %lld is not running", rank);
 		return;
 	}
-	if (!w->server_socket) {
+	if (!w.server_socket) {
 		reply_text(req, 502, false,
 			   "local_rank %lld has no worker server (elasticd runs with "
 			   "--no-worker-server)",
@@ -898,7 +895,7 @@ serve_rank(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req, con
 	target = xasprintf("%s%s%s", *path ? path : "/", query && *query ? "?" : "",
 			   query && *query ? query : "");
 	call = call_new(c, conn, req, NULL);
-	ctl_call_proxy(call, w->server_socket, method == M_POST ? "POST" : "GET", target);
+	ctl_call_proxy(call, w.server_socket, method == M_POST ? "POST" : "GET", target);
 }
 
 static const struct ctl_route routes[] = {
@@ -1307,8 +1304,8 @@ resolve_group(const char *name, gid_t *ret, char **reterr)
 }
 
 int
-ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char *const *env,
-	struct ctl **ret, char **reterr)
+ctl_new(struct event_base *base, const struct ctl_agent *agent, const struct config *cfg,
+	char *const *env, struct ctl **ret, char **reterr)
 {
 	struct ctl *c = xcalloc(1, sizeof(*c));
 	bool is_default = !cfg->control_socket || !*cfg->control_socket;
@@ -1330,7 +1327,7 @@ ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char
 		}
 	}
 	c->base = base;
-	c->agent = a;
+	c->agent = *agent;
 	c->uid = geteuid();
 	c->turn_replies = xcalloc(ctl_n_handlers, sizeof(*c->turn_replies));
 	c->turn_ev = event_new(base, -1, 0, turn_end_cb, c);
@@ -1475,7 +1472,7 @@ ctl_free(struct ctl *c)
 	}
 	free(c->conns);
 	if (c->events_sub) {
-		events_unsubscribe(agent_events(c->agent), c->events_sub);
+		events_unsubscribe(c->agent.events, c->events_sub);
 	}
 	if (c->accept_timer) {
 		event_free(c->accept_timer);
