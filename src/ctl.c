@@ -1405,6 +1405,32 @@ ctl_get_stats(const struct ctl *c)
 	return &c->stats;
 }
 
+/* Write what is queued for every client (a `stop` reply) now: the loop does
+ * not run again before the sockets close. libevent 2.1 has no call for it
+ * (bufferevent_flush is a no-op on socket bufferevents, and
+ * evhttp_connection_free_on_completion needs the loop), so write the
+ * bufferevent's output ourselves, a few non-blocking tries per connection. */
+static void
+conns_flush_now(struct ctl *c)
+{
+	for (size_t fd = 0; fd < c->n_slots; fd++) {
+		struct ctl_conn *conn = c->conns[fd];
+		struct evbuffer *out;
+
+		if (!conn) {
+			continue;
+		}
+		out = bufferevent_get_output(evhttp_connection_get_bufferevent(conn->evcon));
+		/* A socket bufferevent freezes the front of its output for itself. */
+		evbuffer_unfreeze(out, 1);
+		for (int i = 0; i < 4 && evbuffer_get_length(out) > 0; i++) {
+			if (evbuffer_write(out, conn->fd) <= 0) {
+				break;
+			}
+		}
+	}
+}
+
 void
 ctl_free(struct ctl *c)
 {
@@ -1444,23 +1470,7 @@ ctl_free(struct ctl *c)
 			ctl_call_reply(call, 503, TEXT_PLAIN, b);
 		}
 	}
-	/* Whatever is queued (a `stop` reply) goes out before the sockets close. */
-	for (size_t fd = 0; fd < c->n_slots; fd++) {
-		struct ctl_conn *conn = c->conns[fd];
-		struct evbuffer *out;
-
-		if (!conn) {
-			continue;
-		}
-		out = bufferevent_get_output(evhttp_connection_get_bufferevent(conn->evcon));
-		/* A socket bufferevent freezes the front of its output for itself. */
-		evbuffer_unfreeze(out, 1);
-		for (int i = 0; i < 4 && evbuffer_get_length(out) > 0; i++) {
-			if (evbuffer_write(out, conn->fd) <= 0) {
-				break;
-			}
-		}
-	}
+	conns_flush_now(c);
 	if (c->http) {
 		struct evhttp *http = c->http;
 
