@@ -1507,6 +1507,101 @@ agent_ready(struct agent *a)
 	log_debug("told systemd READY=1");
 }
 
+/* The event recorder, and its sink when it is known before the run
+ * directory: events first, so that a rendezvous that cannot be created is
+ * reported (to the console or a given file). *ret_sink: the sink asked for.
+ * Returns 0, or -errno with *reterr. */
+static int
+agent_setup_events(struct agent *a, enum events_sink *ret_sink, char **reterr)
+{
+	const struct config *cfg = a->cfg;
+	bool log_file_given = cfg->event_log_file && *cfg->event_log_file;
+	enum events_sink sink = EVENTS_SINK_NULL;
+	int r;
+
+	a->events = events_new((size_t)cfg->event_ring_size);
+	events_set_identity(a->events, cfg->rdzv_id, NULL, (long long)getpid(), 0);
+	(void)events_sink_from_name(cfg->event_log_handler, &sink);
+	*ret_sink = sink;
+	if (sink == EVENTS_SINK_CONSOLE || (sink == EVENTS_SINK_FILE && log_file_given)) {
+		r = events_set_sink(a->events, sink, cfg->event_log_file, reterr);
+		if (r < 0) {
+			return r;
+		}
+		if (sink == EVENTS_SINK_FILE) {
+			a->event_log_path = xstrdup(cfg->event_log_file);
+		}
+	} else if (sink == EVENTS_SINK_FILE) {
+		/* events.jsonl in the run directory, made after the rendezvous
+		 * (whose creation records events already). */
+		events_hold(a->events);
+	}
+	return 0;
+}
+
+/* Supervision: become the subreaper, route the handled signals and SIGCHLD
+ * to the signalfd, start the sentinel. Returns 0, or -errno with *reterr. */
+static int
+agent_setup_supervision(struct agent *a, char **reterr)
+{
+	int r;
+
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+		log_warn("cannot become a child subreaper: %s", strerror(errno));
+	}
+	r = agent_setup_signals(a, reterr);
+	if (r < 0) {
+		return r;
+	}
+	a->sentinel = sentinel_new();
+	if (!a->sentinel) {
+		log_warn("cannot start the sentinel process (%s): a SIGKILLed agent may leave "
+			 "workers' children behind",
+			 strerror(errno));
+	}
+	return 0;
+}
+
+/* The default event file, events.jsonl in the run directory (none for
+ * --log-dir /dev/null). Returns 0, or -errno with *reterr. */
+static int
+agent_open_event_file(struct agent *a, char **reterr)
+{
+	_cleanup_free_ char *path = a->run_dir ? xasprintf("%s/events.jsonl", a->run_dir) : NULL;
+	int r = path ? events_set_sink(a->events, EVENTS_SINK_FILE, path, reterr) : 0;
+
+	if (r < 0) {
+		return r;
+	}
+	a->event_log_path = path ? xstrdup(path) : NULL;
+	log_debug("events: %s", path ? path : "none (--log-dir /dev/null)");
+	return 0;
+}
+
+/* The workers' program as found in PATH, for messages; and torchrun's
+ * OMP_NUM_THREADS=1 default for more than one local worker. */
+static void
+agent_find_program(struct agent *a)
+{
+	char **argv = wenv_build_argv(a->cfg, a->env, 0);
+
+	a->program = path_lookup(argv[0], wenv_get(a->env, "PATH"));
+	if (!a->program) {
+		log_warn("'%s' is not an executable file in PATH; the workers will fail to start",
+			 argv[0]);
+		a->program = xstrdup(argv[0]);
+	}
+	strv_free(argv);
+	if (a->local_world_size > 1 && !wenv_get(a->env, "OMP_NUM_THREADS")) {
+		a->set_omp_num_threads = true;
+		log_warn("\n*****************************************\n"
+			 "Setting OMP_NUM_THREADS environment variable for each process to be 1 in "
+			 "default, to avoid your system being overloaded, please further tune the "
+			 "variable for optimal performance in your application as needed. \n"
+			 "*****************************************");
+	}
+}
+
 struct agent *
 agent_new(struct event_base *base, const struct config *cfg, char *const *envp, int *ret_exit,
 	  char **reterr)
@@ -1547,22 +1642,8 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	if (cfg->dry_run) {
 		return a; /* agent_run prints the plan; nothing else is set up */
 	}
-	/* Events first, so that a rendezvous that cannot be created is reported
-	 * (to the console or a given file: the run directory comes later). */
-	a->events = events_new((size_t)cfg->event_ring_size);
-	events_set_identity(a->events, cfg->rdzv_id, NULL, (long long)getpid(), 0);
-	(void)events_sink_from_name(cfg->event_log_handler, &sink);
-	if (sink == EVENTS_SINK_CONSOLE || (sink == EVENTS_SINK_FILE && log_file_given)) {
-		if (events_set_sink(a->events, sink, cfg->event_log_file, reterr) < 0) {
-			goto out_free;
-		}
-		if (sink == EVENTS_SINK_FILE) {
-			a->event_log_path = xstrdup(cfg->event_log_file);
-		}
-	} else if (sink == EVENTS_SINK_FILE) {
-		/* events.jsonl in the run directory, made after the rendezvous
-		 * (whose creation records events already). */
-		events_hold(a->events);
+	if (agent_setup_events(a, &sink, reterr) < 0) {
+		goto out_free;
 	}
 	a->sd = sd_notifier_new(base, a->env, agent_sd_error_cb, a);
 	if (sd_notifier_watchdog_interval(a->sd) > 0) {
@@ -1584,48 +1665,12 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	if (agent_make_run_dir(a, reterr) < 0) {
 		goto out_free;
 	}
-	if (sink == EVENTS_SINK_FILE && !log_file_given) {
-		_cleanup_free_ char *path =
-			a->run_dir ? xasprintf("%s/events.jsonl", a->run_dir) : NULL;
-
-		/* --log-dir /dev/null: no run directory, no event file. */
-		if (path && events_set_sink(a->events, sink, path, reterr) < 0) {
-			goto out_free;
-		}
-		a->event_log_path = path ? xstrdup(path) : NULL;
-		log_debug("events: %s", path ? path : "none (--log-dir /dev/null)");
-	}
-	{
-		char **argv = wenv_build_argv(cfg, a->env, 0);
-
-		a->program = path_lookup(argv[0], wenv_get(a->env, "PATH"));
-		if (!a->program) {
-			log_warn("'%s' is not an executable file in PATH; the workers will fail to "
-				 "start",
-				 argv[0]);
-			a->program = xstrdup(argv[0]);
-		}
-		strv_free(argv);
-	}
-	if (n > 1 && !wenv_get(a->env, "OMP_NUM_THREADS")) {
-		a->set_omp_num_threads = true;
-		log_warn("\n*****************************************\n"
-			 "Setting OMP_NUM_THREADS environment variable for each process to be 1 in "
-			 "default, to avoid your system being overloaded, please further tune the "
-			 "variable for optimal performance in your application as needed. \n"
-			 "*****************************************");
-	}
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
-		log_warn("cannot become a child subreaper: %s", strerror(errno));
-	}
-	if (agent_setup_signals(a, reterr) < 0) {
+	if (sink == EVENTS_SINK_FILE && !log_file_given && agent_open_event_file(a, reterr) < 0) {
 		goto out_free;
 	}
-	a->sentinel = sentinel_new();
-	if (!a->sentinel) {
-		log_warn("cannot start the sentinel process (%s): a SIGKILLed agent may leave "
-			 "workers' children behind",
-			 strerror(errno));
+	agent_find_program(a);
+	if (agent_setup_supervision(a, reterr) < 0) {
+		goto out_free;
 	}
 	return a;
 
