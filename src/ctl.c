@@ -1303,6 +1303,27 @@ resolve_group(const char *name, gid_t *ret, char **reterr)
 	return 0;
 }
 
+/* The evhttp server and the loop events of c, with every limit set. */
+static void
+ctl_setup_http(struct ctl *c)
+{
+	c->http = evhttp_new(c->base);
+	c->accept_timer = evtimer_new(c->base, accept_timer_cb, c);
+	c->reap_ev = event_new(c->base, -1, 0, reap_cb, c);
+	if (!c->http || !c->accept_timer || !c->reap_ev || !c->turn_ev) {
+		abort();
+	}
+	evhttp_set_max_headers_size(c->http, CTL_HEADERS_MAX);
+	evhttp_set_max_body_size(c->http, CTL_BODY_MAX);
+	evhttp_set_timeout(c->http, CTL_TIMEOUT_S);
+	evhttp_set_flags(c->http, EVHTTP_SERVER_LINGERING_CLOSE);
+	/* No HEAD: evhttp 2.1 would send the body with it. */
+	evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+	evhttp_set_default_content_type(c->http, TEXT_PLAIN);
+	evhttp_set_gencb(c->http, request_cb, c);
+	evhttp_set_bevcb(c->http, conn_bev_cb, c);
+}
+
 int
 ctl_new(struct event_base *base, const struct ctl_agent *agent, const struct config *cfg,
 	char *const *env, struct ctl **ret, char **reterr)
@@ -1340,21 +1361,7 @@ ctl_new(struct event_base *base, const struct ctl_agent *agent, const struct con
 		c->has_group = true;
 	}
 	mode = cfg->control_socket_mode ? cfg->control_socket_mode : c->has_group ? 0660 : 0600;
-	c->http = evhttp_new(base);
-	c->accept_timer = evtimer_new(base, accept_timer_cb, c);
-	c->reap_ev = event_new(base, -1, 0, reap_cb, c);
-	if (!c->http || !c->accept_timer || !c->reap_ev || !c->turn_ev) {
-		abort();
-	}
-	evhttp_set_max_headers_size(c->http, CTL_HEADERS_MAX);
-	evhttp_set_max_body_size(c->http, CTL_BODY_MAX);
-	evhttp_set_timeout(c->http, CTL_TIMEOUT_S);
-	evhttp_set_flags(c->http, EVHTTP_SERVER_LINGERING_CLOSE);
-	/* No HEAD: evhttp 2.1 would send the body with it. */
-	evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
-	evhttp_set_default_content_type(c->http, TEXT_PLAIN);
-	evhttp_set_gencb(c->http, request_cb, c);
-	evhttp_set_bevcb(c->http, conn_bev_cb, c);
+	ctl_setup_http(c);
 	c->fd_limit = fd_limit();
 	c->next_live = live_ctls;
 	live_ctls = c;
