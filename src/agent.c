@@ -1,4 +1,5 @@
 #include "agent.h"
+#include "agent_internal.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -43,78 +44,6 @@
  * when torchrun itself was started with them ignored (nohup, `cmd &`). */
 static const int popen_reset_signals[] = {SIGPIPE, SIGXFSZ};
 
-struct agent {
-	struct event_base *base;
-	const struct config *cfg;
-	char **env; /* what the workers inherit */
-
-	sigset_t orig_mask;
-	sigset_t mask;
-	int sigfd;
-	struct event *sigev;
-	struct sentinel *sentinel;
-	struct console *consoles[2]; /* our stdout and stderr, never blocking */
-	int *reset_signals;          /* set to SIG_DFL in the workers */
-	size_t n_reset_signals;
-
-	struct rdzv *rdzv;
-	struct rdzv_result round;
-	char **round_roles; /* owned copies of round.nodes[].role */
-	struct group *group;
-
-	enum worker_state state;
-	int local_world_size;
-	bool set_omp_num_threads;
-	char *run_dir; /* NULL for --log-dir /dev/null */
-	char *program; /* the workers' executable as found in PATH, for messages */
-	int restart_count;
-	int remaining_restarts;
-	int stop_signal; /* handled signal that is stopping the agent, else 0 */
-	int exit_code;
-	bool exiting;
-	uint64_t start_usec;
-	uint64_t group_start_usec;
-	struct numa_plan *numa; /* each local rank's GPU and binding, NULL: not planned */
-
-	struct events *events;
-	bool events_warned;       /* a failed event write was logged (once) */
-	char *node_desc;          /* "<fqdn>_<pid>_0" for RdzvEvent messages, lazily */
-	uint64_t rdzv_start_usec; /* CLOCK_MONOTONIC: when the rendezvous under way began */
-
-	/* Leaving: exit barrier (after success), close the rendezvous, exit. */
-	bool finishing;
-	bool in_barrier;
-	int finish_code;
-	uint64_t barrier_start_usec;
-	bool rdzv_failed; /* the rendezvous cannot go on: stop the workers and exit */
-
-	/* The control plane (ctl.h); NULL when it could not start on its default
-	 * path. */
-	struct ctl *ctl;
-	bool in_rdzv;               /* a rendezvous round is under way */
-	const char *restart_reason; /* why the running group is being re-formed */
-	struct agent_stats stats;
-
-	/* systemd (sd.h): READY/STATUS/STOPPING and the watchdog; no-ops
-	 * without $NOTIFY_SOCKET. */
-	struct sd_notifier *sd;
-	bool sd_warned;       /* a failed notification was logged (once) */
-	bool hup_reopens;     /* SIGHUP re-opens the logs (it is not a handled signal) */
-	char *event_log_path; /* the event log file, for SIGHUP; NULL: none */
-};
-
-/* The one place the agent's WorkerState changes. */
-static void
-agent_set_state(struct agent *a, enum worker_state state, const char *why)
-{
-	if (a->state == state) {
-		return;
-	}
-	log_info("[%s] worker group %s -> %s (%s)", a->cfg->role, worker_state_name(a->state),
-		 worker_state_name(state), why);
-	a->state = state;
-}
-
 /* Tell systemd that the agent is shutting down (STOPPING=1 the first time),
  * and why. */
 static void agent_notify_stopping(struct agent *a, const char *fmt, ...)
@@ -136,18 +65,6 @@ agent_notify_stopping(struct agent *a, const char *fmt, ...)
 	va_end(ap);
 	sd_notify_stopping(a->sd, status);
 	free(status);
-}
-
-static void
-agent_exit(struct agent *a, int code)
-{
-	if (a->exiting) {
-		return;
-	}
-	a->exiting = true;
-	a->exit_code = code;
-	agent_notify_stopping(a, "exiting with status %d", code);
-	event_base_loopbreak(a->base);
 }
 
 /* ---- events --------------------------------------------------------------
@@ -310,8 +227,7 @@ agent_record_run_result(struct agent *a, enum worker_state state)
 	agent_record_status(a, "SUCCEEDED", NULL, NULL, -1);
 }
 
-/* torch's _NodeDesc of this agent, for RdzvEvent messages. */
-static const char *
+const char *
 agent_node_desc(struct agent *a)
 {
 	if (!a->node_desc) {
@@ -431,11 +347,156 @@ agent_record_restart(struct agent *a, const char *why)
 	if (!agent_event_begin(a, &ev, "elasticd.agent.restart", EVENT_SOURCE_AGENT)) {
 		return;
 	}
-	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	/* The attempts so far plus this restart, spent or free (a free re-form
+	 * keeps the attempt number of its group). */
+	elastic_event_set_int(&ev, "attempt",
+			      a->restart_count + (a->decision.spends_restart ? 0 : 1));
 	elastic_event_set_int(&ev, "remaining_restarts", a->remaining_restarts);
 	elastic_event_set_int(&ev, "max_restarts", a->cfg->max_restarts);
 	elastic_event_set_string(&ev, "reason", why);
 	agent_record(a, &ev);
+}
+
+/* The RdzvEvent of a node that starts a round (torch's next_rendezvous). */
+static void
+agent_record_rdzv_join(struct agent *a)
+{
+	_cleanup_free_ char *name = NULL;
+
+	if (!events_enabled(a->events)) {
+		return;
+	}
+	name = agent_rdzv_event_name(a, "next_rendezvous");
+	events_record_rdzv(a->events, name, NODE_STATE_RUNNING, -1,
+			   "The node '%s' attempts to join the next round of the rendezvous "
+			   "'%s'.",
+			   agent_node_desc(a), a->cfg->rdzv_id);
+}
+
+/* The agent leaves: the end of agent.run() in torchrun's terms. */
+static void
+agent_record_exit(struct agent *a)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.agent.exit", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_int(&ev, "exit_code", a->exit_code);
+	elastic_event_set_string(&ev, "signal", a->signo ? signal_name(a->signo) : NULL);
+	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	elastic_event_set_int(&ev, "agent_restarts", a->cfg->max_restarts - a->remaining_restarts);
+	elastic_event_set_int(&ev, "total_run_time",
+			      (long long)((now_usec() - a->start_usec) / USEC_PER_SEC));
+	elastic_event_set_double(&ev, "duration_ms", ms_since(a->start_usec));
+	agent_record(a, &ev);
+}
+
+/* ---- the phase ------------------------------------------------------------- */
+
+static void agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reason,
+			    const char *why);
+
+/* Leave with code: the exit status is chosen, the loop ends. */
+static void
+agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why)
+{
+	if (a->phase == AGENT_PHASE_DONE) {
+		return;
+	}
+	a->exit_code = code;
+	agent_set_phase(a, AGENT_PHASE_DONE, reason, why);
+}
+
+/* Entering STOPPING_GROUP: a group that failed stops the rest itself; one that
+ * still runs is stopped here (SIGTERM, escalation as always); one whose
+ * workers all exited 0 only drains its output. */
+static void
+agent_enter_stopping_group(struct agent *a, const char *why)
+{
+	switch (group_state(a->group)) {
+	case WORKER_STATE_FAILED:
+		agent_record_group_stopping(a, SIGTERM, why);
+		return;
+	case WORKER_STATE_HEALTHY:
+		agent_record_group_stopping(a, SIGTERM, why);
+		group_stop(a->group, SIGTERM);
+		return;
+	case WORKER_STATE_UNKNOWN:
+	case WORKER_STATE_INIT:
+	case WORKER_STATE_UNHEALTHY:
+	case WORKER_STATE_STOPPED:
+	case WORKER_STATE_SUCCEEDED:
+		return;
+	}
+}
+
+/* Entering STOPPING_SIGNAL: forward the signal to a group that runs; with
+ * nothing started (still in rendezvous, or finishing) leave at once. */
+static void
+agent_enter_stopping_signal(struct agent *a)
+{
+	int sig = a->signo;
+
+	if (a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT) {
+		agent_record_signal(a, sig, "stop");
+		agent_record_group_stopping(a, sig, "signal received");
+		group_stop(a->group, sig);
+		return;
+	}
+	agent_record_signal(a, sig, "exit");
+	if (events_enabled(a->events)) {
+		_cleanup_free_ char *raw =
+			xasprintf("SignalException: Process %d got signal: %d", (int)getpid(), sig);
+
+		agent_record_failed(a, raw);
+	}
+	agent_exit(a, 128 + sig, AGENT_REASON_SIGNAL, "nothing to stop");
+}
+
+/* The one place the agent's phase changes: log `old -> new (why)`, then the
+ * entry action and the phase's event (the join attempt's RdzvEvent,
+ * elasticd.group.stopping, elasticd.agent.restart, elasticd.agent.exit). A
+ * new reason in the same phase is logged only. */
+static void
+agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reason, const char *why)
+{
+	enum agent_phase old = a->phase;
+
+	if (old == phase && a->reason == reason) {
+		return;
+	}
+	log_info("[%s] agent %s -> %s (%s)", a->cfg->role, agent_phase_name(old),
+		 agent_phase_name(phase), why);
+	a->phase = phase;
+	a->reason = reason;
+	if (old == phase) {
+		return;
+	}
+	switch (phase) {
+	case AGENT_PHASE_RENDEZVOUS:
+		agent_record_rdzv_join(a);
+		return;
+	case AGENT_PHASE_STOPPING_GROUP:
+		agent_enter_stopping_group(a, why);
+		return;
+	case AGENT_PHASE_RESTARTING:
+		agent_record_restart(a, why);
+		return;
+	case AGENT_PHASE_STOPPING_SIGNAL:
+		agent_enter_stopping_signal(a);
+		return;
+	case AGENT_PHASE_DONE:
+		agent_notify_stopping(a, "exiting with status %d", a->exit_code);
+		agent_record_exit(a);
+		event_base_loopbreak(a->base);
+		return;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+		return;
+	}
 }
 
 /* Close the rendezvous (torchrun's rdzv_handler.shutdown()). A backend with
@@ -445,7 +506,7 @@ static void
 agent_shutdown_rdzv(struct agent *a)
 {
 	if (rdzv_finish(a->rdzv, true) < 0) {
-		agent_exit(a, a->finish_code);
+		agent_exit(a, a->exit_code, a->reason, "cannot close the rendezvous");
 	}
 }
 
@@ -454,28 +515,41 @@ agent_shutdown_rdzv(struct agent *a)
  * rdzv_finished_cb), then exit. Never used when a signal stops the agent: the
  * job must stay able to re-form. */
 static void
-agent_finish(struct agent *a, int code, bool barrier)
+agent_finish(struct agent *a, int code, enum agent_reason reason, bool barrier)
 {
-	a->finishing = true;
-	a->finish_code = code;
+	a->exit_code = code;
 	if (barrier) {
 		agent_notify_stopping(a, "finishing: worker group succeeded, waiting for the "
 					 "other nodes (exit barrier)");
-	} else {
-		agent_notify_stopping(a, "finishing: leaving the rendezvous, exit status %d", code);
-	}
-	if (barrier) {
 		log_info(
 			"[%s] Local worker group finished (SUCCEEDED). Waiting for other agents to "
 			"finish",
 			a->cfg->role);
-		a->in_barrier = true;
 		a->barrier_start_usec = now_usec();
+		agent_set_phase(a, AGENT_PHASE_EXIT_BARRIER, reason, "worker group succeeded");
 		if (rdzv_exit_barrier(a->rdzv) == 0) {
 			return;
 		}
-		a->in_barrier = false;
+	} else {
+		agent_notify_stopping(a, "finishing: leaving the rendezvous, exit status %d", code);
 	}
+	agent_set_phase(a, AGENT_PHASE_CLOSING, reason, "leaving the rendezvous");
+	agent_shutdown_rdzv(a);
+}
+
+/* The exit barrier is over (err < 0: it failed or timed out): close. */
+static void
+agent_barrier_done(struct agent *a, int err, const char *errmsg)
+{
+	double secs = (double)(now_usec() - a->barrier_start_usec) / 1e6;
+
+	if (err < 0) {
+		log_error("Error waiting on exit barrier. Elapsed: %.3f seconds: %s", secs,
+			  errmsg ? errmsg : strerror(-err));
+	} else {
+		log_info("Done waiting for other agents. Elapsed: %.3f seconds", secs);
+	}
+	agent_set_phase(a, AGENT_PHASE_CLOSING, a->reason, "exit barrier done");
 	agent_shutdown_rdzv(a);
 }
 
@@ -484,26 +558,28 @@ rdzv_finished_cb(int err, const char *errmsg, void *arg)
 {
 	struct agent *a = arg;
 
-	if (a->stop_signal || a->exiting) {
+	switch (a->phase) {
+	case AGENT_PHASE_EXIT_BARRIER:
+		agent_barrier_done(a, err, errmsg);
 		return;
-	}
-	if (a->in_barrier) {
-		double secs = (double)(now_usec() - a->barrier_start_usec) / 1e6;
-
-		a->in_barrier = false;
+	case AGENT_PHASE_CLOSING:
 		if (err < 0) {
-			log_error("Error waiting on exit barrier. Elapsed: %.3f seconds: %s", secs,
-				  errmsg ? errmsg : strerror(-err));
-		} else {
-			log_info("Done waiting for other agents. Elapsed: %.3f seconds", secs);
+			log_warn("[%s] %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
 		}
-		agent_shutdown_rdzv(a);
+		agent_exit(a, a->exit_code, a->reason, "left the rendezvous");
+		return;
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_DONE:
+		return;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+		log_debug("%s: the rendezvous finished in phase %s, ignoring", __func__,
+			  agent_phase_name(a->phase));
 		return;
 	}
-	if (err < 0) {
-		log_warn("[%s] %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
-	}
-	agent_exit(a, a->finish_code);
 }
 
 /* A running round must re-form (nodes wait to join, or a node left): restart
@@ -514,15 +590,13 @@ rdzv_nodes_waiting_cb(int n, const char *why, void *arg)
 {
 	struct agent *a = arg;
 
-	if (a->stop_signal || a->finishing || a->exiting || !a->group ||
+	if (a->phase != AGENT_PHASE_RUNNING || !a->group ||
 	    group_state(a->group) != WORKER_STATE_HEALTHY) {
 		return;
 	}
 	log_info("[%s] %s; will restart worker group", a->cfg->role, why);
-	a->restart_reason = "membership change";
-	agent_set_state(a, WORKER_STATE_STOPPED, "membership change");
-	agent_record_group_stopping(a, SIGTERM, "membership change");
-	group_stop(a->group, SIGTERM);
+	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_MEMBERSHIP,
+			"membership change");
 }
 
 /* The rendezvous cannot go on (store gone, closed by a node whose workers
@@ -532,11 +606,20 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 {
 	struct agent *a = arg;
 
-	if (a->stop_signal || a->finishing || a->exiting) {
+	switch (a->phase) {
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_DONE:
 		return;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+		break;
 	}
 	log_error("[%s] %s; stopping the workers", a->cfg->role, errmsg ? errmsg : strerror(-err));
-	a->rdzv_failed = true;
 	if (events_enabled(a->events)) {
 		/* As torchrun's monitor loop: num_nodes_waiting() raised, the
 		 * agent's run fails with it. */
@@ -547,14 +630,14 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 		events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "%s", raw);
 		agent_record_failed(a, raw);
 	}
-	if (a->group && !group_is_done(a->group) && group_state(a->group) == WORKER_STATE_HEALTHY) {
-		agent_record_group_stopping(a, SIGTERM, "rendezvous failed");
-		group_stop(a->group, SIGTERM);
+	if (!a->group || group_is_done(a->group)) {
+		agent_exit(a, AGENT_EXIT_FAILURE, AGENT_REASON_RDZV_FAILED, "rendezvous failed");
 		return;
 	}
-	if (!a->group || group_is_done(a->group)) {
-		agent_exit(a, AGENT_EXIT_FAILURE);
-	}
+	/* Stops a group that runs; one stopping already is left to finish, and
+	 * the decision then exits 1 (agent_decide). */
+	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_RDZV_FAILED,
+			"rendezvous failed");
 }
 
 static void
@@ -633,110 +716,132 @@ agent_report_failure(struct agent *a)
 
 /* ---- the run loop ------------------------------------------------------ */
 
-static void agent_start_round(struct agent *a);
+static void agent_start_round(struct agent *a, enum agent_reason reason, const char *why);
 
 static void
 group_outcome_cb(struct group *g, enum worker_state state, void *arg)
 {
 	struct agent *a = arg;
+	struct worker *first = NULL;
 
-	if (state == WORKER_STATE_FAILED) {
-		/* The earliest failure, as torchrun's "failed (exitcode ...)" line. */
-		struct worker *first = NULL;
+	if (state != WORKER_STATE_FAILED) {
+		return; /* every worker exited 0: RUNNING until the output is drained */
+	}
+	/* The earliest failure, as torchrun's "failed (exitcode ...)" line. */
+	for (size_t i = 0; i < group_size(g); i++) {
+		struct worker *w = group_worker(g, i);
 
-		for (size_t i = 0; i < group_size(g); i++) {
-			struct worker *w = group_worker(g, i);
-
-			if (w->failed && (!first || w->exit_usec < first->exit_usec)) {
-				first = w;
-			}
+		if (w->failed && (!first || w->exit_usec < first->exit_usec)) {
+			first = w;
 		}
-		if (first) {
-			log_error("failed (exitcode: %d) local_rank: %d (pid: %d) of binary: %s",
-				  first->exitcode, first->local_rank, (int)first->pid, a->program);
-		}
-		agent_set_state(a, state, "a worker failed");
-		agent_record_group_stopping(a, SIGTERM, "a worker failed");
-	} else {
-		agent_set_state(a, state, "every worker exited 0");
+	}
+	if (first) {
+		log_error("failed (exitcode: %d) local_rank: %d (pid: %d) of binary: %s",
+			  first->exitcode, first->local_rank, (int)first->pid, a->program);
+	}
+	if (a->phase == AGENT_PHASE_RUNNING) {
+		agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_WORKER_FAILED,
+				"a worker failed");
 	}
 }
 
+/* Carry out a restart decision: spend a restart or count a free re-form,
+ * then rejoin the rendezvous. */
+static void
+agent_restart(struct agent *a)
+{
+	const struct agent_decision *d = &a->decision;
+
+	if (d->spends_restart) {
+		log_warn("[%s] Worker group FAILED. %d/%d attempts left; will restart worker group",
+			 a->cfg->role, a->remaining_restarts, a->cfg->max_restarts);
+		a->remaining_restarts--;
+		a->restart_count++;
+		a->stats.restarts_failure++;
+	} else if (d->reason == AGENT_REASON_REQUESTED) {
+		a->stats.restarts_requested++;
+	} else {
+		a->stats.restarts_membership++;
+	}
+	agent_set_phase(a, AGENT_PHASE_RESTARTING, d->reason, agent_reason_name(d->reason));
+	if (d->spends_restart) {
+		sd_notify_status(a->sd, "restarting: worker group failed, %d of %d restarts left",
+				 a->remaining_restarts, a->cfg->max_restarts);
+	} else {
+		sd_notify_status(a->sd, "restarting: %s", agent_reason_name(d->reason));
+	}
+	agent_start_round(a, d->reason, "new attempt");
+}
+
+/* Carry out an exit decision: the workers are gone, say why and leave. */
+static void
+agent_exit_stopped(struct agent *a)
+{
+	const struct agent_decision *d = &a->decision;
+
+	switch (d->reason) {
+	case AGENT_REASON_SIGNAL:
+		log_warn("[%s] workers stopped after %s; exiting", a->cfg->role,
+			 signal_name(a->signo));
+		if (events_enabled(a->events)) {
+			_cleanup_free_ char *raw =
+				xasprintf("SignalException: Process %d got signal: %d",
+					  (int)getpid(), a->signo);
+
+			agent_record_failed(a, raw);
+		}
+		break;
+	case AGENT_REASON_UNEXPECTED:
+		log_error("[%s] Worker group in %s state after stopping", a->cfg->role,
+			  worker_state_name(group_state(a->group)));
+		agent_record_failed(a, "the worker group is in an unexpected state after stopping");
+		break;
+	case AGENT_REASON_NONE:
+	case AGENT_REASON_SUCCEEDED:
+	case AGENT_REASON_WORKER_FAILED:
+	case AGENT_REASON_MEMBERSHIP:
+	case AGENT_REASON_REQUESTED:
+	case AGENT_REASON_RDZV_FAILED:
+		break;
+	}
+	agent_exit(a, d->exit_code, d->reason, "workers stopped");
+}
+
+/* The group has stopped: decide (agent_decide) and carry it out. */
 static void
 agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
-	double secs = (double)(now_usec() - a->group_start_usec) / 1e6;
+	const struct agent_decide_in in = {
+		.phase = a->phase,
+		.stop_reason = a->reason,
+		.outcome = agent_outcome_of(group_state(a->group)),
+		.signo = a->signo,
+		.remaining_restarts = a->remaining_restarts,
+		.max_restarts = a->cfg->max_restarts,
+	};
 
-	if (a->stop_signal) {
-		log_warn("[%s] workers stopped after %s; exiting", a->cfg->role,
-			 signal_name(a->stop_signal));
-		if (events_enabled(a->events)) {
-			_cleanup_free_ char *raw =
-				xasprintf("SignalException: Process %d got signal: %d",
-					  (int)getpid(), a->stop_signal);
-
-			agent_record_failed(a, raw);
-		}
-		agent_exit(a, 128 + a->stop_signal);
+	a->decision = agent_decide(&in);
+	log_debug("%s: %s (%s)%s", __func__, agent_action_name(a->decision.action),
+		  agent_reason_name(a->decision.reason),
+		  a->decision.spends_restart ? ", spending a restart" : "");
+	switch (a->decision.action) {
+	case AGENT_ACTION_RESTART:
+		agent_restart(a);
 		return;
-	}
-	if (a->rdzv_failed) {
-		agent_exit(a, AGENT_EXIT_FAILURE);
-		return;
-	}
-	switch (group_state(a->group)) {
-	case WORKER_STATE_SUCCEEDED:
-		log_info("[%s] worker group successfully finished in %.3f s", a->cfg->role, secs);
+	case AGENT_ACTION_FINISH:
+		log_info("[%s] worker group successfully finished in %.3f s", a->cfg->role,
+			 (double)(now_usec() - a->group_start_usec) / 1e6);
 		agent_record_run_result(a, WORKER_STATE_SUCCEEDED);
-		agent_finish(a, AGENT_EXIT_SUCCESS, true);
+		agent_finish(a, a->decision.exit_code, a->decision.reason, true);
 		return;
-	case WORKER_STATE_FAILED:
-	case WORKER_STATE_UNHEALTHY:
-		if (a->remaining_restarts > 0) {
-			log_warn("[%s] Worker group FAILED. %d/%d attempts left; will restart "
-				 "worker group",
-				 a->cfg->role, a->remaining_restarts, a->cfg->max_restarts);
-			a->remaining_restarts--;
-			a->restart_count++;
-			a->stats.restarts_failure++;
-			agent_set_state(a, WORKER_STATE_STOPPED, "restarting");
-			agent_record_restart(a, "worker group FAILED");
-			sd_notify_status(a->sd,
-					 "restarting: worker group failed, %d of %d restarts left",
-					 a->remaining_restarts, a->cfg->max_restarts);
-			agent_start_round(a);
-			return;
-		}
+	case AGENT_ACTION_FAIL:
 		agent_report_failure(a);
 		agent_record_run_result(a, group_state(a->group));
-		agent_finish(a, AGENT_EXIT_FAILURE, false);
+		agent_finish(a, a->decision.exit_code, a->decision.reason, false);
 		return;
-	case WORKER_STATE_STOPPED:
-		/* Stopped on request (membership change, or a restart asked for
-		 * over the control socket): re-form without spending a restart. */
-		if (!a->restart_reason) {
-			a->restart_reason = "membership change";
-		}
-		if (strcmp(a->restart_reason, "membership change") == 0) {
-			a->stats.restarts_membership++;
-		} else {
-			a->stats.restarts_requested++;
-		}
-		a->restart_count++;
-		agent_record_restart(a, a->restart_reason);
-		a->restart_count--;
-		sd_notify_status(a->sd, "restarting: %s", a->restart_reason);
-		a->restart_reason = NULL;
-		agent_start_round(a);
-		return;
-	case WORKER_STATE_UNKNOWN:
-	case WORKER_STATE_INIT:
-	case WORKER_STATE_HEALTHY:
-		log_error("[%s] Worker group in %s state after stopping", a->cfg->role,
-			  worker_state_name(group_state(a->group)));
-		agent_record_failed(a, "the worker group is in an unexpected state after stopping");
-		agent_exit(a, AGENT_EXIT_FAILURE);
+	case AGENT_ACTION_EXIT:
+		agent_exit_stopped(a);
 		return;
 	}
 }
@@ -784,12 +889,12 @@ agent_count_failure(struct agent *a, const struct worker *w)
 {
 	int code = w->exitcode;
 
-	if (code < AGENT_EXITCODE_MIN) {
-		code = AGENT_EXITCODE_MIN;
-	} else if (code > AGENT_EXITCODE_MAX) {
-		code = AGENT_EXITCODE_MAX;
+	if (code < CTL_EXITCODE_MIN) {
+		code = CTL_EXITCODE_MIN;
+	} else if (code > CTL_EXITCODE_MAX) {
+		code = CTL_EXITCODE_MAX;
 	}
-	a->stats.worker_failures[code - AGENT_EXITCODE_MIN]++;
+	a->stats.worker_failures[code - CTL_EXITCODE_MIN]++;
 }
 
 static void
@@ -813,7 +918,7 @@ agent_start_group(struct agent *a)
 		.sentinel = a->sentinel,
 		.consoles = a->consoles,
 		.numa = a->numa,
-		.worker_server_dir = a->ctl ? ctl_worker_dir(a->ctl) : NULL,
+		.worker_server_dir = a->worker_server_dir,
 	};
 	char *attempt_dir = NULL, *err = NULL;
 	uint64_t assign_start;
@@ -831,14 +936,14 @@ agent_start_group(struct agent *a)
 		log_error("%s", err);
 		agent_record_failed(a, err);
 		free(err);
-		agent_exit(a, AGENT_EXIT_FAILURE);
+		agent_exit(a, AGENT_EXIT_FAILURE, AGENT_REASON_NONE, "cannot start the workers");
 		return;
 	}
 	agent_record_status(a, "ASSIGN_WORKER_RANKS", NULL, NULL, ms_since(assign_start));
 	log_info("[%s] Starting worker group: %d workers, attempt %d, first RANK %d", a->cfg->role,
 		 a->local_world_size, a->restart_count, group_worker(a->group, 0)->global_rank);
 	a->group_start_usec = now_usec();
-	agent_set_state(a, WORKER_STATE_HEALTHY, "workers started");
+	agent_set_phase(a, AGENT_PHASE_RUNNING, AGENT_REASON_NONE, "workers started");
 	group_start(a->group);
 	sd_notify_status(a->sd,
 			 "running round %d with %d workers (group rank %d of %d nodes, attempt %d)",
@@ -858,39 +963,10 @@ agent_start_group(struct agent *a)
 	}
 }
 
+/* Keep the round res (the backend's, valid during the callback) as our own. */
 static void
-rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *arg)
+agent_keep_round(struct agent *a, const struct rdzv_result *res)
 {
-	struct agent *a = arg;
-
-	a->in_rdzv = false;
-	if (a->stop_signal) {
-		agent_exit(a, 128 + a->stop_signal);
-		return;
-	}
-	if (err == RDZV_GRACEFUL_EXIT) {
-		/* A spare node and the job ended: not a failure. */
-		log_info("[%s] Rendezvous gracefully exited: %s", a->cfg->role,
-			 errmsg ? errmsg : "closed");
-		agent_exit(a, AGENT_EXIT_SUCCESS);
-		return;
-	}
-	if (err < 0) {
-		log_error("[%s] rendezvous failed: %s", a->cfg->role,
-			  errmsg ? errmsg : strerror(-err));
-		if (events_enabled(a->events)) {
-			_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
-			_cleanup_free_ char *raw =
-				xasprintf("RendezvousError: %s", errmsg ? errmsg : strerror(-err));
-
-			events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "%s", raw);
-			agent_record_failed(a, raw);
-		}
-		/* As torchrun's launcher: close the rendezvous (a store host also
-		 * lets the other nodes hear why), then exit. */
-		agent_finish(a, AGENT_EXIT_FAILURE, false);
-		return;
-	}
 	rdzv_result_release(&a->round);
 	strv_free(a->round_roles);
 	a->round_roles = NULL;
@@ -906,6 +982,60 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 		a->round.nodes[i].role = a->round_roles[i];
 	}
 	a->round.master_addr = xstrdup(res->master_addr);
+}
+
+/* The rendezvous failed (err < 0): as torchrun's launcher, close it (a store
+ * host also lets the other nodes hear why), then exit 1. */
+static void
+agent_rdzv_error(struct agent *a, int err, const char *errmsg)
+{
+	log_error("[%s] rendezvous failed: %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
+	if (events_enabled(a->events)) {
+		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
+		_cleanup_free_ char *raw =
+			xasprintf("RendezvousError: %s", errmsg ? errmsg : strerror(-err));
+
+		events_record_rdzv(a->events, name, NODE_STATE_FAILED, -1, "%s", raw);
+		agent_record_failed(a, raw);
+	}
+	agent_finish(a, AGENT_EXIT_FAILURE, AGENT_REASON_RDZV_FAILED, false);
+}
+
+static void
+rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *arg)
+{
+	struct agent *a = arg;
+
+	switch (a->phase) {
+	case AGENT_PHASE_RENDEZVOUS:
+		break;
+	case AGENT_PHASE_STOPPING_SIGNAL:
+		agent_exit(a, 128 + a->signo, AGENT_REASON_SIGNAL, "rendezvous over");
+		return;
+	case AGENT_PHASE_DONE:
+		return;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+		log_debug("%s: a rendezvous result in phase %s, ignoring", __func__,
+			  agent_phase_name(a->phase));
+		return;
+	}
+	if (err == RDZV_GRACEFUL_EXIT) {
+		/* A spare node and the job ended: not a failure. */
+		log_info("[%s] Rendezvous gracefully exited: %s", a->cfg->role,
+			 errmsg ? errmsg : "closed");
+		agent_exit(a, AGENT_EXIT_SUCCESS, AGENT_REASON_NONE, "rendezvous closed");
+		return;
+	}
+	if (err < 0) {
+		agent_rdzv_error(a, err, errmsg);
+		return;
+	}
+	agent_keep_round(a, res);
 	a->stats.rdzv_rounds++;
 	a->stats.rdzv_last_seconds = ms_since(a->rdzv_start_usec) / 1000.0;
 	a->stats.rdzv_seconds_sum += a->stats.rdzv_last_seconds;
@@ -928,13 +1058,12 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 }
 
 static void
-agent_start_round(struct agent *a)
+agent_start_round(struct agent *a, enum agent_reason reason, const char *why)
 {
 	int r;
 
 	log_info("[%s] Rendezvous'ing worker group", a->cfg->role);
 	a->rdzv_start_usec = now_usec();
-	a->in_rdzv = true;
 	if (a->cfg->min_nodes == a->cfg->max_nodes) {
 		sd_notify_status(a->sd, "waiting for %d node%s: rendezvous '%s' (%s)",
 				 a->cfg->min_nodes, a->cfg->min_nodes == 1 ? "" : "s",
@@ -944,19 +1073,12 @@ agent_start_round(struct agent *a)
 				 a->cfg->min_nodes, a->cfg->max_nodes, a->cfg->rdzv_id,
 				 a->cfg->rdzv_backend);
 	}
-	if (events_enabled(a->events)) {
-		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
-
-		events_record_rdzv(
-			a->events, name, NODE_STATE_RUNNING, -1,
-			"The node '%s' attempts to join the next round of the rendezvous "
-			"'%s'.",
-			agent_node_desc(a), a->cfg->rdzv_id);
-	}
+	agent_set_phase(a, AGENT_PHASE_RENDEZVOUS, reason, why);
 	r = rdzv_next(a->rdzv);
 	if (r < 0) {
 		log_error("[%s] cannot start the rendezvous: %s", a->cfg->role, strerror(-r));
-		agent_exit(a, AGENT_EXIT_FAILURE);
+		agent_exit(a, AGENT_EXIT_FAILURE, AGENT_REASON_RDZV_FAILED,
+			   "cannot start the rendezvous");
 	}
 }
 
@@ -1004,7 +1126,8 @@ agent_reap(struct agent *a)
 static void
 agent_on_signal(struct agent *a, int sig)
 {
-	if (a->stop_signal) {
+	switch (a->phase) {
+	case AGENT_PHASE_STOPPING_SIGNAL:
 		/* Asked twice: the user means it. */
 		log_warn("Received %s again while stopping; killing the workers now",
 			 signal_name(sig));
@@ -1014,26 +1137,22 @@ agent_on_signal(struct agent *a, int sig)
 			group_stop(a->group, SIGKILL);
 		}
 		return;
+	case AGENT_PHASE_DONE:
+		return; /* the loop is ending */
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+		break;
 	}
-	a->stop_signal = sig;
+	a->signo = sig;
 	log_warn("Received %s death signal, shutting down workers", signal_name(sig));
 	agent_notify_stopping(a, "stopping: %s received, stopping the workers (SIGKILL after %d s)",
 			      signal_name(sig), a->cfg->shutdown_timeout);
-	if (a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT) {
-		agent_record_signal(a, sig, "stop");
-		agent_record_group_stopping(a, sig, "signal received");
-		group_stop(a->group, sig);
-	} else {
-		/* Nothing started (still in rendezvous): leave now. */
-		agent_record_signal(a, sig, "exit");
-		if (events_enabled(a->events)) {
-			_cleanup_free_ char *raw = xasprintf(
-				"SignalException: Process %d got signal: %d", (int)getpid(), sig);
-
-			agent_record_failed(a, raw);
-		}
-		agent_exit(a, 128 + sig);
-	}
+	agent_set_phase(a, AGENT_PHASE_STOPPING_SIGNAL, AGENT_REASON_SIGNAL, signal_name(sig));
 }
 
 /* SIGHUP when it is not a handled signal: re-open the event log file, so that
@@ -1422,6 +1541,101 @@ agent_ready(struct agent *a)
 	log_debug("told systemd READY=1");
 }
 
+/* The event recorder, and its sink when it is known before the run
+ * directory: events first, so that a rendezvous that cannot be created is
+ * reported (to the console or a given file). *ret_sink: the sink asked for.
+ * Returns 0, or -errno with *reterr. */
+static int
+agent_setup_events(struct agent *a, enum events_sink *ret_sink, char **reterr)
+{
+	const struct config *cfg = a->cfg;
+	bool log_file_given = cfg->event_log_file && *cfg->event_log_file;
+	enum events_sink sink = EVENTS_SINK_NULL;
+	int r;
+
+	a->events = events_new((size_t)cfg->event_ring_size);
+	events_set_identity(a->events, cfg->rdzv_id, NULL, (long long)getpid(), 0);
+	(void)events_sink_from_name(cfg->event_log_handler, &sink);
+	*ret_sink = sink;
+	if (sink == EVENTS_SINK_CONSOLE || (sink == EVENTS_SINK_FILE && log_file_given)) {
+		r = events_set_sink(a->events, sink, cfg->event_log_file, reterr);
+		if (r < 0) {
+			return r;
+		}
+		if (sink == EVENTS_SINK_FILE) {
+			a->event_log_path = xstrdup(cfg->event_log_file);
+		}
+	} else if (sink == EVENTS_SINK_FILE) {
+		/* events.jsonl in the run directory, made after the rendezvous
+		 * (whose creation records events already). */
+		events_hold(a->events);
+	}
+	return 0;
+}
+
+/* Supervision: become the subreaper, route the handled signals and SIGCHLD
+ * to the signalfd, start the sentinel. Returns 0, or -errno with *reterr. */
+static int
+agent_setup_supervision(struct agent *a, char **reterr)
+{
+	int r;
+
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+		log_warn("cannot become a child subreaper: %s", strerror(errno));
+	}
+	r = agent_setup_signals(a, reterr);
+	if (r < 0) {
+		return r;
+	}
+	a->sentinel = sentinel_new();
+	if (!a->sentinel) {
+		log_warn("cannot start the sentinel process (%s): a SIGKILLed agent may leave "
+			 "workers' children behind",
+			 strerror(errno));
+	}
+	return 0;
+}
+
+/* The default event file, events.jsonl in the run directory (none for
+ * --log-dir /dev/null). Returns 0, or -errno with *reterr. */
+static int
+agent_open_event_file(struct agent *a, char **reterr)
+{
+	_cleanup_free_ char *path = a->run_dir ? xasprintf("%s/events.jsonl", a->run_dir) : NULL;
+	int r = path ? events_set_sink(a->events, EVENTS_SINK_FILE, path, reterr) : 0;
+
+	if (r < 0) {
+		return r;
+	}
+	a->event_log_path = path ? xstrdup(path) : NULL;
+	log_debug("events: %s", path ? path : "none (--log-dir /dev/null)");
+	return 0;
+}
+
+/* The workers' program as found in PATH, for messages; and torchrun's
+ * OMP_NUM_THREADS=1 default for more than one local worker. */
+static void
+agent_find_program(struct agent *a)
+{
+	char **argv = wenv_build_argv(a->cfg, a->env, 0);
+
+	a->program = path_lookup(argv[0], wenv_get(a->env, "PATH"));
+	if (!a->program) {
+		log_warn("'%s' is not an executable file in PATH; the workers will fail to start",
+			 argv[0]);
+		a->program = xstrdup(argv[0]);
+	}
+	strv_free(argv);
+	if (a->local_world_size > 1 && !wenv_get(a->env, "OMP_NUM_THREADS")) {
+		a->set_omp_num_threads = true;
+		log_warn("\n*****************************************\n"
+			 "Setting OMP_NUM_THREADS environment variable for each process to be 1 in "
+			 "default, to avoid your system being overloaded, please further tune the "
+			 "variable for optimal performance in your application as needed. \n"
+			 "*****************************************");
+	}
+}
+
 struct agent *
 agent_new(struct event_base *base, const struct config *cfg, char *const *envp, int *ret_exit,
 	  char **reterr)
@@ -1443,7 +1657,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	a->cfg = cfg;
 	a->env = strv_copy(envp);
 	a->sigfd = -1;
-	a->state = WORKER_STATE_INIT;
+	a->phase = AGENT_PHASE_INIT;
 	a->remaining_restarts = cfg->max_restarts;
 	a->start_usec = now_usec();
 	*ret_exit = AGENT_EXIT_FAILURE;
@@ -1462,22 +1676,8 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	if (cfg->dry_run) {
 		return a; /* agent_run prints the plan; nothing else is set up */
 	}
-	/* Events first, so that a rendezvous that cannot be created is reported
-	 * (to the console or a given file: the run directory comes later). */
-	a->events = events_new((size_t)cfg->event_ring_size);
-	events_set_identity(a->events, cfg->rdzv_id, NULL, (long long)getpid(), 0);
-	(void)events_sink_from_name(cfg->event_log_handler, &sink);
-	if (sink == EVENTS_SINK_CONSOLE || (sink == EVENTS_SINK_FILE && log_file_given)) {
-		if (events_set_sink(a->events, sink, cfg->event_log_file, reterr) < 0) {
-			goto out_free;
-		}
-		if (sink == EVENTS_SINK_FILE) {
-			a->event_log_path = xstrdup(cfg->event_log_file);
-		}
-	} else if (sink == EVENTS_SINK_FILE) {
-		/* events.jsonl in the run directory, made after the rendezvous
-		 * (whose creation records events already). */
-		events_hold(a->events);
+	if (agent_setup_events(a, &sink, reterr) < 0) {
+		goto out_free;
 	}
 	a->sd = sd_notifier_new(base, a->env, agent_sd_error_cb, a);
 	if (sd_notifier_watchdog_interval(a->sd) > 0) {
@@ -1499,48 +1699,12 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	if (agent_make_run_dir(a, reterr) < 0) {
 		goto out_free;
 	}
-	if (sink == EVENTS_SINK_FILE && !log_file_given) {
-		_cleanup_free_ char *path =
-			a->run_dir ? xasprintf("%s/events.jsonl", a->run_dir) : NULL;
-
-		/* --log-dir /dev/null: no run directory, no event file. */
-		if (path && events_set_sink(a->events, sink, path, reterr) < 0) {
-			goto out_free;
-		}
-		a->event_log_path = path ? xstrdup(path) : NULL;
-		log_debug("events: %s", path ? path : "none (--log-dir /dev/null)");
-	}
-	{
-		char **argv = wenv_build_argv(cfg, a->env, 0);
-
-		a->program = path_lookup(argv[0], wenv_get(a->env, "PATH"));
-		if (!a->program) {
-			log_warn("'%s' is not an executable file in PATH; the workers will fail to "
-				 "start",
-				 argv[0]);
-			a->program = xstrdup(argv[0]);
-		}
-		strv_free(argv);
-	}
-	if (n > 1 && !wenv_get(a->env, "OMP_NUM_THREADS")) {
-		a->set_omp_num_threads = true;
-		log_warn("\n*****************************************\n"
-			 "Setting OMP_NUM_THREADS environment variable for each process to be 1 in "
-			 "default, to avoid your system being overloaded, please further tune the "
-			 "variable for optimal performance in your application as needed. \n"
-			 "*****************************************");
-	}
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
-		log_warn("cannot become a child subreaper: %s", strerror(errno));
-	}
-	if (agent_setup_signals(a, reterr) < 0) {
+	if (sink == EVENTS_SINK_FILE && !log_file_given && agent_open_event_file(a, reterr) < 0) {
 		goto out_free;
 	}
-	a->sentinel = sentinel_new();
-	if (!a->sentinel) {
-		log_warn("cannot start the sentinel process (%s): a SIGKILLed agent may leave "
-			 "workers' children behind",
-			 strerror(errno));
+	agent_find_program(a);
+	if (agent_setup_supervision(a, reterr) < 0) {
+		goto out_free;
 	}
 	return a;
 
@@ -1549,43 +1713,19 @@ out_free:
 	return NULL;
 }
 
-/* Start the control plane. Returns 0, or the exit status when it cannot start
- * where the user asked (--control-socket) or with a bad
- * --control-socket-group. On the default path a failure is a warning:
- * elasticd runs without a control socket, as torchrun has none. */
-static int
-agent_start_ctl(struct agent *a)
+void
+agent_set_worker_server_dir(struct agent *a, const char *dir)
 {
-	char *err = NULL;
-	int r = ctl_new(a->base, a, a->cfg, a->env, &a->ctl, &err);
-
-	if (r == 0) {
-		log_info("[%s] control socket: %s", a->cfg->role, ctl_socket_path(a->ctl));
-		return 0;
-	}
-	if (a->cfg->control_socket || r == -EINVAL) {
-		log_error("control socket: %s", err ? err : strerror(-r));
-		free(err);
-		return r == -EINVAL ? AGENT_EXIT_USAGE : AGENT_EXIT_FAILURE;
-	}
-	log_warn("control socket: %s; running without one", err ? err : strerror(-r));
-	free(err);
-	return 0;
+	a->worker_server_dir = dir;
 }
 
 int
 agent_run(struct agent *a)
 {
 	struct elastic_event ev;
-	int r;
 
 	if (a->cfg->dry_run) {
 		return agent_print_plan(a);
-	}
-	/* The control socket listens before READY=1 (agent_ready). */
-	r = agent_start_ctl(a);
-	if (r != 0) {
-		return r;
 	}
 	log_info("[%s] starting workers for entrypoint: %s (%s)", a->cfg->role, a->cfg->entrypoint,
 		 a->program);
@@ -1600,21 +1740,9 @@ agent_run(struct agent *a)
 		agent_record(a, &ev);
 	}
 	agent_ready(a);
-	agent_start_round(a);
-	if (!a->exiting) {
+	agent_start_round(a, AGENT_REASON_NONE, "first round");
+	if (a->phase != AGENT_PHASE_DONE) {
 		event_base_dispatch(a->base);
-	}
-	if (agent_event_begin(a, &ev, "elasticd.agent.exit", EVENT_SOURCE_AGENT)) {
-		elastic_event_set_int(&ev, "exit_code", a->exit_code);
-		elastic_event_set_string(&ev, "signal",
-					 a->stop_signal ? signal_name(a->stop_signal) : NULL);
-		elastic_event_set_int(&ev, "attempt", a->restart_count);
-		elastic_event_set_int(&ev, "agent_restarts",
-				      a->cfg->max_restarts - a->remaining_restarts);
-		elastic_event_set_int(&ev, "total_run_time",
-				      (long long)((now_usec() - a->start_usec) / USEC_PER_SEC));
-		elastic_event_set_double(&ev, "duration_ms", ms_since(a->start_usec));
-		agent_record(a, &ev);
 	}
 	log_info("elasticd exits with status %d after %.3f s", a->exit_code,
 		 (double)(now_usec() - a->start_usec) / 1e6);
@@ -1634,9 +1762,6 @@ agent_free(struct agent *a)
 	if (!a) {
 		return;
 	}
-	/* First: it answers its last clients with what the agent still holds. */
-	ctl_free(a->ctl);
-	a->ctl = NULL;
 	group_free(a->group);
 	rdzv_free(a->rdzv);
 	rdzv_result_release(&a->round);
@@ -1667,180 +1792,39 @@ agent_free(struct agent *a)
 
 /* ---- for the control plane ------------------------------------------------ */
 
-/* torch's NodeState of this node: INIT while it waits in a rendezvous (or
- * before its first), RUNNING while a round's workers run, then SUCCEEDED or
- * FAILED. */
-static enum node_state
-agent_node_state(const struct agent *a)
-{
-	if (a->finishing) {
-		return a->finish_code == AGENT_EXIT_SUCCESS ? NODE_STATE_SUCCEEDED
-							    : NODE_STATE_FAILED;
-	}
-	if (a->exiting) {
-		return a->exit_code == AGENT_EXIT_SUCCESS ? NODE_STATE_SUCCEEDED
-							  : NODE_STATE_FAILED;
-	}
-	if (a->rdzv_failed) {
-		return NODE_STATE_FAILED;
-	}
-	if (a->in_rdzv || !a->round.nodes) {
-		return NODE_STATE_INIT;
-	}
-	return NODE_STATE_RUNNING;
-}
-
-/* One worker's WorkerState: INIT before it started, HEALTHY while it runs,
- * then SUCCEEDED (exit 0), FAILED (counted as the group's failure) or STOPPED
- * (ended by a stop). */
-static enum worker_state
-agent_worker_state(const struct worker *w)
-{
-	if (!w->reaped) {
-		return w->pid > 0 ? WORKER_STATE_HEALTHY : WORKER_STATE_INIT;
-	}
-	if (w->failed) {
-		return WORKER_STATE_FAILED;
-	}
-	return w->exitcode == 0 ? WORKER_STATE_SUCCEEDED : WORKER_STATE_STOPPED;
-}
-
-/* A JSON string, or null for NULL (or text that is not UTF-8). */
-static json_t *
-json_str_or_null(const char *s)
-{
-	json_t *j = s ? json_string(s) : NULL;
-
-	return j ? j : json_null();
-}
-
-static json_t *
-agent_worker_json(const struct agent *a, const struct worker *w)
-{
-	json_t *o = json_object();
-	const struct numa_binding *b = w->binding;
-	bool ended = w->reaped;
-
-	json_object_set_new(o, "local_rank", json_integer(w->local_rank));
-	json_object_set_new(o, "global_rank", json_integer(w->global_rank));
-	json_object_set_new(o, "role_rank", json_integer(w->role_rank));
-	json_object_set_new(o, "pid", w->pid > 0 ? json_integer(w->pid) : json_null());
-	json_object_set_new(o, "state", json_string(worker_state_name(agent_worker_state(w))));
-	json_object_set_new(o, "exitcode", ended ? json_integer(w->exitcode) : json_null());
-	json_object_set_new(o, "exit_status",
-			    ended && w->exitcode >= 0 ? json_integer(w->exitcode) : json_null());
-	json_object_set_new(o, "signal",
-			    ended && w->exitcode < 0 ? json_str_or_null(signal_name(-w->exitcode))
-						     : json_null());
-	json_object_set_new(o, "start_time",
-			    w->pid > 0 ? json_integer((json_int_t)w->start_wall) : json_null());
-	json_object_set_new(o, "exit_time",
-			    ended ? json_integer((json_int_t)w->exit_wall) : json_null());
-	if (b) {
-		/* The binding as --dry-run prints it. */
-		json_object_update_missing_new(o, numa_binding_to_json(a->numa, w->local_rank));
-	} else {
-		json_object_set_new(o, "gpu", json_null());
-		json_object_set_new(o, "numa_nodes", json_array());
-		json_object_set_new(o, "cpus", json_null());
-		json_object_set_new(o, "mems", json_null());
-		json_object_set_new(o, "mode", json_null());
-	}
-	json_object_set_new(o, "stdout_log", json_str_or_null(w->stream_path[0]));
-	json_object_set_new(o, "stderr_log", json_str_or_null(w->stream_path[1]));
-	json_object_set_new(
-		o, "error_file",
-		json_str_or_null(w->error_file && *w->error_file ? w->error_file : NULL));
-	json_object_set_new(o, "worker_server_socket", json_str_or_null(w->server_socket));
-	return o;
-}
-
-json_t *
-agent_status_json(struct agent *a)
-{
-	json_t *o = json_object(), *workers = json_array();
-	bool have_round = a->round.nodes != NULL;
-	long long world_size = 0;
-
-	/* Not ranks_assign(): the nodes' role strings belong to the rendezvous
-	 * backend and are gone once the next round starts; their sizes are ours. */
-	for (int i = 0; have_round && i < a->round.group_world_size; i++) {
-		world_size += a->round.nodes[i].local_world_size;
-	}
-	json_object_set_new(o, "run_id", json_str_or_null(a->cfg->rdzv_id));
-	json_object_set_new(o, "node", json_str_or_null(agent_node_desc(a)));
-	json_object_set_new(o, "hostname", json_str_or_null(host_fqdn()));
-	json_object_set_new(o, "pid", json_integer(getpid()));
-	json_object_set_new(o, "version", json_string(ELASTICD_VERSION));
-	json_object_set_new(o, "role", json_str_or_null(a->cfg->role));
-	json_object_set_new(o, "rdzv_backend", json_str_or_null(a->cfg->rdzv_backend));
-	json_object_set_new(o, "node_state", json_string(node_state_name(agent_node_state(a))));
-	json_object_set_new(o, "round", have_round ? json_integer(a->round.round) : json_null());
-	json_object_set_new(o, "group_rank",
-			    have_round ? json_integer(a->round.group_rank) : json_null());
-	json_object_set_new(o, "group_world_size",
-			    have_round ? json_integer(a->round.group_world_size) : json_null());
-	json_object_set_new(o, "world_size",
-			    have_round ? json_integer((json_int_t)world_size) : json_null());
-	json_object_set_new(o, "local_world_size", json_integer(a->local_world_size));
-	json_object_set_new(o, "master_addr",
-			    json_str_or_null(have_round ? a->round.master_addr : NULL));
-	json_object_set_new(o, "master_port",
-			    have_round ? json_integer(a->round.master_port) : json_null());
-	json_object_set_new(o, "worker_state", json_string(worker_state_name(a->state)));
-	json_object_set_new(o, "restart_count", json_integer(a->restart_count));
-	json_object_set_new(o, "max_restarts", json_integer(a->cfg->max_restarts));
-	json_object_set_new(o, "remaining_restarts", json_integer(a->remaining_restarts));
-	json_object_set_new(o, "uptime_s",
-			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
-	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));
-	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
-		json_array_append_new(workers, agent_worker_json(a, group_worker(a->group, i)));
-	}
-	json_object_set_new(o, "workers", workers);
-	return o;
-}
-
-const struct agent_stats *
-agent_get_stats(const struct agent *a)
-{
-	return &a->stats;
-}
-
 int
 agent_local_world_size(const struct agent *a)
 {
 	return a->local_world_size;
 }
 
-const struct worker *
-agent_worker(struct agent *a, int local_rank)
-{
-	if (!a->group || local_rank < 0) {
-		return NULL;
-	}
-	return group_worker(a->group, (size_t)local_rank);
-}
-
 int
 agent_request_restart(struct agent *a, char **reterr)
 {
-	if (a->stop_signal || a->finishing || a->exiting) {
+	switch (a->phase) {
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_DONE:
 		*reterr = xstrdup("the agent is stopping");
 		return -EBUSY;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+		break;
 	}
 	if (!a->group || group_is_done(a->group) || group_state(a->group) != WORKER_STATE_HEALTHY) {
-		*reterr = xasprintf("no worker group is running (worker group %s%s)",
-				    worker_state_name(a->group ? group_state(a->group) : a->state),
-				    a->in_rdzv ? ", rendezvous under way" : "");
+		*reterr = xasprintf(
+			"no worker group is running (worker group %s%s)",
+			worker_state_name(a->group ? group_state(a->group) : WORKER_STATE_INIT),
+			a->phase == AGENT_PHASE_RENDEZVOUS ? ", rendezvous under way" : "");
 		return -EBUSY;
 	}
 	log_info("[%s] restart requested over the control socket; will restart worker group",
 		 a->cfg->role);
-	a->restart_reason = "requested over the control socket";
-	agent_set_state(a, WORKER_STATE_STOPPED, "restart requested");
-	agent_record_group_stopping(a, SIGTERM, "restart requested");
-	group_stop(a->group, SIGTERM);
+	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_REQUESTED, "restart requested");
 	return 0;
 }
 

@@ -8,18 +8,15 @@
 
 #include <stdint.h>
 
+#include "agent_decide.h" /* AGENT_EXIT_* */
+
 struct config;
+struct ctl_agent_stats;
+struct ctl_worker_view;
 struct event_base;
 struct events;
 struct json_t;
-struct worker;
 struct agent;
-
-/* Exit statuses of elasticd (torchrun-compatible 0/1/2; 128+signo when a
- * handled signal stopped the agent, after its workers were stopped). */
-#define AGENT_EXIT_SUCCESS 0
-#define AGENT_EXIT_FAILURE 1
-#define AGENT_EXIT_USAGE 2
 
 /* Build the agent: block and route the handled signals (cfg->signals minus
  * those ignored at start, plus SIGCHLD) to a signalfd, become a child
@@ -30,7 +27,13 @@ struct agent;
 struct agent *agent_new(struct event_base *base, const struct config *cfg, char *const *envp,
 			int *ret_exit, char **reterr);
 
-/* Run until the job ends; returns elasticd's exit status. */
+/* Where local rank n's worker server socket goes ("<dir>/rank<n>.sock",
+ * TORCH_WORKER_SERVER_SOCKET), from the next group on; NULL: none. Borrowed:
+ * dir must outlive agent_run (it is the control plane's, ctl_worker_dir). */
+void agent_set_worker_server_dir(struct agent *a, const char *dir);
+
+/* Run until the job ends; returns elasticd's exit status. The control plane,
+ * if any, is started before (main.c) so that it listens before READY=1. */
 int agent_run(struct agent *a);
 
 /* The agent's event recorder (events.h), never NULL: for the control plane
@@ -43,8 +46,9 @@ struct events *agent_events(struct agent *a);
 void agent_free(struct agent *a);
 
 /* ---- for the control plane (ctl.h) ----------------------------------------
- * A read API and a few actions that take the agent's own paths. Call them
- * from the loop only (the agent is single-threaded). */
+ * A read API and a few actions that take the agent's own paths, in the shapes
+ * of struct ctl_agent_ops (main.c wires them). Call them from the loop only
+ * (the agent is single-threaded). */
 
 /* The agent's state as a new JSON object (the caller owns the reference):
  * run_id, node, hostname, pid, version, role, rdzv_backend, node_state
@@ -58,36 +62,18 @@ void agent_free(struct agent *a);
  * elasticd-ctl(7) documents each field. */
 struct json_t *agent_status_json(struct agent *a);
 
-/* Lowest and highest worker exit code counted (torch's returncode: the exit
- * status, or -signal). */
-#define AGENT_EXITCODE_MIN (-64)
-#define AGENT_EXITCODE_MAX 255
-
-/* Counters since the agent started. */
-struct agent_stats {
-	uint64_t rdzv_rounds;         /* rendezvous rounds joined */
-	double rdzv_seconds_sum;      /* time spent in them, seconds */
-	double rdzv_last_seconds;     /* the last one's, seconds */
-	uint64_t restarts_failure;    /* restarts after a failure (spending --max-restarts) */
-	uint64_t restarts_membership; /* re-forms for a membership change (free) */
-	uint64_t restarts_requested;  /* re-forms asked for over the control socket (free) */
-	uint64_t worker_starts;       /* worker processes started */
-	uint64_t worker_exits;        /* worker processes reaped */
-	/* Workers that failed (exited non-zero, or could not start, before any
-	 * stop), by exit code: index exitcode - AGENT_EXITCODE_MIN. */
-	uint64_t worker_failures[AGENT_EXITCODE_MAX - AGENT_EXITCODE_MIN + 1];
-};
-
-/* The counters, borrowed: valid as long as the agent. */
-const struct agent_stats *agent_get_stats(const struct agent *a);
+/* The counters, states and labels the metrics handler shows (ctl.h), into
+ * *ret (every field; the strings are borrowed from the agent). */
+void agent_get_stats(struct agent *a, struct ctl_agent_stats *ret);
 
 /* The number of local workers (the resolved --nproc-per-node). */
 int agent_local_world_size(const struct agent *a);
 
-/* The current worker group's worker of local_rank, or NULL before the first
- * group or for a rank out of range. Borrowed until the group is replaced (a
- * later loop turn). */
-const struct worker *agent_worker(struct agent *a, int local_rank);
+/* The current worker group's worker of local_rank into *ret (its strings
+ * borrowed until the group is replaced, a later loop turn). Returns 0,
+ * -ENOENT before the first group, or -ERANGE for a rank out of range; *ret is
+ * untouched on error. */
+int agent_worker_view(struct agent *a, int local_rank, struct ctl_worker_view *ret);
 
 /* Re-form the worker group now: stop it (SIGTERM, escalation as always) and
  * rejoin the rendezvous without spending a restart, as when nodes wait to join

@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "config.h"
 #include "ctl_handlers.h"
 #include "ctl_params.h"
@@ -31,7 +30,6 @@
 #include "log.h"
 #include "util.h"
 #include "wenv.h"
-#include "worker.h"
 
 /* listen(2) backlog of the control socket. */
 #define CTL_BACKLOG 128
@@ -57,7 +55,7 @@ struct ctl_conn {
 
 struct ctl {
 	struct event_base *base;
-	struct agent *agent;
+	struct ctl_agent agent; /* what the handlers reach the agent through */
 	struct evhttp *http;
 	struct evconnlistener *listener; /* owned by http */
 	struct event *accept_timer;      /* re-enables a paused listener */
@@ -156,7 +154,7 @@ call_new(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req,
 	struct ctl_call *call = xcalloc(1, sizeof(*call));
 
 	call->ctl = c;
-	call->agent = c->agent;
+	call->agent = &c->agent;
 	call->base = c->base;
 	call->handler = h;
 	call->req = req;
@@ -280,7 +278,7 @@ static void events_cb(const struct events_entry *entry, void *arg);
 static void
 streams_changed(struct ctl *c)
 {
-	struct events *e = agent_events(c->agent);
+	struct events *e = c->agent.events;
 
 	if (c->streams && !c->events_sub) {
 		c->events_sub = events_subscribe(e, events_cb, c);
@@ -384,7 +382,7 @@ int
 ctl_call_events(struct ctl_call *call, uint64_t since, uint64_t limit, bool follow)
 {
 	struct ctl *c = call->ctl;
-	struct events *e = agent_events(c->agent);
+	struct events *e = c->agent.events;
 	uint64_t first = events_first_seq(e), last = events_last_seq(e), seq = since + 1, sent = 0;
 	struct evkeyvalq *h = evhttp_request_get_output_headers(call->req);
 	struct evhttp_connection *evcon;
@@ -826,9 +824,9 @@ serve_rank(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req, con
 	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
 	size_t digits = strspn(rest, "0123456789");
 	const char *path = rest + digits;
-	int n = agent_local_world_size(c->agent);
+	int n = c->agent.local_world_size;
 	long long rank = -1;
-	const struct worker *w;
+	struct ctl_worker_view w;
 	struct ctl_call *call;
 	_cleanup_free_ char *num = xstrndup(rest, digits), *target = NULL;
 
@@ -837,12 +835,11 @@ serve_rank(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req, con
 			   rest, n - 1);
 		return;
 	}
-	w = agent_worker(c->agent, (int)rank);
-	if (!w || w->pid <= 0 || w->reaped) {
+	if (c->agent.ops->worker(c->agent.agent, (int)rank, &w) < 0 || !w.running) {
 		reply_text(req, 503, false, "local_rank %lld is not running", rank);
 		return;
 	}
-	if (!w->server_socket) {
+	if (!w.server_socket) {
 		reply_text(req, 502, false,
 			   "local_rank %lld has no worker server (elasticd runs with "
 			   "--no-worker-server)",
@@ -852,7 +849,7 @@ serve_rank(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req, con
 	target = xasprintf("%s%s%s", *path ? path : "/", query && *query ? "?" : "",
 			   query && *query ? query : "");
 	call = call_new(c, conn, req, NULL);
-	ctl_call_proxy(call, w->server_socket, method == M_POST ? "POST" : "GET", target);
+	ctl_call_proxy(call, w.server_socket, method == M_POST ? "POST" : "GET", target);
 }
 
 static const struct ctl_route routes[] = {
@@ -1260,9 +1257,30 @@ resolve_group(const char *name, gid_t *ret, char **reterr)
 	return 0;
 }
 
+/* The evhttp server and the loop events of c, with every limit set. */
+static void
+ctl_setup_http(struct ctl *c)
+{
+	c->http = evhttp_new(c->base);
+	c->accept_timer = evtimer_new(c->base, accept_timer_cb, c);
+	c->reap_ev = event_new(c->base, -1, 0, reap_cb, c);
+	if (!c->http || !c->accept_timer || !c->reap_ev || !c->turn_ev) {
+		abort();
+	}
+	evhttp_set_max_headers_size(c->http, CTL_HEADERS_MAX);
+	evhttp_set_max_body_size(c->http, CTL_BODY_MAX);
+	evhttp_set_timeout(c->http, CTL_TIMEOUT_S);
+	evhttp_set_flags(c->http, EVHTTP_SERVER_LINGERING_CLOSE);
+	/* No HEAD: evhttp 2.1 would send the body with it. */
+	evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+	evhttp_set_default_content_type(c->http, TEXT_PLAIN);
+	evhttp_set_gencb(c->http, request_cb, c);
+	evhttp_set_bevcb(c->http, conn_bev_cb, c);
+}
+
 int
-ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char *const *env,
-	struct ctl **ret, char **reterr)
+ctl_new(struct event_base *base, const struct ctl_agent *agent, const struct config *cfg,
+	char *const *env, struct ctl **ret, char **reterr)
 {
 	struct ctl *c = xcalloc(1, sizeof(*c));
 	bool is_default = !cfg->control_socket || !*cfg->control_socket;
@@ -1284,7 +1302,7 @@ ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char
 		}
 	}
 	c->base = base;
-	c->agent = a;
+	c->agent = *agent;
 	c->uid = geteuid();
 	c->turn_replies = xcalloc(ctl_n_handlers, sizeof(*c->turn_replies));
 	c->turn_ev = event_new(base, -1, 0, turn_end_cb, c);
@@ -1297,21 +1315,7 @@ ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char
 		c->has_group = true;
 	}
 	mode = cfg->control_socket_mode ? cfg->control_socket_mode : c->has_group ? 0660 : 0600;
-	c->http = evhttp_new(base);
-	c->accept_timer = evtimer_new(base, accept_timer_cb, c);
-	c->reap_ev = event_new(base, -1, 0, reap_cb, c);
-	if (!c->http || !c->accept_timer || !c->reap_ev || !c->turn_ev) {
-		abort();
-	}
-	evhttp_set_max_headers_size(c->http, CTL_HEADERS_MAX);
-	evhttp_set_max_body_size(c->http, CTL_BODY_MAX);
-	evhttp_set_timeout(c->http, CTL_TIMEOUT_S);
-	evhttp_set_flags(c->http, EVHTTP_SERVER_LINGERING_CLOSE);
-	/* No HEAD: evhttp 2.1 would send the body with it. */
-	evhttp_set_allowed_methods(c->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
-	evhttp_set_default_content_type(c->http, TEXT_PLAIN);
-	evhttp_set_gencb(c->http, request_cb, c);
-	evhttp_set_bevcb(c->http, conn_bev_cb, c);
+	ctl_setup_http(c);
 	c->fd_limit = fd_limit();
 	c->next_live = live_ctls;
 	live_ctls = c;
@@ -1362,6 +1366,32 @@ ctl_get_stats(const struct ctl *c)
 	return &c->stats;
 }
 
+/* Write what is queued for every client (a `stop` reply) now: the loop does
+ * not run again before the sockets close. libevent 2.1 has no call for it
+ * (bufferevent_flush is a no-op on socket bufferevents, and
+ * evhttp_connection_free_on_completion needs the loop), so write the
+ * bufferevent's output ourselves, a few non-blocking tries per connection. */
+static void
+conns_flush_now(struct ctl *c)
+{
+	for (size_t fd = 0; fd < c->n_slots; fd++) {
+		struct ctl_conn *conn = c->conns[fd];
+		struct evbuffer *out;
+
+		if (!conn) {
+			continue;
+		}
+		out = bufferevent_get_output(evhttp_connection_get_bufferevent(conn->evcon));
+		/* A socket bufferevent freezes the front of its output for itself. */
+		evbuffer_unfreeze(out, 1);
+		for (int i = 0; i < 4 && evbuffer_get_length(out) > 0; i++) {
+			if (evbuffer_write(out, conn->fd) <= 0) {
+				break;
+			}
+		}
+	}
+}
+
 void
 ctl_free(struct ctl *c)
 {
@@ -1401,23 +1431,7 @@ ctl_free(struct ctl *c)
 			ctl_call_reply(call, 503, TEXT_PLAIN, b);
 		}
 	}
-	/* Whatever is queued (a `stop` reply) goes out before the sockets close. */
-	for (size_t fd = 0; fd < c->n_slots; fd++) {
-		struct ctl_conn *conn = c->conns[fd];
-		struct evbuffer *out;
-
-		if (!conn) {
-			continue;
-		}
-		out = bufferevent_get_output(evhttp_connection_get_bufferevent(conn->evcon));
-		/* A socket bufferevent freezes the front of its output for itself. */
-		evbuffer_unfreeze(out, 1);
-		for (int i = 0; i < 4 && evbuffer_get_length(out) > 0; i++) {
-			if (evbuffer_write(out, conn->fd) <= 0) {
-				break;
-			}
-		}
-	}
+	conns_flush_now(c);
 	if (c->http) {
 		struct evhttp *http = c->http;
 
@@ -1429,7 +1443,7 @@ ctl_free(struct ctl *c)
 	}
 	free(c->conns);
 	if (c->events_sub) {
-		events_unsubscribe(agent_events(c->agent), c->events_sub);
+		events_unsubscribe(c->agent.events, c->events_sub);
 	}
 	if (c->accept_timer) {
 		event_free(c->accept_timer);

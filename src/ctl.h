@@ -25,9 +25,10 @@
 
 #include "ctl_path.h"
 
-struct agent;
 struct config;
 struct event_base;
+struct events;
+struct json_t;
 struct ctl;
 
 /* Limits (see elasticd-ctl(7)). */
@@ -52,16 +53,104 @@ struct ctl_stats {
 	size_t streams;           /* events?follow=true streams open now */
 };
 
-/* Start the control plane of agent a: create the socket (cfg->control_socket,
- * else ctl_default_path), replacing a stale one left by a dead agent, and the
+/* ---- the agent, as the control plane sees it -------------------------------
+ * The control plane reaches the agent only through these (main.c wires them):
+ * a few reads and the actions an operator may ask for. Every call is made
+ * from the loop and returns before the next loop turn. */
+
+/* Lowest and highest worker exit code counted (torch's returncode: the exit
+ * status, or -signal). */
+#define CTL_EXITCODE_MIN (-64)
+#define CTL_EXITCODE_MAX 255
+
+/* Counters of the agent since it started. */
+struct ctl_agent_counters {
+	uint64_t rdzv_rounds;         /* rendezvous rounds joined */
+	double rdzv_seconds_sum;      /* time spent in them, seconds */
+	double rdzv_last_seconds;     /* the last one's, seconds */
+	uint64_t restarts_failure;    /* restarts after a failure (spending --max-restarts) */
+	uint64_t restarts_membership; /* re-forms for a membership change (free) */
+	uint64_t restarts_requested;  /* re-forms asked for over the control socket (free) */
+	uint64_t worker_starts;       /* worker processes started */
+	uint64_t worker_exits;        /* worker processes reaped */
+	/* Workers that failed (exited non-zero, or could not start, before any
+	 * stop), by exit code: index exitcode - CTL_EXITCODE_MIN. */
+	uint64_t worker_failures[CTL_EXITCODE_MAX - CTL_EXITCODE_MIN + 1];
+};
+
+/* Most states one gauge names. */
+#define CTL_STATES_MAX 8
+
+/* A gauge over named states (torch's NodeState, WorkerState): one line per
+ * name, in order, with its value (1 for the current state, or a count). */
+struct ctl_state_gauge {
+	const char *names[CTL_STATES_MAX]; /* static storage */
+	uint64_t values[CTL_STATES_MAX];
+	size_t n;
+};
+
+/* What the metrics handler shows of the agent, by value. */
+struct ctl_agent_stats {
+	/* elasticd_info's labels; borrowed for the duration of the call. */
+	const char *run_id, *role, *rdzv_backend, *node;
+	double uptime_s;
+	int local_world_size;
+	int remaining_restarts;
+	struct ctl_state_gauge node_state;  /* 1 for the node's NodeState */
+	struct ctl_state_gauge group_state; /* 1 for the group's WorkerState */
+	struct ctl_state_gauge workers;     /* the group's workers per WorkerState */
+	struct ctl_agent_counters counters;
+};
+
+/* One local rank's worker. The strings are borrowed until the group is
+ * replaced (a later loop turn). */
+struct ctl_worker_view {
+	int local_rank;
+	int pid;                    /* 0: never started */
+	bool running;               /* started and not reaped yet */
+	const char *stream_path[2]; /* stdout.log, stderr.log; NULL: not to a file */
+	const char *server_socket;  /* its TORCH_WORKER_SERVER_SOCKET, NULL: none */
+};
+
+/* The verbs. agent is ctl_agent.agent. Add a verb here, implement it in the
+ * agent, wire it in main.c, and give the fake in tests/unit/test_ctl.c one. */
+struct ctl_agent_ops {
+	/* The status handler's JSON object, a new reference (see
+	 * elasticd-ctl(7) for its fields). */
+	struct json_t *(*status)(void *agent);
+	/* Fill *ret (every field). */
+	void (*stats)(void *agent, struct ctl_agent_stats *ret);
+	/* Local rank's worker into *ret: 0, -ENOENT before the first group, or
+	 * -ERANGE for a rank out of range (*ret untouched on error). */
+	int (*worker)(void *agent, int local_rank, struct ctl_worker_view *ret);
+	/* Re-form the group without spending a restart: 0, or -EBUSY with
+	 * *reterr (malloc'd) when no group runs. */
+	int (*restart)(void *agent, char **reterr);
+	/* Stop as if the handled signal sig had arrived. */
+	void (*stop)(void *agent, int sig);
+	/* Send sig to local rank's process group (every worker for -1): 0, or
+	 * -ESRCH / -ENOENT / -errno with *reterr (malloc'd). */
+	int (*signal)(void *agent, int local_rank, int sig, char **reterr);
+};
+
+/* The agent a control plane serves. Borrowed: must outlive the ctl. */
+struct ctl_agent {
+	const struct ctl_agent_ops *ops;
+	void *agent;           /* the ops' first argument */
+	struct events *events; /* its recorder, for the events handler */
+	int local_world_size;  /* local ranks are 0 to local_world_size - 1 */
+};
+
+/* Start the control plane of agent (borrowed, copied by value): create the socket
+ * (cfg->control_socket, else ctl_default_path), replacing a stale one left by a dead agent, and the
  * workers' socket directory (unless cfg->no_worker_server); start listening.
  * A socket another agent answers on is an error naming it (-EADDRINUSE), but
  * for the default path a second agent of the same run id on this host takes
  * "<run_id>.<pid>.sock" instead, with a warning. Returns 0 with *ret, or
  * -errno with *reterr (malloc'd): -EINVAL for a bad --control-socket-group,
  * -EADDRINUSE, -EEXIST (not a socket), -ENAMETOOLONG, or the system error. */
-int ctl_new(struct event_base *base, struct agent *a, const struct config *cfg, char *const *env,
-	    struct ctl **ret, char **reterr);
+int ctl_new(struct event_base *base, const struct ctl_agent *agent, const struct config *cfg,
+	    char *const *env, struct ctl **ret, char **reterr);
 
 /* The socket path (borrowed). */
 const char *ctl_socket_path(const struct ctl *c);

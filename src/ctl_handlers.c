@@ -15,21 +15,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "ctl.h"
 #include "ctl_proxy.h"
 #include "events.h"
-#include "group.h"
 #include "log.h"
 #include "util.h"
 #include "version.h"
-#include "worker.h"
 
 /* The most a `logs` reply reads from the end of a log file. */
 #define LOGS_BYTES_MAX (1024u * 1024)
 
 static const char *const stream_names[] = {"stdout", "stderr", NULL};
 static const char *const level_names[] = {"debug", "info", "warning", "error", NULL};
+
+/* Local rank's worker, through the agent's ops (ctl.h). */
+static int
+agent_worker(const struct ctl_call *call, int local_rank, struct ctl_worker_view *ret)
+{
+	return call->agent->ops->worker(call->agent->agent, local_rank, ret);
+}
 
 /* ---- ping ------------------------------------------------------------------- */
 
@@ -45,7 +49,7 @@ handle_ping(struct ctl_call *call)
 static int
 handle_status(struct ctl_call *call)
 {
-	json_t *j = agent_status_json(call->agent);
+	json_t *j = call->agent->ops->status(call->agent->agent);
 
 	json_object_set_new(j, "control_socket", json_string(ctl_call_socket_path(call)));
 	return ctl_call_json(call, j, false);
@@ -136,8 +140,9 @@ handle_logs(struct ctl_call *call)
 	int rank = v[LOGS_RANK].set ? (int)v[LOGS_RANK].i : 0;
 	int s = v[LOGS_STREAM].set ? (int)v[LOGS_STREAM].i : 0;
 	long long lines = v[LOGS_LINES].set ? v[LOGS_LINES].i : 100;
-	int n = agent_local_world_size(call->agent);
-	const struct worker *w;
+	int n = call->agent->local_world_size;
+	struct ctl_worker_view w;
+	const char *path;
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	struct stat st;
@@ -150,28 +155,28 @@ handle_logs(struct ctl_call *call)
 				     "ranks 0 to %d)",
 				     rank, n - 1);
 	}
-	w = agent_worker(call->agent, rank);
-	if (!w) {
+	if (agent_worker(call, rank, &w) < 0) {
 		return ctl_call_error(call, "no worker group was started yet");
 	}
-	if (!w->stream_path[s]) {
+	path = w.stream_path[s];
+	if (!path) {
 		return ctl_call_error(call,
 				      "local_rank %d's %s is not written to a file (start elasticd "
 				      "with -r %d or -r 3, or -t, for it)",
 				      rank, stream_names[s], s + 1);
 	}
-	fd = open(w->stream_path[s], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
-		return ctl_call_error(call, "%s: %s", w->stream_path[s], strerror(errno));
+		return ctl_call_error(call, "%s: %s", path, strerror(errno));
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		return ctl_call_error(call, "%s is not a regular file", w->stream_path[s]);
+		return ctl_call_error(call, "%s is not a regular file", path);
 	}
 	want = (size_t)st.st_size < LOGS_BYTES_MAX ? (size_t)st.st_size : LOGS_BYTES_MAX;
 	buf = xmalloc(want + 1);
 	got = pread(fd, buf, want, st.st_size - (off_t)want);
 	if (got < 0) {
-		return ctl_call_error(call, "%s: %s", w->stream_path[s], strerror(errno));
+		return ctl_call_error(call, "%s: %s", path, strerror(errno));
 	}
 	start = tail_start(buf, (size_t)got, lines, (size_t)st.st_size == want);
 	evbuffer_add(call->body, buf + start, (size_t)got - start);
@@ -185,7 +190,7 @@ handle_restart(struct ctl_call *call)
 {
 	_cleanup_free_ char *err = NULL;
 
-	if (agent_request_restart(call->agent, &err) < 0) {
+	if (call->agent->ops->restart(call->agent->agent, &err) < 0) {
 		return ctl_call_error(call, "%s", err);
 	}
 	evbuffer_add_printf(call->body,
@@ -197,7 +202,7 @@ handle_restart(struct ctl_call *call)
 static int
 handle_stop(struct ctl_call *call)
 {
-	agent_request_stop(call->agent, SIGTERM);
+	call->agent->ops->stop(call->agent->agent, SIGTERM);
 	evbuffer_add_printf(call->body, "stopping as on SIGTERM: the workers get SIGTERM, then "
 					"elasticd exits 143\n");
 	return 0;
@@ -223,7 +228,8 @@ handle_signal(struct ctl_call *call)
 	const struct ctl_param_value *v = call->args;
 	int rank = v[SIGNAL_RANK].set ? (int)v[SIGNAL_RANK].i : -1;
 	int sig = (int)v[SIGNAL_SIGNAL].i;
-	int n = agent_local_world_size(call->agent);
+	int n = call->agent->local_world_size;
+	struct ctl_worker_view w = {0};
 	_cleanup_free_ char *err = NULL;
 
 	if (rank >= n) {
@@ -232,15 +238,15 @@ handle_signal(struct ctl_call *call)
 				     "ranks 0 to %d)",
 				     rank, n - 1);
 	}
-	if (agent_signal_worker(call->agent, rank, sig, &err) < 0) {
+	if (call->agent->ops->signal(call->agent->agent, rank, sig, &err) < 0) {
 		return ctl_call_error(call, "%s", err);
 	}
 	if (rank < 0) {
 		evbuffer_add_printf(call->body, "sent %s to every worker\n", signal_name(sig));
 	} else {
+		(void)agent_worker(call, rank, &w); /* it was sent: the worker exists */
 		evbuffer_add_printf(call->body, "sent %s to local_rank %d (pid %d)\n",
-				    signal_name(sig), rank,
-				    (int)agent_worker(call->agent, rank)->pid);
+				    signal_name(sig), rank, w.pid);
 	}
 	return 0;
 }
@@ -329,35 +335,29 @@ metric_u64(struct evbuffer *b, const char *name, const char *type, const char *h
 	evbuffer_add_printf(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
-static int
-handle_metrics(struct ctl_call *call)
+/* One gauge line per state: name{state="<state>"} <value>. */
+static void
+metric_states(struct evbuffer *b, const char *name, const char *help,
+	      const struct ctl_state_gauge *g)
 {
-	static const enum worker_state states[] = {
-		WORKER_STATE_UNKNOWN,   WORKER_STATE_INIT,    WORKER_STATE_HEALTHY,
-		WORKER_STATE_UNHEALTHY, WORKER_STATE_STOPPED, WORKER_STATE_SUCCEEDED,
-		WORKER_STATE_FAILED,
-	};
-	static const enum node_state node_states[] = {
-		NODE_STATE_INIT,
-		NODE_STATE_RUNNING,
-		NODE_STATE_SUCCEEDED,
-		NODE_STATE_FAILED,
-	};
-	const struct agent_stats *as = agent_get_stats(call->agent);
-	const struct ctl_stats *cs = ctl_get_stats(call->ctl);
-	struct events_stats es;
-	json_t *st = agent_status_json(call->agent), *workers = json_object_get(st, "workers");
-	const char *group_state = json_string_value(json_object_get(st, "worker_state"));
-	const char *node_state = json_string_value(json_object_get(st, "node_state"));
-	struct evbuffer *b = call->body;
-	_cleanup_free_ char *version = label(ELASTICD_VERSION);
-	_cleanup_free_ char *run_id = label(json_string_value(json_object_get(st, "run_id")));
-	_cleanup_free_ char *role = label(json_string_value(json_object_get(st, "role")));
-	_cleanup_free_ char *backend =
-		label(json_string_value(json_object_get(st, "rdzv_backend")));
-	_cleanup_free_ char *node = label(json_string_value(json_object_get(st, "node")));
+	metric_head(b, name, "gauge", help);
+	for (size_t i = 0; i < g->n && i < CTL_STATES_MAX; i++) {
+		evbuffer_add_printf(b, "%s{state=\"%s\"} %llu\n", name, g->names[i],
+				    (unsigned long long)g->values[i]);
+	}
+}
 
-	events_get_stats(agent_events(call->agent), &es);
+/* The agent: who it is, its states, its restarts and rendezvous rounds. */
+static void
+metrics_agent(struct evbuffer *b, const struct ctl_agent_stats *st)
+{
+	const struct ctl_agent_counters *as = &st->counters;
+	_cleanup_free_ char *version = label(ELASTICD_VERSION);
+	_cleanup_free_ char *run_id = label(st->run_id);
+	_cleanup_free_ char *role = label(st->role);
+	_cleanup_free_ char *backend = label(st->rdzv_backend);
+	_cleanup_free_ char *node = label(st->node);
+
 	metric_head(b, "elasticd_info", "gauge",
 		    "The agent: version, run id, role, backend, node.");
 	evbuffer_add_printf(b,
@@ -365,40 +365,16 @@ handle_metrics(struct ctl_call *call)
 			    "rdzv_backend=\"%s\",node=\"%s\"} 1\n",
 			    version, run_id, role, backend, node);
 	metric_head(b, "elasticd_uptime_seconds", "gauge", "Seconds since the agent started.");
-	evbuffer_add_printf(b, "elasticd_uptime_seconds %.3f\n",
-			    json_real_value(json_object_get(st, "uptime_s")));
-	metric_head(b, "elasticd_node_state", "gauge",
-		    "The node's NodeState in the rendezvous (1 for the current one).");
-	for (size_t i = 0; i < ARRAY_SIZE(node_states); i++) {
-		const char *name = node_state_name(node_states[i]);
-
-		evbuffer_add_printf(b, "elasticd_node_state{state=\"%s\"} %d\n", name,
-				    node_state && strcmp(name, node_state) == 0);
-	}
-	metric_head(b, "elasticd_worker_group_state", "gauge",
-		    "The worker group's WorkerState (1 for the current one).");
-	for (size_t i = 0; i < ARRAY_SIZE(states); i++) {
-		const char *name = worker_state_name(states[i]);
-
-		evbuffer_add_printf(b, "elasticd_worker_group_state{state=\"%s\"} %d\n", name,
-				    group_state && strcmp(name, group_state) == 0);
-	}
-	metric_head(b, "elasticd_workers", "gauge", "Workers of the current group by state.");
-	for (size_t i = 0; i < ARRAY_SIZE(states); i++) {
-		const char *name = worker_state_name(states[i]);
-		size_t k, count = 0;
-		json_t *w;
-
-		json_array_foreach(workers, k, w)
-		{
-			const char *ws = json_string_value(json_object_get(w, "state"));
-
-			count += ws && strcmp(ws, name) == 0;
-		}
-		evbuffer_add_printf(b, "elasticd_workers{state=\"%s\"} %zu\n", name, count);
-	}
+	evbuffer_add_printf(b, "elasticd_uptime_seconds %.3f\n", st->uptime_s);
+	metric_states(b, "elasticd_node_state",
+		      "The node's NodeState in the rendezvous (1 for the current one).",
+		      &st->node_state);
+	metric_states(b, "elasticd_worker_group_state",
+		      "The worker group's WorkerState (1 for the current one).", &st->group_state);
+	metric_states(b, "elasticd_workers", "Workers of the current group by state.",
+		      &st->workers);
 	metric_u64(b, "elasticd_local_world_size", "gauge", "Workers per attempt on this node.",
-		   (uint64_t)agent_local_world_size(call->agent));
+		   (uint64_t)st->local_world_size);
 	metric_head(b, "elasticd_restarts_total", "counter",
 		    "Worker group restarts: after a failure (spends --max-restarts), for a "
 		    "membership change, or requested over the control socket.");
@@ -409,7 +385,7 @@ handle_metrics(struct ctl_call *call)
 	evbuffer_add_printf(b, "elasticd_restarts_total{reason=\"requested\"} %llu\n",
 			    (unsigned long long)as->restarts_requested);
 	metric_u64(b, "elasticd_remaining_restarts", "gauge", "Failure restarts left.",
-		   (uint64_t)json_integer_value(json_object_get(st, "remaining_restarts")));
+		   (uint64_t)st->remaining_restarts);
 	metric_u64(b, "elasticd_rendezvous_rounds_total", "counter",
 		   "Rendezvous rounds this node joined.", as->rdzv_rounds);
 	metric_head(b, "elasticd_rendezvous_duration_seconds", "summary",
@@ -422,14 +398,20 @@ handle_metrics(struct ctl_call *call)
 		    "The last rendezvous round's duration.");
 	evbuffer_add_printf(b, "elasticd_rendezvous_last_duration_seconds %.6f\n",
 			    as->rdzv_last_seconds);
+}
+
+/* The workers' processes: starts, exits, failures by exit code. */
+static void
+metrics_workers(struct evbuffer *b, const struct ctl_agent_counters *as)
+{
 	metric_u64(b, "elasticd_worker_starts_total", "counter", "Worker processes started.",
 		   as->worker_starts);
 	metric_u64(b, "elasticd_worker_exits_total", "counter", "Worker processes reaped.",
 		   as->worker_exits);
 	metric_head(b, "elasticd_worker_failures_total", "counter",
 		    "Workers that failed, by exit code (negative: killed by that signal).");
-	for (int code = AGENT_EXITCODE_MIN; code <= AGENT_EXITCODE_MAX; code++) {
-		uint64_t n = as->worker_failures[code - AGENT_EXITCODE_MIN];
+	for (int code = CTL_EXITCODE_MIN; code <= CTL_EXITCODE_MAX; code++) {
+		uint64_t n = as->worker_failures[code - CTL_EXITCODE_MIN];
 
 		if (n > 0) {
 			evbuffer_add_printf(
@@ -437,14 +419,21 @@ handle_metrics(struct ctl_call *call)
 				(unsigned long long)n);
 		}
 	}
-	metric_u64(b, "elasticd_events_recorded_total", "counter", "Events recorded.", es.recorded);
+}
+
+/* The event recorder and the control plane itself. */
+static void
+metrics_events_ctl(struct evbuffer *b, const struct events_stats *es, const struct ctl_stats *cs)
+{
+	metric_u64(b, "elasticd_events_recorded_total", "counter", "Events recorded.",
+		   es->recorded);
 	metric_u64(b, "elasticd_events_dropped_total", "counter",
 		   "Events pushed out of the in-memory ring before anyone read them.",
-		   es.ring_dropped);
+		   es->ring_dropped);
 	metric_u64(b, "elasticd_event_write_errors_total", "counter",
-		   "Event log writes that failed or were dropped.", es.write_errors);
+		   "Event log writes that failed or were dropped.", es->write_errors);
 	metric_u64(b, "elasticd_events_too_big_total", "counter",
-		   "Events not recorded for being too large.", es.too_big);
+		   "Events not recorded for being too large.", es->too_big);
 	metric_u64(b, "elasticd_control_requests_total", "counter",
 		   "Requests served on the control socket.", cs->requests);
 	metric_u64(b, "elasticd_control_connections", "gauge",
@@ -464,7 +453,20 @@ handle_metrics(struct ctl_call *call)
 		   "Events streams cut for falling behind.", cs->streams_dropped);
 	metric_u64(b, "elasticd_control_proxied_total", "counter",
 		   "Requests forwarded to worker servers.", cs->proxied);
-	json_decref(st);
+}
+
+static int
+handle_metrics(struct ctl_call *call)
+{
+	struct ctl_agent_stats st;
+	struct events_stats es;
+
+	memset(&st, 0, sizeof(st));
+	call->agent->ops->stats(call->agent->agent, &st);
+	events_get_stats(call->agent->events, &es);
+	metrics_agent(call->body, &st);
+	metrics_workers(call->body, &st.counters);
+	metrics_events_ctl(call->body, &es, ctl_get_stats(call->ctl));
 	call->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	return 0;
 }
@@ -572,7 +574,7 @@ fanout_cancel(struct ctl_call *call)
 static int
 handle_dump_traceback(struct ctl_call *call)
 {
-	int n = agent_local_world_size(call->agent);
+	int n = call->agent->local_world_size;
 	struct fanout *f = xcalloc(1, sizeof(*f));
 	size_t running = 0;
 
@@ -580,18 +582,18 @@ handle_dump_traceback(struct ctl_call *call)
 	f->n = (size_t)n;
 	f->r = xcalloc(f->n, sizeof(*f->r));
 	for (int i = 0; i < n; i++) {
-		const struct worker *w = agent_worker(call->agent, i);
+		struct ctl_worker_view w;
 		struct fanout_rank *r = &f->r[i];
 
 		r->f = f;
 		r->local_rank = i;
-		if (!w || w->pid <= 0 || w->reaped) {
+		if (agent_worker(call, i, &w) < 0 || !w.running) {
 			r->text = xstrdup("not running");
 			continue;
 		}
-		r->pid = (int)w->pid;
+		r->pid = w.pid;
 		running++;
-		if (!w->server_socket) {
+		if (!w.server_socket) {
 			r->text = xstrdup("no worker server (--no-worker-server)");
 			continue;
 		}
@@ -608,10 +610,10 @@ handle_dump_traceback(struct ctl_call *call)
 		return r;
 	}
 	for (int i = 0; i < n; i++) {
-		const struct worker *w = agent_worker(call->agent, i);
+		struct ctl_worker_view w;
 
-		if (!f->r[i].text) {
-			f->r[i].p = ctl_proxy_start(call->base, w->server_socket, "POST",
+		if (!f->r[i].text && agent_worker(call, i, &w) == 0) {
+			f->r[i].p = ctl_proxy_start(call->base, w.server_socket, "POST",
 						    "/handler/dump_traceback", NULL, NULL, 0,
 						    CTL_FANOUT_TIMEOUT_S, fanout_done, &f->r[i]);
 		}

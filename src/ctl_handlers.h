@@ -9,8 +9,8 @@
 
 #include "ctl_params.h"
 
-struct agent;
 struct ctl;
+struct ctl_agent;
 struct event_base;
 struct evbuffer;
 struct evhttp_request;
@@ -49,7 +49,7 @@ const struct ctl_handler *ctl_handler_find(const char *name);
  * the reply. */
 struct ctl_call {
 	struct ctl *ctl;
-	struct agent *agent;
+	const struct ctl_agent *agent; /* the agent, through its ops */
 	struct event_base *base;
 	const struct ctl_handler *handler;
 	struct evhttp_request *req;

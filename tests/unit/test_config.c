@@ -915,13 +915,30 @@ test_standalone_run_id(void **state)
 	config_release(&b);
 }
 
+/* config_release frees what a parse filled in and leaves the struct all zero
+ * bytes, so that a second release (or a release of a zeroed struct) is safe. */
 static void
 test_release_zeroed(void **state)
 {
+	static const unsigned char zero[sizeof(struct config)];
 	struct config cfg = {0};
+	char *err = NULL;
+	const char *const *args =
+		ARGV("--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--rdzv-conf", "timeout=5",
+		     "--role", "r", "--log-dir", "/tmp", "-r", "0:1", "-t", "1:2",
+		     "--signals-to-handle", "SIGTERM", "--event-log-file", "/tmp/e",
+		     "--control-socket", "/tmp/s", "train.py", "a", "b");
 
+	assert_int_equal(parse(args, NULL, &cfg, &err), CONFIG_RUN);
+	assert_null(err);
+	assert_non_null(cfg.rdzv_backend);
+	assert_non_null(cfg.rdzv_conf);
+	assert_non_null(cfg.args);
+	assert_memory_not_equal(&cfg, zero, sizeof(cfg));
 	config_release(&cfg);
+	assert_memory_equal(&cfg, zero, sizeof(cfg));
 	config_release(&cfg);
+	assert_memory_equal(&cfg, zero, sizeof(cfg));
 }
 
 struct std_map_case {

@@ -1,0 +1,79 @@
+/* agent_internal.h — the agent's state, shared by the agent's own files
+ * (agent.c: the run loop; agent_status.c: what the control plane sees).
+ * Nothing outside the agent includes it. */
+#pragma once
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent_decide.h"
+#include "ctl.h"
+#include "rdzv.h"
+
+struct config;
+struct console;
+struct event;
+struct event_base;
+struct events;
+struct group;
+struct numa_plan;
+struct sd_notifier;
+struct sentinel;
+
+struct agent {
+	struct event_base *base;
+	const struct config *cfg;
+	char **env; /* what the workers inherit */
+
+	sigset_t orig_mask;
+	sigset_t mask;
+	int sigfd;
+	struct event *sigev;
+	struct sentinel *sentinel;
+	struct console *consoles[2]; /* our stdout and stderr, never blocking */
+	int *reset_signals;          /* set to SIG_DFL in the workers */
+	size_t n_reset_signals;
+
+	struct rdzv *rdzv;
+	struct rdzv_result round;
+	char **round_roles; /* owned copies of round.nodes[].role */
+	struct group *group;
+
+	/* What the agent is doing (agent_set_phase), and why it entered it. */
+	enum agent_phase phase;
+	enum agent_reason reason;
+	struct agent_decision decision; /* the last one, while it is carried out */
+	int local_world_size;
+	bool set_omp_num_threads;
+	char *run_dir; /* NULL for --log-dir /dev/null */
+	char *program; /* the workers' executable as found in PATH, for messages */
+	int restart_count;
+	int remaining_restarts;
+	int signo;     /* the handled signal obeyed (STOPPING_SIGNAL on), else 0 */
+	int exit_code; /* chosen when finishing (EXIT_BARRIER, CLOSING) or at DONE */
+	uint64_t start_usec;
+	uint64_t group_start_usec;
+	struct numa_plan *numa; /* each local rank's GPU and binding, NULL: not planned */
+
+	struct events *events;
+	bool events_warned;       /* a failed event write was logged (once) */
+	char *node_desc;          /* "<fqdn>_<pid>_0" for RdzvEvent messages, lazily */
+	uint64_t rdzv_start_usec; /* CLOCK_MONOTONIC: when the rendezvous under way began */
+
+	uint64_t barrier_start_usec; /* CLOCK_MONOTONIC: when the exit barrier began */
+
+	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
+	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */
+
+	/* systemd (sd.h): READY/STATUS/STOPPING and the watchdog; no-ops
+	 * without $NOTIFY_SOCKET. */
+	struct sd_notifier *sd;
+	bool sd_warned;       /* a failed notification was logged (once) */
+	bool hup_reopens;     /* SIGHUP re-opens the logs (it is not a handled signal) */
+	char *event_log_path; /* the event log file, for SIGHUP; NULL: none */
+};
+
+/* torch's _NodeDesc of this agent ("<fqdn>_<pid>_0"), for RdzvEvent messages
+ * and the status. Made on first use; borrowed from the agent. */
+const char *agent_node_desc(struct agent *a);
