@@ -221,14 +221,18 @@ wenv_build_env(char *const *base, const struct wenv_worker *w, char ***ret_env, 
 	env_set(&env, "TORCHELASTIC_RUN_ID", w->run_id);
 	env_set(&env, "TORCHELASTIC_USE_AGENT_STORE", w->use_agent_store ? "True" : "False");
 	env_set(&env, "TORCHELASTIC_ERROR_FILE", w->error_file);
-	/* Only the torch >= 2.2 name, as torchrun 2.x: ProcessGroupNCCL reads
-	 * {TORCH_NCCL_ASYNC_ERROR_HANDLING, NCCL_ASYNC_ERROR_HANDLING} with
-	 * getCvarInt(), which warns "NCCL_ASYNC_ERROR_HANDLING is deprecated"
-	 * in every process that has the old name, even beside the new one.
-	 * torch < 2.2 (Debian 12's 1.13) reads only the old name: a caller's
-	 * value is inherited with the rest of base (elasticd.8 says so). */
+	/* Both names, each the caller's value or "1": torchrun 1.13 sets the old
+	 * one, torchrun 2.x the new one, and elasticd cannot know which torch its
+	 * workers run. torch < 2.2 (Debian 12's 1.13) reads only the old name,
+	 * and without it a NCCL collective whose peer died hangs instead of
+	 * failing the group. torch >= 2.2 reads {TORCH_NCCL_ASYNC_ERROR_HANDLING,
+	 * NCCL_ASYNC_ERROR_HANDLING} with getCvarInt() (c10d/Utils.hpp), which
+	 * warns once per process that the old name is deprecated: a line of
+	 * stderr per NCCL worker is the price of 1.13 not hanging. */
 	v = wenv_get(base, "TORCH_NCCL_ASYNC_ERROR_HANDLING");
 	env_set(&env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", v ? v : "1");
+	v = wenv_get(base, "NCCL_ASYNC_ERROR_HANDLING");
+	env_set(&env, "NCCL_ASYNC_ERROR_HANDLING", v ? v : "1");
 	if (w->signals_to_handle) {
 		env_set(&env, "TORCHELASTIC_SIGNALS_TO_HANDLE", w->signals_to_handle);
 	}

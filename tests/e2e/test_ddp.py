@@ -89,16 +89,18 @@ AGENT_VARS = {
 #    makes each worker a session and process-group leader, as torchrun 2.x.
 #  - values that are random by design: MASTER_PORT, TORCHELASTIC_RUN_ID, the
 #    8-character suffixes of TORCHELASTIC_ERROR_FILE (shapes are compared).
+# elasticd sets both NCCL names (src/wenv.c says why); each torchrun one.
 ENV_DIFFERENCES_1_13 = {
     # name: (agent, always set?, why)
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
         "elasticd", True, "2.x name of NCCL_ASYNC_ERROR_HANDLING (base value or \"1\"), as "
         "torchrun 2.x"),
-    "NCCL_ASYNC_ERROR_HANDLING": (
-        "torchrun", True, "torchrun 1.13 sets the old name; elasticd, as torchrun 2.x, only "
-        "passes on the caller's (torch >= 2.2 warns in every process that has it)"),
 }
-# Against torchrun 2.x both agents set TORCH_NCCL_ASYNC_ERROR_HANDLING only.
+ENV_DIFFERENCES_2 = {
+    "NCCL_ASYNC_ERROR_HANDLING": (
+        "elasticd", True, "the pre-2.2 name, which torchrun 1.13 sets and torch 1.13 alone "
+        "reads (base value or \"1\")"),
+}
 ENV_DIFFERENCES = {
     # name: (agent, always set?, why)
     "TORCHELASTIC_SIGNALS_TO_HANDLE": (
@@ -418,8 +420,7 @@ class Harness(unittest.TestCase):
         t_ranks, t_run, t_flags = results["torchrun"]
         torch2 = torch_version() >= (2, 0)
         differences = dict(ENV_DIFFERENCES)
-        if not torch2:
-            differences.update(ENV_DIFFERENCES_1_13)
+        differences.update(ENV_DIFFERENCES_2 if torch2 else ENV_DIFFERENCES_1_13)
         for lr in (0, 1):
             e, t = e_ranks[lr], t_ranks[lr]
             ee, te = e["env"], t["env"]
@@ -462,8 +463,11 @@ class Harness(unittest.TestCase):
             check(te.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") == ("1" if torch2 else None),
                   f"{label()}'s torchrun: TORCH_NCCL_ASYNC_ERROR_HANDLING "
                   f"{te.get('TORCH_NCCL_ASYNC_ERROR_HANDLING')!r}")
-            check(ee.get("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1",
-                  f"TORCH_NCCL_ASYNC_ERROR_HANDLING {ee.get('TORCH_NCCL_ASYNC_ERROR_HANDLING')!r}")
+            check(te.get("NCCL_ASYNC_ERROR_HANDLING") == (None if torch2 else "1"),
+                  f"{label()}'s torchrun: NCCL_ASYNC_ERROR_HANDLING "
+                  f"{te.get('NCCL_ASYNC_ERROR_HANDLING')!r}")
+            for k in ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"):
+                check(ee.get(k) == "1", f"elasticd: {k} {ee.get(k)!r}")
             # Shapes.
             for who, env, flags in (("elasticd", ee, e_flags), ("torchrun", te, t_flags)):
                 rid = env.get("TORCHELASTIC_RUN_ID", "")

@@ -71,8 +71,8 @@ test_env_contract(void **state)
 		{"TORCHELASTIC_USE_AGENT_STORE", "False"},
 		{"TORCHELASTIC_ERROR_FILE", "/tmp/x/attempt_1/1/error.json"},
 		{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
-		/* torch >= 2.2 warns in every process that has the old name. */
-		{"NCCL_ASYNC_ERROR_HANDLING", NULL},
+		/* torch < 2.2 reads only the old name; >= 2.2 warns about it. */
+		{"NCCL_ASYNC_ERROR_HANDLING", "1"},
 		{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"},
 		{"OMP_NUM_THREADS", "1"},
 		{"NOTIFY_SOCKET", NULL},
@@ -103,7 +103,7 @@ test_env_contract(void **state)
 		ranks += strncmp(env[i], "RANK=", 5) == 0;
 	}
 	assert_int_equal(ranks, 1);
-	assert_int_equal(strv_length(env), 3 + 19 + 0); /* PATH, HOME, NOTIFY_SOCKETS */
+	assert_int_equal(strv_length(env), 3 + 20); /* PATH, HOME, NOTIFY_SOCKETS */
 	strv_free(env);
 }
 
