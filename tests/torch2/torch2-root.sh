@@ -83,8 +83,7 @@ build() {
 		return 1
 	}
 	log "building $root (debootstrap trixie, python3-torch): several minutes the first time"
-	umount_all "$tmp"
-	rm -rf "$tmp"
+	remove_root "$tmp" || return 1
 	mkdir -p "$(dirname "$root")"
 	debootstrap --variant=minbase trixie "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
 		tail -n 20 "$tmp.log" >&2
@@ -105,19 +104,43 @@ build() {
 	chroot "$tmp" apt-get clean
 	patch_torch "$tmp"
 	echo "$STAMP" >"$tmp/.elasticd-torch2"
-	umount_all "$root"
-	rm -rf "$root"
+	remove_root "$root" || return 1
 	mv "$tmp" "$root"
 	rm -f "$tmp.log"
 }
 
-# umount_all DIR: unmount everything mounted under DIR, deepest first.
+# mounts_under DIR: the mount points under DIR, deepest first (findmnt -r
+# writes a blank in a path as \x20: decoded).
+mounts_under() {
+	findmnt -rn -o TARGET | while read -r m; do
+		m=$(printf '%b' "$m")
+		case $m in "$1"/*) printf '%s\n' "$m" ;; esac
+	done | sort -r
+}
+
+# umount_all DIR: unmount everything mounted under DIR, deepest first; fails
+# when anything is still mounted there afterwards.
 umount_all() {
 	local m
 	[ -d "$1" ] || return 0
-	findmnt -rn -o TARGET | grep -F "$1/" | sort -r | while read -r m; do
+	mounts_under "$1" | while IFS= read -r m; do
 		umount -l "$m" 2>/dev/null || true
 	done
+	if [ -n "$(mounts_under "$1")" ]; then
+		log "still mounted under $1:"
+		mounts_under "$1" >&2
+		return 1
+	fi
+}
+
+# remove_root DIR: delete a root, never what is mounted in it (this
+# machine's /tmp, /run, /dev or the source tree).
+remove_root() {
+	umount_all "$1" || {
+		log "not removing $1 while something is mounted in it"
+		return 1
+	}
+	rm -rf --one-file-system "$1"
 }
 
 do_mount() {
