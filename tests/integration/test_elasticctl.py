@@ -28,15 +28,17 @@ CTL_WORKER = os.path.join(lib.SOURCE_ROOT, "tests", "ctl_worker.py")
 RUN_DIR = "/run/elasticd"
 
 
-def _can_unshare():
-    if os.geteuid() != 0 or not os.path.isdir(RUN_DIR):
-        return False
+def unshare_problem():
+    """Why the discovery tests cannot run here, or None. They need root, to
+    bind a private directory over /run/elasticd in a mount namespace (created
+    here when missing: it is root's default socket directory anyway). A
+    problem fails the tests: .ci/run runs as root."""
+    if os.geteuid() != 0:
+        return "the discovery tests need root (unshare -m, mount)"
+    os.makedirs(RUN_DIR, exist_ok=True)
     p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                        "mount -t tmpfs none %s" % RUN_DIR], capture_output=True)
-    return p.returncode == 0
-
-
-CAN_UNSHARE = _can_unshare()
+                        "mount -t tmpfs none %s" % RUN_DIR], capture_output=True, text=True)
+    return None if p.returncode == 0 else "unshare -m: " + p.stderr.strip()
 
 
 class ElasticctlTest(lib.ElasticdTestCase):
@@ -280,8 +282,9 @@ class ElasticctlTest(lib.ElasticdTestCase):
         return a, wrap
 
     def test_discovery_one_and_several(self):
-        if not CAN_UNSHARE:
-            self.skipTest("needs root and unshare -m")
+        problem = unshare_problem()
+        if problem:
+            self.fail(problem)
         a1, wrap = self.start_in_ns("job-a")
         r = self.ctl("status", "--json", wrap=[wrap])
         self.assertCtl(r, 0)
@@ -298,8 +301,9 @@ class ElasticctlTest(lib.ElasticdTestCase):
         self.assertEqual(json.loads(r.out)["run_id"], "job-b")
 
     def test_discovery_agent_gone(self):
-        if not CAN_UNSHARE:
-            self.skipTest("needs root and unshare -m")
+        problem = unshare_problem()
+        if problem:
+            self.fail(problem)
         a, wrap = self.start_in_ns("job-gone")
         a.signal(signal.SIGKILL)
         a.wait(20)
