@@ -1303,13 +1303,23 @@ static int
 agent_resolve_nproc(const struct config *cfg, const struct numa_topology *t, int ngpus,
 		    char **reterr)
 {
-	int nxpus =
-		t && cfg->nproc_kind == NPROC_XPU ? numa_topology_count_gpus(t, NUMA_GPU_INTEL) : 0;
+	bool xpu = cfg->nproc_kind == NPROC_XPU || cfg->nproc_kind == NPROC_AUTO;
+	int nxpus = t && xpu ? numa_topology_count_gpus(t, NUMA_GPU_INTEL) : 0;
 	int n = config_resolve_nproc(cfg, cpus_allowed_count(), ngpus, nxpus);
 
 	if (n < 0) {
 		*reterr = xasprintf("--nproc-per-node: %s found on this node",
 				    nproc_none_found(cfg->nproc_kind));
+		return -1;
+	}
+	/* The plan binds to NVIDIA and AMD GPUs only (numa.c): refuse before a
+	 * worker starts rather than fail the plan. */
+	if (cfg->numa_binding && ngpus == 0 && nxpus > 0 && n == nxpus) {
+		*reterr = xasprintf("--numa-binding %s: binds workers to NVIDIA and AMD GPUs only, "
+				    "and --nproc-per-node %s counted %d Intel GPUs; drop "
+				    "--numa-binding or give --nproc-per-node a number",
+				    cfg->numa_binding, config_nproc_kind_to_string(cfg->nproc_kind),
+				    nxpus);
 		return -1;
 	}
 	if (cfg->nproc_kind != NPROC_INT) {

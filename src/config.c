@@ -694,7 +694,7 @@ static const struct config_option options[] = {
 		.metavar = "N|cpu|gpu|xpu|auto",
 		.help = "Workers on this node: a number, the CPUs this process may use (cpu), "
 			"the NVIDIA or AMD GPUs found (gpu), the Intel GPUs found (xpu), or "
-			"GPUs if any else CPUs (auto).",
+			"GPUs if any, else Intel GPUs if any, else CPUs (auto).",
 	},
 	{
 		.name = "max-restarts",
@@ -2178,7 +2178,7 @@ config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus, int nxpus)
 	case NPROC_XPU:
 		return nxpus > 0 ? nxpus : -ENODEV;
 	case NPROC_AUTO:
-		return ngpus > 0 ? ngpus : ncpus > 0 ? ncpus : -ENODEV;
+		return ngpus > 0 ? ngpus : nxpus > 0 ? nxpus : ncpus > 0 ? ncpus : -ENODEV;
 	}
 	return -ENODEV;
 }

@@ -50,7 +50,7 @@ enum nproc_kind {
 	NPROC_CPU,  /* "cpu": CPUs this process may use */
 	NPROC_GPU,  /* "gpu": GPUs found on this node; error when none */
 	NPROC_XPU,  /* "xpu": Intel GPUs found on this node; error when none */
-	NPROC_AUTO, /* "auto": GPUs if any, else CPUs */
+	NPROC_AUTO, /* "auto": GPUs if any, else Intel GPUs if any, else CPUs */
 };
 
 /* The --nproc-per-node spelling of k ("cpu", "gpu", "xpu", "auto"), "int" for
@@ -191,5 +191,7 @@ bool config_rank_in_filter(const struct config *cfg, int local_rank);
 /* Resolve --nproc-per-node against this node: NPROC_INT gives the number,
  * NPROC_CPU ncpus, NPROC_GPU ngpus (NVIDIA or AMD; -ENODEV when 0: "no GPU
  * found"), NPROC_XPU nxpus (Intel GPUs; -ENODEV when 0), NPROC_AUTO ngpus when
- * > 0 else ncpus. Returns the count (> 0) or -ENODEV. */
+ * > 0, else nxpus when > 0, else ncpus (torch's "auto": the accelerators
+ * torch.accelerator counts, else the CPUs). Returns the count (> 0) or
+ * -ENODEV. */
 int config_resolve_nproc(const struct config *cfg, int ncpus, int ngpus, int nxpus);

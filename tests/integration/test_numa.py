@@ -193,6 +193,15 @@ class NumaTest(lib.ElasticdTestCase):
         # NVIDIA GPUs only: no Intel GPU for xpu, a usage error as for gpu.
         res = self.plan("--nproc-per-node", "xpu", "--topology-xml", topo("uneven-smt"), rc=2)
         self.assertIn("--nproc-per-node: no Intel GPU (xpu) found on this node", res.err)
+        # auto: torch's accelerator count, Intel GPUs when there is no other GPU.
+        objs = self.plan("--nproc-per-node", "auto", "--topology-xml", topo("intel-gpus"))
+        self.assertEqual(len(objs), 3)
+        # The binding knows NVIDIA and AMD GPUs only: a usage error up front.
+        for kind in ("xpu", "auto"):
+            res = self.plan("--nproc-per-node", kind, "--numa-binding", "node",
+                            "--topology-xml", topo("intel-gpus"), rc=2)
+            self.assertIn("--numa-binding node: binds workers to NVIDIA and AMD GPUs only, and "
+                          "--nproc-per-node %s counted 3 Intel GPUs" % kind, res.err)
 
     # -- the binding, applied ----------------------------------------------------
 

@@ -1027,7 +1027,8 @@ static const struct nproc_case nproc_cases[] = {
 	{"cpu", 3, 0, 0, 3},        {"gpu", 16, 8, 0, 8},   {"gpu", 16, 0, 0, -ENODEV},
 	{"auto", 16, 8, 0, 8},      {"auto", 16, 0, 0, 16}, {"auto", 0, 0, 0, -ENODEV},
 	{"cpu", 0, 2, 0, -ENODEV},  {"xpu", 16, 8, 4, 4},   {"xpu", 16, 8, 0, -ENODEV},
-	{"gpu", 16, 0, 4, -ENODEV}, {"cpu", 16, 0, 4, 16},
+	{"gpu", 16, 0, 4, -ENODEV}, {"cpu", 16, 0, 4, 16},  {"auto", 16, 0, 4, 4},
+	{"auto", 16, 8, 4, 8},
 };
 
 static void
