@@ -1,8 +1,10 @@
 /* tcpstore_listen.h — the listening socket of the TCPStore server: bind and
  * listen, dual-stack when listening on every address (torch 1.13 clients
  * come in through v4-mapped addresses), surviving the bind race of two agents
- * that start together on the endpoint host. Blocking only at start-up (name
- * resolution, and a pause of a few ms after a lost race). */
+ * that start together on the endpoint host. It blocks for name resolution
+ * and, after a lost race, a pause of a few ms: at start-up, and in the loop
+ * when the c10d backend opens each round's workers' store on a --local-addr
+ * that is a host name (a numeric address resolves without blocking). */
 #pragma once
 
 /* Listen on host:port (host NULL, "" or "::": every address, dual-stack when
