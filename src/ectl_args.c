@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ctl_params.h"
 #include "util.h"
 
 #define RANK_MAX 65535 /* elasticd's own bound for a local rank */
@@ -293,6 +294,13 @@ ectl_args_parse(int argc, char *const *argv, struct ectl_args *ret, char **reter
 	ret->name = npos > 0 ? pos[0] : NULL;
 	ret->known = ret->name ? ectl_command_find(ret->name) : NULL;
 	ret->cmd = !ret->name ? ECTL_CMD_HELP : ret->known ? ret->known->cmd : ECTL_CMD_VERB;
+	if (ret->cmd == ECTL_CMD_VERB && !ctl_param_name_valid(ret->name)) {
+		/* It goes into the request path as it is: the agent's own rule. */
+		*reterr = xasprintf("'%s' is not a command or handler name (handler names are "
+				    "1 to %u of a-z, 0-9 and _)",
+				    ret->name, CTL_PARAM_NAME_MAX);
+		return -EINVAL;
+	}
 	if (given & ~(ret->known ? ret->known->opts : 0u)) {
 		*reterr = ret->name ? xasprintf("%s is not an option of '%s'", first, ret->name)
 				    : xasprintf("%s needs a command", first);

@@ -242,6 +242,8 @@ class ElasticctlTest(lib.ElasticdTestCase):
                            (["status", "-f"], "-f is not an option of 'status'"),
                            (["signal", "NOPE"], "SIG: expected a signal name"),
                            (["logs"], "logs: missing RANK"),
+                           (["a b"], "'a b' is not a command or handler name"),
+                           (["-s", "/x", "x?y"], "'x?y' is not a command or handler name"),
                            (["-s", "/x", "-j", "y", "status"], "-s and -j exclude each other")]:
             r = self.ctl(*args)
             self.assertCtl(r, 2)
