@@ -400,7 +400,15 @@ ectl_http_collect(int status, const char *data, size_t len, void *arg)
 	if (b->max > 0 && b->len + len > b->max) {
 		return -EFBIG;
 	}
-	b->data = xrealloc(b->data, b->len + len + 1);
+	if (!b->data || b->len + len + 1 > b->cap) {
+		size_t cap = b->cap > 64 ? b->cap : 64;
+
+		while (cap < b->len + len + 1) {
+			cap *= 2;
+		}
+		b->data = xrealloc(b->data, cap);
+		b->cap = cap;
+	}
 	memcpy(b->data + b->len, data, len);
 	b->len += len;
 	b->data[b->len] = '\0';

@@ -33,6 +33,8 @@ enum {
 #define REPLY_MAX (256u << 20) /* bytes of one reply kept in memory */
 #define FOLLOW_WINDOW 1000     /* lines asked for on each reading of logs -f */
 #define FOLLOW_INTERVAL_NS 1000000000L
+#define EVENT_LINE_MAX (4u << 20)  /* bytes of one event line; longer: skipped */
+#define ERROR_TEXT_MAX (64u << 10) /* bytes of an error reply's text shown */
 
 struct ctx {
 	const struct ectl_args *args;
@@ -124,7 +126,9 @@ agent_error(const struct ctx *c, const char *name, int status, const char *body)
 	while (n > 0 && body[n - 1] == '\n') {
 		n--;
 	}
-	fprintf(stderr, "elasticctl: %s: %.*s (HTTP %d)\n", name, (int)n, body, status);
+	fprintf(stderr, "elasticctl: %s: %.*s%s (HTTP %d)\n", name,
+		(int)(n > ERROR_TEXT_MAX ? ERROR_TEXT_MAX : n), body,
+		n > ERROR_TEXT_MAX ? "..." : "", status);
 	return EXIT_AGENT;
 }
 
@@ -243,11 +247,13 @@ cmd_dump(const struct ctx *c)
 	return r;
 }
 
-/* Events arrive as JSON lines, possibly split anywhere: print whole lines. */
+/* Events arrive as JSON lines, possibly split anywhere: print whole lines,
+ * each at most EVENT_LINE_MAX bytes. */
 struct event_stream {
 	bool json;
 	struct ectl_buf line;
-	struct ectl_buf error; /* the body of a non-200 reply */
+	size_t skipping;       /* >0: the bytes so far of a line over the limit */
+	struct ectl_buf error; /* the first bytes of a non-200 reply */
 };
 
 static void
@@ -263,32 +269,60 @@ event_line(struct event_stream *s, const char *line)
 	fflush(stdout);
 }
 
-static int
-event_bytes(const char *data, size_t len, void *arg)
+/* The end of a line: print it, or report the one skipped. */
+static void
+event_line_end(struct event_stream *s)
 {
-	struct event_stream *s = arg;
+	if (s->skipping > 0) {
+		fprintf(stderr,
+			"elasticctl: events: skipped an event line of %zu bytes (more than %u)\n",
+			s->skipping, EVENT_LINE_MAX);
+		s->skipping = 0;
+	} else if (s->line.len > 0) {
+		event_line(s, s->line.data);
+	}
+	s->line.len = 0;
+}
 
-	for (size_t i = 0; i < len; i++) {
-		if (data[i] != '\n') {
-			ectl_http_collect(0, data + i, 1, &s->line);
-		} else if (s->line.len > 0) {
-			event_line(s, s->line.data);
+static int
+event_bytes(struct event_stream *s, const char *data, size_t len)
+{
+	while (len > 0) {
+		const char *nl = memchr(data, '\n', len);
+		size_t n = nl ? (size_t)(nl - data) : len;
+
+		if (s->skipping == 0 && s->line.len + n > EVENT_LINE_MAX) {
+			s->skipping = s->line.len; /* dropped: memory stays bounded */
 			s->line.len = 0;
-			s->line.data[0] = '\0';
 		}
+		if (s->skipping > 0) {
+			s->skipping += n;
+		} else {
+			ectl_http_collect(0, data, n, &s->line);
+		}
+		if (nl) {
+			event_line_end(s);
+			n++;
+		}
+		data += n;
+		len -= n;
 	}
 	return 0;
 }
 
 /* The status of a streamed reply is known only once it is read; a
- * non-200 reply is short text: keep it for the message. */
+ * non-200 reply is text for the message: keep its first bytes (enough for
+ * agent_error() to show that it is cut), drop the rest. */
 static int
 events_body(int status, const char *data, size_t len, void *arg)
 {
 	struct event_stream *s = arg;
+	size_t room = ERROR_TEXT_MAX + 1 - s->error.len;
 
-	return status == 200 ? event_bytes(data, len, s)
-			     : ectl_http_collect(status, data, len, &s->error);
+	if (status == 200) {
+		return event_bytes(s, data, len);
+	}
+	return ectl_http_collect(status, data, len < room ? len : room, &s->error);
 }
 
 static int
@@ -303,8 +337,8 @@ cmd_events(const struct ctx *c)
 
 	r = ectl_http_request(c->socket, "GET", target, c->args->follow ? 0 : REQUEST_TIMEOUT_S,
 			      events_body, &s, &status, &ctype);
-	if (r == 0 && s.line.len > 0) {
-		event_line(&s, s.line.data);
+	if (r == 0 && (s.line.len > 0 || s.skipping > 0)) {
+		event_line_end(&s); /* a last line without its '\n' */
 	}
 	r = r < 0 ? request_failed(c, r) : 0;
 	if (r == 0 && status != 200) {

@@ -13,8 +13,10 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -79,6 +81,31 @@ class ElasticctlTest(lib.ElasticdTestCase):
     def assertCtl(self, res, rc):
         self.assertEqual(res.rc, rc, "unexpected exit status: %r" % (res,))
 
+    def fake_agent(self, name, reply):
+        """A socket at self.path(name) that answers one request with reply (the
+        bytes of a whole HTTP response) and closes; returns its path."""
+        path = self.path(name)
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(1)
+
+        def serve():
+            with srv:
+                c, _ = srv.accept()
+                with c:
+                    head = b""
+                    while b"\r\n\r\n" not in head:
+                        d = c.recv(4096)
+                        if not d:
+                            return
+                        head += d
+                    try:
+                        c.sendall(reply)
+                    except OSError:
+                        pass
+        threading.Thread(target=serve, daemon=True).start()
+        return path
+
     # ---- commands ----
 
     def test_status_text_and_json(self):
@@ -137,6 +164,38 @@ class ElasticctlTest(lib.ElasticdTestCase):
         finally:
             p.kill()
             p.wait()
+
+    def test_events_long_line(self):
+        """An event line over 4 MiB is reported and skipped, the next one
+        printed (with --json too)."""
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n"
+        long = b'{"seq":1,"event":{"name":"' + b"x" * (4 << 20) + b'"}}\n'
+        good = (b'{"seq":2,"event":{"name":"n","source":"AGENT","timestamp":0,'
+                b'"metadata":{"k":1}}}\n')
+        for args in [(), ("--json",)]:
+            sock = self.fake_agent("ev%d.sock" % len(args), head + good + long + good)
+            r = self.ctl("-s", sock, "events", *args)
+            self.assertCtl(r, 0)
+            self.assertEqual(r.err, "elasticctl: events: skipped an event line of %d bytes "
+                             "(more than 4194304)\n" % (len(long) - 1))
+            lines = r.out.splitlines()
+            self.assertEqual(len(lines), 2, r.out[:200])
+            self.assertEqual(lines[0], lines[1])
+            self.assertIn("AGENT  n k=1" if not args else good.strip().decode(), lines[0])
+
+    def test_error_text_cut(self):
+        """An error reply's text is cut at 64 KiB, for events -f too."""
+        body = b"E" * (1 << 20)
+        sock = self.fake_agent("err.sock", b"HTTP/1.1 500 Internal Server Error\r\n"
+                               b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        r = self.ctl("-s", sock, "events", "-f")
+        self.assertCtl(r, 1)
+        self.assertRegex(r.err, r"^elasticctl: events: E{65536}\.\.\. \(HTTP 500\)\n$")
+        sock = self.fake_agent("err2.sock", b"HTTP/1.1 500 Internal Server Error\r\n"
+                               b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        r = self.ctl("-s", sock, "restart")
+        self.assertCtl(r, 1)
+        self.assertRegex(r.err, r"^elasticctl: restart: E{65536}\.\.\. \(HTTP 500\)\n$")
 
     def test_logs(self):
         a, sock = self.start_agent(lines=5)

@@ -245,6 +245,27 @@ test_body_error(void **state)
 	free(b.data);
 }
 
+/* Appends of one byte cost amortized O(1): the buffer grows geometrically. */
+static void
+test_collect_grows(void **state)
+{
+	struct ectl_buf b = {0};
+	size_t reallocs = 0;
+	size_t cap = 0;
+
+	for (size_t i = 0; i < 1000000; i++) {
+		assert_int_equal(ectl_http_collect(200, i % 2 ? "b" : "a", 1, &b), 0);
+		reallocs += b.cap != cap;
+		cap = b.cap;
+	}
+	assert_int_equal(b.len, 1000000);
+	assert_int_equal(b.data[b.len], '\0');
+	assert_memory_equal(b.data + 999998, "ab", 2);
+	assert_true(b.cap > b.len && b.cap <= 2 * b.len + 64);
+	assert_true(reallocs <= 20);
+	free(b.data);
+}
+
 static void
 test_escape(void **state)
 {
@@ -268,9 +289,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_response),           cmocka_unit_test(test_split_everywhere),
-		cmocka_unit_test(test_large_uneven_reads), cmocka_unit_test(test_head_limit),
-		cmocka_unit_test(test_body_error),         cmocka_unit_test(test_escape),
+		cmocka_unit_test(test_response),
+		cmocka_unit_test(test_split_everywhere),
+		cmocka_unit_test(test_large_uneven_reads),
+		cmocka_unit_test(test_head_limit),
+		cmocka_unit_test(test_body_error),
+		cmocka_unit_test(test_collect_grows),
+		cmocka_unit_test(test_escape),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
