@@ -112,6 +112,7 @@ static int
 agent_error(const struct ctx *c, const char *name, int status, const char *body)
 {
 	size_t n = strlen(body);
+	_cleanup_free_ char *shown = NULL;
 
 	if (status == 404 && strncmp(body, "Handler ", 8) == 0) {
 		_cleanup_free_ char *list = handler_list(c);
@@ -126,9 +127,10 @@ agent_error(const struct ctx *c, const char *name, int status, const char *body)
 	while (n > 0 && body[n - 1] == '\n') {
 		n--;
 	}
-	fprintf(stderr, "elasticctl: %s: %.*s%s (HTTP %d)\n", name,
-		(int)(n > ERROR_TEXT_MAX ? ERROR_TEXT_MAX : n), body,
-		n > ERROR_TEXT_MAX ? "..." : "", status);
+	n = n > ERROR_TEXT_MAX ? ERROR_TEXT_MAX : n;
+	shown = isatty(STDERR_FILENO) ? ectl_fmt_visible(body, n) : xstrndup(body, n);
+	fprintf(stderr, "elasticctl: %s: %s%s (HTTP %d)\n", name, shown,
+		strlen(body) > ERROR_TEXT_MAX ? "..." : "", status);
 	return EXIT_AGENT;
 }
 
@@ -170,7 +172,11 @@ run_json(const struct ctx *c, const char *method, const char *name, json_t **ret
 	} else if (r == 0 && c->args->json) {
 		printf("%s%s", b.data, b.len > 0 && b.data[b.len - 1] == '\n' ? "" : "\n");
 	} else if (r == 0 && !(*ret = json_loads(b.data, 0, &err))) {
-		fprintf(stderr, "elasticctl: %s: the reply is not JSON: %s\n", name, err.text);
+		_cleanup_free_ char *why = isatty(STDERR_FILENO)
+						   ? ectl_fmt_visible(err.text, strlen(err.text))
+						   : xstrdup(err.text);
+
+		fprintf(stderr, "elasticctl: %s: the reply is not JSON: %s\n", name, why);
 		r = EXIT_AGENT;
 	}
 	free(b.data);
@@ -239,7 +245,7 @@ cmd_dump(const struct ctx *c)
 	if (r != 0 || !d) {
 		return r;
 	}
-	if (ectl_fmt_dump(stdout, d) < 0) {
+	if (ectl_fmt_dump(stdout, d, isatty(STDOUT_FILENO)) < 0) {
 		fprintf(stderr, "elasticctl: dump: the reply is not a JSON object\n");
 		r = EXIT_AGENT;
 	}
@@ -251,6 +257,7 @@ cmd_dump(const struct ctx *c)
  * each at most EVENT_LINE_MAX bytes. */
 struct event_stream {
 	bool json;
+	bool visible; /* stdout is a terminal: escape control characters */
 	struct ectl_buf line;
 	size_t skipping;       /* >0: the bytes so far of a line over the limit */
 	struct ectl_buf error; /* the first bytes of a non-200 reply */
@@ -262,7 +269,7 @@ event_line(struct event_stream *s, const char *line)
 	if (s->json) {
 		printf("%s\n", line);
 	} else {
-		_cleanup_free_ char *l = ectl_fmt_event(line);
+		_cleanup_free_ char *l = ectl_fmt_event(line, s->visible);
 
 		fputs(l, stdout);
 	}
@@ -330,7 +337,7 @@ cmd_events(const struct ctx *c)
 {
 	_cleanup_free_ char *target = xasprintf("/handler/events?since=%lld%s", c->args->since,
 						c->args->follow ? "&follow=true" : "");
-	struct event_stream s = {.json = c->args->json};
+	struct event_stream s = {.json = c->args->json, .visible = isatty(STDOUT_FILENO)};
 	_cleanup_free_ char *ctype = NULL;
 	int status = 0;
 	int r;

@@ -11,6 +11,7 @@ sight; they are skipped where that is not possible."""
 
 import json
 import os
+import pty
 import re
 import signal
 import socket
@@ -196,6 +197,43 @@ class ElasticctlTest(lib.ElasticdTestCase):
         r = self.ctl("-s", sock, "restart")
         self.assertCtl(r, 1)
         self.assertRegex(r.err, r"^elasticctl: restart: E{65536}\.\.\. \(HTTP 500\)\n$")
+
+    def ctl_tty(self, *args):
+        """elasticctl with its stdout and stderr on a terminal: (rc, what it wrote)."""
+        master, slave = pty.openpty()
+        p = subprocess.Popen([ELASTICCTL] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                             stdout=slave, stderr=slave, env=self.env())
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                d = os.read(master, 65536)
+            except OSError:  # EIO: every writer is gone
+                break
+            if not d:
+                break
+            out += d
+        os.close(master)
+        return p.wait(30), out
+
+    def test_worker_text_on_a_terminal(self):
+        """Control characters that workers put in events and error text reach a
+        terminal escaped; piped, and with --json, they stay as they are."""
+        ev = (b'{"seq":1,"event":{"name":"n","source":"WORKER","timestamp":0,'
+              b'"metadata":{"m":"\\u001b]0;owned\\u0007\\u009b2J"}}}\n')
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n"
+        rc, out = self.ctl_tty("-s", self.fake_agent("t1.sock", head + ev), "events")
+        self.assertEqual(rc, 0, out)
+        self.assertIn(b"m=\\x1b]0;owned\\x07\\xc2\\x9b2J\r\n", out)
+        self.assertNotIn(b"\x1b", out)
+        r = self.ctl("-s", self.fake_agent("t2.sock", head + ev), "events")
+        self.assertIn(b"m=\x1b]0;owned\x07\xc2\x9b2J\n", r.out_bytes)
+        r = self.ctl("-s", self.fake_agent("t3.sock", head + ev), "events", "--json")
+        self.assertEqual(r.out_bytes, ev)
+        err = b"HTTP/1.1 500 X\r\nContent-Length: 9\r\n\r\nbad\x1b[2J\x9b!"
+        rc, out = self.ctl_tty("-s", self.fake_agent("t4.sock", err), "restart")
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(out, b"elasticctl: restart: bad\\x1b[2J\\x9b! (HTTP 500)\r\n")
 
     def test_logs(self):
         a, sock = self.start_agent(lines=5)
