@@ -386,7 +386,9 @@ last_lines(const char *text, size_t len, long long n)
 
 /* logs -f: the agent has no follow for logs, so read its last
  * FOLLOW_WINDOW lines once a second and print what is new since the last
- * reading (complete lines only). */
+ * reading (complete lines only). Lossy: over FOLLOW_WINDOW lines a second,
+ * or repeated identical lines, are missed (elasticctl(1) BUGS); a fix needs
+ * the agent to serve a log from a byte offset. */
 static int
 follow_log(const struct ctx *c)
 {
