@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ctl_params.h"
 #include "util.h"
 
 #define RANK_MAX 65535 /* elasticd's own bound for a local rank */
@@ -24,7 +25,8 @@ const struct ectl_command ectl_commands[] = {
 	 "RANK [-f] [-n N] [--stderr]", "the end of a local rank's log",
 	 "-n, --lines N  how many lines from the end (default 10, at most 100000)\n"
 	 "--stderr       stderr.log instead of stdout.log\n"
-	 "-f, --follow   keep printing new lines (asks the agent once a second)"},
+	 "-f, --follow   keep printing new lines (asks the agent once a second;\n"
+	 "               may miss lines: see BUGS in elasticctl(1))"},
 	{"restart", ECTL_CMD_RESTART, 0, 0, 0, "",
 	 "re-form the worker group now (spends no restart)", NULL},
 	{"stop", ECTL_CMD_STOP, 0, 0, 0, "", "stop the workers and the agent, as SIGTERM does",
@@ -293,6 +295,13 @@ ectl_args_parse(int argc, char *const *argv, struct ectl_args *ret, char **reter
 	ret->name = npos > 0 ? pos[0] : NULL;
 	ret->known = ret->name ? ectl_command_find(ret->name) : NULL;
 	ret->cmd = !ret->name ? ECTL_CMD_HELP : ret->known ? ret->known->cmd : ECTL_CMD_VERB;
+	if (ret->cmd == ECTL_CMD_VERB && !ctl_param_name_valid(ret->name)) {
+		/* It goes into the request path as it is: the agent's own rule. */
+		*reterr = xasprintf("'%s' is not a command or handler name (handler names are "
+				    "1 to %u of a-z, 0-9 and _)",
+				    ret->name, CTL_PARAM_NAME_MAX);
+		return -EINVAL;
+	}
 	if (given & ~(ret->known ? ret->known->opts : 0u)) {
 		*reterr = ret->name ? xasprintf("%s is not an option of '%s'", first, ret->name)
 				    : xasprintf("%s needs a command", first);

@@ -277,6 +277,76 @@ ectl_fmt_status(FILE *f, json_t *status, bool color)
 	return 0;
 }
 
+/* ---- text for a terminal ---------------------------------------------------- */
+
+/* The length of the valid UTF-8 sequence of 2 to 4 bytes at s (n bytes
+ * left), else 0. RFC 3629: no overlong forms, surrogates or code points
+ * above U+10FFFF. */
+static size_t
+utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] >= 0xc2 && s[0] <= 0xdf   ? 2
+		     : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		     : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+						    : 0;
+	unsigned char lo = s[0] == 0xe0 ? 0xa0 : s[0] == 0xf0 ? 0x90 : 0x80;
+	unsigned char hi = s[0] == 0xed ? 0x9f : s[0] == 0xf4 ? 0x8f : 0xbf;
+
+	if (len == 0 || n < len || s[1] < lo || s[1] > hi) {
+		return 0;
+	}
+	for (size_t i = 2; i < len; i++) {
+		if (s[i] < 0x80 || s[i] > 0xbf) {
+			return 0;
+		}
+	}
+	return len;
+}
+
+static bool
+is_control(unsigned char c)
+{
+	return (c < 0x20 && c != '\n' && c != '\t') || (c >= 0x7f && c <= 0x9f);
+}
+
+char *
+ectl_fmt_visible(const char *text, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	char *out = xmalloc(len * 4 + 1);
+	char *o = out;
+
+	for (size_t i = 0; i < len;) {
+		size_t n = s[i] >= 0xc2 ? utf8_len(s + i, len - i) : 0;
+		bool c1 = n == 2 && s[i] == 0xc2 && s[i + 1] <= 0x9f; /* U+0080-U+009F */
+
+		if (n > 0 && !c1) {
+			memcpy(o, s + i, n);
+			o += n;
+			i += n;
+			continue;
+		}
+		for (size_t k = 0; k < (c1 ? 2u : 1u); k++, i++) {
+			if (c1 || is_control(s[i])) {
+				o += sprintf(o, "\\x%02x", s[i]);
+			} else {
+				*o++ = (char)s[i];
+			}
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* s on f, through ectl_fmt_visible() when visible. */
+static void
+put_text(FILE *f, const char *s, bool visible)
+{
+	_cleanup_free_ char *v = visible ? ectl_fmt_visible(s, strlen(s)) : NULL;
+
+	fputs(v ? v : s, f);
+}
+
 /* ---- events ----------------------------------------------------------------- */
 
 /* Metadata every event of a run repeats: left out of the line. */
@@ -365,7 +435,7 @@ format_event(long long seq, json_t *e)
 }
 
 char *
-ectl_fmt_event(const char *line)
+ectl_fmt_event(const char *line, bool visible)
 {
 	json_t *j = json_loads(line, JSON_DECODE_ANY, NULL);
 	json_t *e = json_object_get(j, "event");
@@ -386,6 +456,12 @@ ectl_fmt_event(const char *line)
 		out = xasprintf("%s%s", line, n > 0 && line[n - 1] == '\n' ? "" : "\n");
 	}
 	json_decref(j);
+	if (visible) {
+		char *v = ectl_fmt_visible(out, strlen(out));
+
+		free(out);
+		out = v;
+	}
 	return out;
 }
 
@@ -401,7 +477,7 @@ cmp_rank_keys(const void *a, const void *b)
 }
 
 int
-ectl_fmt_dump(FILE *f, json_t *reply)
+ectl_fmt_dump(FILE *f, json_t *reply, bool visible)
 {
 	const char **keys;
 	size_t n = json_object_size(reply);
@@ -424,14 +500,15 @@ ectl_fmt_dump(FILE *f, json_t *reply)
 		const char *tb = json_string_value(json_object_get(r, "traceback"));
 		const char *err = json_string_value(json_object_get(r, "error"));
 		size_t len = tb ? strlen(tb) : 0;
+		_cleanup_free_ char *text =
+			tb ? xasprintf("==== local rank %s (pid %s) ====\n%s%s", keys[i],
+				       pid ? pid : "-", tb,
+				       len > 0 && tb[len - 1] == '\n' ? "" : "\n")
+			   : xasprintf("==== local rank %s (pid %s) ====\nno traceback: %s\n",
+				       keys[i], pid ? pid : "-", err ? err : "no reason given");
 
-		fprintf(f, "%s==== local rank %s (pid %s) ====\n", i ? "\n" : "", keys[i],
-			pid ? pid : "-");
-		if (tb) {
-			fprintf(f, "%s%s", tb, len > 0 && tb[len - 1] == '\n' ? "" : "\n");
-		} else {
-			fprintf(f, "no traceback: %s\n", err ? err : "no reason given");
-		}
+		fputs(i ? "\n" : "", f);
+		put_text(f, text, visible);
 	}
 	free(keys);
 	return 0;

@@ -36,18 +36,29 @@ void ectl_table_print(FILE *f, const struct ectl_table *t, bool color);
  * the OUTPUT column. Returns 0, or -EINVAL when status is not an object. */
 int ectl_fmt_status(FILE *f, json_t *status, bool color);
 
+/* text[0..len) with what a terminal would act on made visible, each such
+ * byte as "\xHH" (lower-case hex): C0 controls but '\n' and '\t', DEL,
+ * C1 controls (bytes 0x80-0x9f that are not part of a valid UTF-8
+ * sequence), and U+0080-U+009F encoded in UTF-8 (both bytes). Other bytes,
+ * valid UTF-8 and stray non-control bytes included, are kept; so is '\\'.
+ * For text that workers control, on its way to a terminal. Returns a
+ * malloc'd, NUL-terminated string. */
+char *ectl_fmt_visible(const char *text, size_t len);
+
 /* One readable line (with its '\n') for one line of the events handler:
  * "#<seq> <time> <source> <name> <key metadata>" for torch's Event (time
  * from its timestamp in milliseconds, shown in local time), RDZV and the
  * node state and message for an RdzvEvent (which carries no time), or a
  * note for {"dropped": K}. A line that is not such JSON comes back as it
- * is. Returns a malloc'd string. */
-char *ectl_fmt_event(const char *line);
+ * is. visible: passed through ectl_fmt_visible() (for a terminal). Returns
+ * a malloc'd string. */
+char *ectl_fmt_event(const char *line, bool visible);
 
 /* Print dump_traceback's reply (local rank → {pid, status, traceback |
- * error}) as one section per local rank, in rank order. Returns 0, or
+ * error}) as one section per local rank, in rank order; visible: what the
+ * workers sent through ectl_fmt_visible() (for a terminal). Returns 0, or
  * -EINVAL when it is not an object. */
-int ectl_fmt_dump(FILE *f, json_t *reply);
+int ectl_fmt_dump(FILE *f, json_t *reply, bool visible);
 
 /* For `logs -f`: prev and cur are two readings of a log's last lines, cur the
  * later. Returns the offset in cur where the lines not in prev begin: after

@@ -158,24 +158,44 @@ take_line(struct ectl_http_parser *p, const char *data, size_t len, bool *done)
 	return (long)n;
 }
 
-/* Consume head bytes up to and including the blank line. */
+/* How many of data's len bytes belong to the head: up to and including the
+ * "\r\n\r\n" that ends it, which may begin in p->line; len when it does not
+ * end here. */
+static size_t
+head_part(const struct ectl_http_parser *p, const char *data, size_t len)
+{
+	size_t keep = p->line_len < 3 ? p->line_len : 3;
+	size_t take = len < 3 ? len : 3;
+	char seam[6];
+	const char *end;
+
+	if (keep > 0) {
+		memcpy(seam, p->line + p->line_len - keep, keep);
+	}
+	memcpy(seam + keep, data, take);
+	end = memmem(seam, keep + take, "\r\n\r\n", 4);
+	if (end) {
+		return (size_t)(end - seam) + 4 - keep;
+	}
+	end = memmem(data, len, "\r\n\r\n", 4);
+	return end ? (size_t)(end - data) + 4 : len;
+}
+
+/* Consume head bytes up to and including the blank line; only those count
+ * against ECTL_HTTP_HEAD_MAX, whatever follows them in data. */
 static long
 take_head(struct ectl_http_parser *p, const char *data, size_t len)
 {
-	size_t old = p->line_len;
-	const char *end;
-	size_t used;
-	int r = line_add(p, data, len);
+	size_t used = head_part(p, data, len);
+	int r = line_add(p, data, used);
 
 	if (r < 0) {
 		return r;
 	}
-	end = strstr(p->line + (old > 3 ? old - 3 : 0), "\r\n\r\n");
-	if (!end) {
-		return (long)len;
+	if (p->line_len < 4 || memcmp(p->line + p->line_len - 4, "\r\n\r\n", 4) != 0) {
+		return (long)used;
 	}
-	used = (size_t)(end + 4 - p->line) - old;
-	p->line_len = (size_t)(end + 2 - p->line);
+	p->line_len -= 2; /* keep the last header's "\r\n" */
 	p->line[p->line_len] = '\0';
 	r = parse_head(p);
 	return r < 0 ? r : (long)used;
@@ -380,7 +400,15 @@ ectl_http_collect(int status, const char *data, size_t len, void *arg)
 	if (b->max > 0 && b->len + len > b->max) {
 		return -EFBIG;
 	}
-	b->data = xrealloc(b->data, b->len + len + 1);
+	if (!b->data || b->len + len + 1 > b->cap) {
+		size_t cap = b->cap > 64 ? b->cap : 64;
+
+		while (cap < b->len + len + 1) {
+			cap *= 2;
+		}
+		b->data = xrealloc(b->data, cap);
+		b->cap = cap;
+	}
 	memcpy(b->data + b->len, data, len);
 	b->len += len;
 	b->data[b->len] = '\0';

@@ -73,13 +73,17 @@ int ectl_http_connect(const char *path);
 int ectl_http_request(const char *path, const char *method, const char *target, int timeout_s,
 		      ectl_http_body_fn body, void *arg, int *ret_status, char **ret_content_type);
 
-/* A growing byte buffer, NUL-terminated, for ectl_http_collect(). */
+/* A growing byte buffer, NUL-terminated, for ectl_http_collect(). Zero it
+ * (or set only max); free data. */
 struct ectl_buf {
 	char *data;
 	size_t len;
 	size_t max; /* collect at most this many bytes, then fail with -EFBIG */
+	size_t cap; /* bytes allocated at data */
 };
 
 /* An ectl_http_body_fn appending to the struct ectl_buf arg, whatever the
- * status. Returns 0, or -EFBIG beyond its max (0: no limit). */
+ * status; the buffer grows geometrically, so appends cost O(1) amortized
+ * however small. Returns 0, or -EFBIG beyond its max (0: no limit), with
+ * nothing appended. */
 int ectl_http_collect(int status, const char *data, size_t len, void *arg);

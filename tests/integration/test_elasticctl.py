@@ -11,10 +11,13 @@ sight; they are skipped where that is not possible."""
 
 import json
 import os
+import pty
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -79,6 +82,31 @@ class ElasticctlTest(lib.ElasticdTestCase):
     def assertCtl(self, res, rc):
         self.assertEqual(res.rc, rc, "unexpected exit status: %r" % (res,))
 
+    def fake_agent(self, name, reply):
+        """A socket at self.path(name) that answers one request with reply (the
+        bytes of a whole HTTP response) and closes; returns its path."""
+        path = self.path(name)
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(1)
+
+        def serve():
+            with srv:
+                c, _ = srv.accept()
+                with c:
+                    head = b""
+                    while b"\r\n\r\n" not in head:
+                        d = c.recv(4096)
+                        if not d:
+                            return
+                        head += d
+                    try:
+                        c.sendall(reply)
+                    except OSError:
+                        pass
+        threading.Thread(target=serve, daemon=True).start()
+        return path
+
     # ---- commands ----
 
     def test_status_text_and_json(self):
@@ -137,6 +165,75 @@ class ElasticctlTest(lib.ElasticdTestCase):
         finally:
             p.kill()
             p.wait()
+
+    def test_events_long_line(self):
+        """An event line over 4 MiB is reported and skipped, the next one
+        printed (with --json too)."""
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n"
+        long = b'{"seq":1,"event":{"name":"' + b"x" * (4 << 20) + b'"}}\n'
+        good = (b'{"seq":2,"event":{"name":"n","source":"AGENT","timestamp":0,'
+                b'"metadata":{"k":1}}}\n')
+        for args in [(), ("--json",)]:
+            sock = self.fake_agent("ev%d.sock" % len(args), head + good + long + good)
+            r = self.ctl("-s", sock, "events", *args)
+            self.assertCtl(r, 0)
+            self.assertEqual(r.err, "elasticctl: events: skipped an event line of %d bytes "
+                             "(more than 4194304)\n" % (len(long) - 1))
+            lines = r.out.splitlines()
+            self.assertEqual(len(lines), 2, r.out[:200])
+            self.assertEqual(lines[0], lines[1])
+            self.assertIn("AGENT  n k=1" if not args else good.strip().decode(), lines[0])
+
+    def test_error_text_cut(self):
+        """An error reply's text is cut at 64 KiB, for events -f too."""
+        body = b"E" * (1 << 20)
+        sock = self.fake_agent("err.sock", b"HTTP/1.1 500 Internal Server Error\r\n"
+                               b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        r = self.ctl("-s", sock, "events", "-f")
+        self.assertCtl(r, 1)
+        self.assertRegex(r.err, r"^elasticctl: events: E{65536}\.\.\. \(HTTP 500\)\n$")
+        sock = self.fake_agent("err2.sock", b"HTTP/1.1 500 Internal Server Error\r\n"
+                               b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        r = self.ctl("-s", sock, "restart")
+        self.assertCtl(r, 1)
+        self.assertRegex(r.err, r"^elasticctl: restart: E{65536}\.\.\. \(HTTP 500\)\n$")
+
+    def ctl_tty(self, *args):
+        """elasticctl with its stdout and stderr on a terminal: (rc, what it wrote)."""
+        master, slave = pty.openpty()
+        p = subprocess.Popen([ELASTICCTL] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                             stdout=slave, stderr=slave, env=self.env())
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                d = os.read(master, 65536)
+            except OSError:  # EIO: every writer is gone
+                break
+            if not d:
+                break
+            out += d
+        os.close(master)
+        return p.wait(30), out
+
+    def test_worker_text_on_a_terminal(self):
+        """Control characters that workers put in events and error text reach a
+        terminal escaped; piped, and with --json, they stay as they are."""
+        ev = (b'{"seq":1,"event":{"name":"n","source":"WORKER","timestamp":0,'
+              b'"metadata":{"m":"\\u001b]0;owned\\u0007\\u009b2J"}}}\n')
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n"
+        rc, out = self.ctl_tty("-s", self.fake_agent("t1.sock", head + ev), "events")
+        self.assertEqual(rc, 0, out)
+        self.assertIn(b"m=\\x1b]0;owned\\x07\\xc2\\x9b2J\r\n", out)
+        self.assertNotIn(b"\x1b", out)
+        r = self.ctl("-s", self.fake_agent("t2.sock", head + ev), "events")
+        self.assertIn(b"m=\x1b]0;owned\x07\xc2\x9b2J\n", r.out_bytes)
+        r = self.ctl("-s", self.fake_agent("t3.sock", head + ev), "events", "--json")
+        self.assertEqual(r.out_bytes, ev)
+        err = b"HTTP/1.1 500 X\r\nContent-Length: 9\r\n\r\nbad\x1b[2J\x9b!"
+        rc, out = self.ctl_tty("-s", self.fake_agent("t4.sock", err), "restart")
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(out, b"elasticctl: restart: bad\\x1b[2J\\x9b! (HTTP 500)\r\n")
 
     def test_logs(self):
         a, sock = self.start_agent(lines=5)
@@ -242,6 +339,8 @@ class ElasticctlTest(lib.ElasticdTestCase):
                            (["status", "-f"], "-f is not an option of 'status'"),
                            (["signal", "NOPE"], "SIG: expected a signal name"),
                            (["logs"], "logs: missing RANK"),
+                           (["a b"], "'a b' is not a command or handler name"),
+                           (["-s", "/x", "x?y"], "'x?y' is not a command or handler name"),
                            (["-s", "/x", "-j", "y", "status"], "-s and -j exclude each other")]:
             r = self.ctl(*args)
             self.assertCtl(r, 2)

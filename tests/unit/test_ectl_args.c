@@ -78,6 +78,8 @@ static const struct args_case cases[] = {
 	{{"loglevel", "level=debug"}, NULL, ECTL_CMD_VERB, DEF, .nparams = 1},
 	{{"frobnicate", "a=1", "b=2"}, NULL, ECTL_CMD_VERB, DEF, .nparams = 2},
 	{{"help", "logs"}, NULL, ECTL_CMD_HELP, .help = true, DEF},
+	{{"dump_traceback"}, NULL, ECTL_CMD_VERB, DEF},
+	{{"x9_"}, NULL, ECTL_CMD_VERB, DEF},
 	{{"--", "status"}, NULL, ECTL_CMD_STATUS, DEF},
 	/* malformed */
 	{{"-x", "status"}, "unknown option '-x'"},
@@ -100,6 +102,17 @@ static const struct args_case cases[] = {
 	{{"signal", "USR1", "-"}, "RANK: expected"},
 	{{"frobnicate", "oops"}, "frobnicate: expected NAME=VALUE, not 'oops'"},
 	{{"help", "nope"}, "help: no command 'nope'"},
+	/* verb names go into the request path: the agent's rule, [a-z0-9_]{1,64} */
+	{{"a b"}, "'a b' is not a command or handler name"},
+	{{"a b", "--help"}, "'a b' is not a command or handler name"},
+	{{"-s", "/x", "x?y=1"}, "'x?y=1' is not a command"},
+	{{"../status"}, "'../status' is not a command"},
+	{{"Status"}, "'Status' is not a command"},
+	{{"ping\r\nX: 1"}, "is not a command"},
+	{{""}, "'' is not a command"},
+	{{"caf\xc3\xa9"}, "is not a command"},
+	{{"a12345678901234567890123456789012345678901234567890123456789012345"},
+	 "is not a command"},
 };
 
 static void

@@ -1,7 +1,8 @@
 /* What elasticctl prints: the table renderer (widths, "-" for missing cells,
  * colour only when asked), the status table against a golden text, one line
- * per event kind, dump_traceback sections in rank order, durations, and the
- * overlap of two readings of a followed log. TZ=UTC (tests/meson.build). */
+ * per event kind, dump_traceback sections in rank order, durations, the
+ * overlap of two readings of a followed log, and the escaping of control
+ * characters in text for a terminal. TZ=UTC (tests/meson.build). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -132,10 +133,105 @@ test_events(void **state)
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		char *s = ectl_fmt_event(cases[i][0]);
+		for (int visible = 0; visible <= 1; visible++) {
+			char *s = ectl_fmt_event(cases[i][0], visible);
 
-		printf("# %s", s);
-		assert_string_equal(s, cases[i][1]);
+			printf("# %s", s);
+			assert_string_equal(s, cases[i][1]);
+			free(s);
+		}
+	}
+}
+
+/* What workers control (metadata, messages, lines that are not JSON) reaches
+ * a terminal with its control characters made visible. */
+static void
+test_events_visible(void **state)
+{
+	static const char *cases[][3] = {
+		/* line, raw, visible */
+		{"{\"seq\": 5, \"event\": {\"name\": \"n\", \"source\": \"WORKER\", "
+		 "\"timestamp\": 0, \"metadata\": {\"m\": \"\\u001b]0;x\\u0007\"}}}",
+		 "#5 1970-01-01 00:00:00.000 WORKER n m=\033]0;x\007\n",
+		 "#5 1970-01-01 00:00:00.000 WORKER n m=\\x1b]0;x\\x07\n"},
+		{"{\"seq\": 6, \"event\": {\"name\": \"\\u009b\", \"message\": \"a\\rb\", "
+		 "\"node_state\": \"S\", \"error_trace\": \"T\\n\\u007f\"}}",
+		 "#6 -                       RDZV   \xc2\x9b S: a\rb error: T\n\x7f\n",
+		 "#6 -                       RDZV   \\xc2\\x9b S: a\\x0db error: T\n\\x7f\n"},
+		{"not \033[1mjson\x9b", "not \033[1mjson\x9b\n", "not \\x1b[1mjson\\x9b\n"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		for (int visible = 0; visible <= 1; visible++) {
+			char *s = ectl_fmt_event(cases[i][0], visible);
+
+			printf("# %s", s);
+			assert_string_equal(s, cases[i][1 + visible]);
+			free(s);
+		}
+	}
+}
+
+struct visible_case {
+	const char *in;
+	size_t len;
+	const char *out;
+};
+
+#define V(in, out)                                                                                 \
+	{                                                                                          \
+		in, sizeof(in) - 1, out                                                            \
+	}
+
+static void
+test_visible(void **state)
+{
+	static const struct visible_case cases[] = {
+		V("", ""),
+		V("plain text", "plain text"),
+		V("lines\nand\ttabs\n", "lines\nand\ttabs\n"),
+		V("\033[31mred\033[0m", "\\x1b[31mred\\x1b[0m"),
+		V("\033]0;title\007", "\\x1b]0;title\\x07"),
+		V("a\rb", "a\\x0db"),
+		V("nul\0byte", "nul\\x00byte"),
+		V("\x01\x08\x0b\x0c\x1f", "\\x01\\x08\\x0b\\x0c\\x1f"),
+		V("del\x7f", "del\\x7f"),
+		V(" ~", " ~"),
+		/* C1 controls: raw bytes, and U+0080..U+009F encoded in UTF-8 */
+		V("\x9b"
+		  "2J",
+		  "\\x9b"
+		  "2J"),
+		V("\x80\x85\x9f", "\\x80\\x85\\x9f"),
+		V("\xc2\x9b"
+		  "2J",
+		  "\\xc2\\x9b"
+		  "2J"),
+		V("\xc2\x80", "\\xc2\\x80"),
+		/* UTF-8 text stays, C1-range continuation bytes included */
+		V("caf\xc3\xa9", "caf\xc3\xa9"),
+		V("\xc2\xa0nbsp", "\xc2\xa0nbsp"),
+		V("\xc4\x9b", "\xc4\x9b"),
+		V("\xe2\x82\xac", "\xe2\x82\xac"),
+		V("\xe2\x82\x9b", "\xe2\x82\x9b"),
+		V("\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"),
+		/* not UTF-8: lone lead bytes stay, C1 bytes after them do not */
+		V("\xc3", "\xc3"),
+		V("\xc3(", "\xc3("),
+		V("\xe2\x82", "\xe2\\x82"),
+		V("\xc0\x9b", "\xc0\\x9b"),
+		V("\xe0\x80\x9b", "\xe0\\x80\\x9b"),
+		V("\xed\xa0\x80", "\xed\xa0\\x80"),
+		V("\xf4\x90\x80\x80", "\xf4\\x90\\x80\\x80"),
+		V("\xff\xfe\xa0", "\xff\xfe\xa0"),
+		V("\\x1b stays", "\\x1b stays"),
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *s = ectl_fmt_visible(cases[i].in, cases[i].len);
+
+		printf("# case %zu: %s\n", i, s);
+		assert_string_equal(s, cases[i].out);
 		free(s);
 	}
 }
@@ -151,11 +247,39 @@ test_dump(void **state)
 	char *out;
 	int r;
 
-	CAPTURE(out, r = ectl_fmt_dump(_f, j));
+	for (int visible = 0; visible <= 1; visible++) {
+		CAPTURE(out, r = ectl_fmt_dump(_f, j, visible));
+		assert_int_equal(r, 0);
+		assert_string_equal(out,
+				    "==== local rank 0 (pid 7) ====\nT0\n\n"
+				    "==== local rank 2 (pid 8) ====\nT2\n\n"
+				    "==== local rank 10 (pid 9) ====\nno traceback: not running\n");
+		free(out);
+	}
+	json_decref(j);
+}
+
+/* Tracebacks and errors come from workers: escaped for a terminal only. */
+static void
+test_dump_visible(void **state)
+{
+	json_t *j = json_loads("{\"0\": {\"pid\": 7, \"traceback\": \"File \\\"x\\u001b[2J\\\"\\n"
+			       "\\tline\\r\\n\"}, \"1\": {\"pid\": 8, \"error\": \"\\u0007gone\"}}",
+			       0, NULL);
+	char *out;
+	int r;
+
+	assert_non_null(j);
+	CAPTURE(out, r = ectl_fmt_dump(_f, j, false));
 	assert_int_equal(r, 0);
-	assert_string_equal(out, "==== local rank 0 (pid 7) ====\nT0\n\n"
-				 "==== local rank 2 (pid 8) ====\nT2\n\n"
-				 "==== local rank 10 (pid 9) ====\nno traceback: not running\n");
+	assert_string_equal(out, "==== local rank 0 (pid 7) ====\nFile \"x\033[2J\"\n\tline\r\n\n"
+				 "==== local rank 1 (pid 8) ====\nno traceback: \007gone\n");
+	free(out);
+	CAPTURE(out, r = ectl_fmt_dump(_f, j, true));
+	assert_int_equal(r, 0);
+	assert_string_equal(out,
+			    "==== local rank 0 (pid 7) ====\nFile \"x\\x1b[2J\"\n\tline\\x0d\n\n"
+			    "==== local rank 1 (pid 8) ====\nno traceback: \\x07gone\n");
 	free(out);
 	json_decref(j);
 }
@@ -203,9 +327,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table),    cmocka_unit_test(test_status),
-		cmocka_unit_test(test_events),   cmocka_unit_test(test_dump),
-		cmocka_unit_test(test_duration), cmocka_unit_test(test_new_lines),
+		cmocka_unit_test(test_table),        cmocka_unit_test(test_status),
+		cmocka_unit_test(test_events),       cmocka_unit_test(test_events_visible),
+		cmocka_unit_test(test_visible),      cmocka_unit_test(test_dump),
+		cmocka_unit_test(test_dump_visible), cmocka_unit_test(test_duration),
+		cmocka_unit_test(test_new_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

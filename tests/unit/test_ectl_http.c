@@ -1,6 +1,8 @@
 /* elasticctl's streaming HTTP/1.1 response parser: framings (Content-Length,
  * chunked with extensions and trailers, until close), malformed heads and
- * chunks, the head limit, and every row fed whole and one byte at a time;
+ * chunks, the head limit (body bytes never count against it), and every row
+ * fed whole, one byte at a time and split in two at every position; a head
+ * in small pieces and its body in large, uneven reads;
  * query escaping. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,6 +122,93 @@ test_response(void **state)
 	}
 }
 
+/* Feed input as two pieces split at cut; the result, the body in *b. */
+static int
+run_split(const struct resp_case *c, size_t cut, struct ectl_http_parser *p, struct ectl_buf *b)
+{
+	int r;
+
+	ectl_http_parser_init(p);
+	ectl_http_collect(0, "", 0, b);
+	r = ectl_http_feed(p, c->input, cut, collect, b);
+	return r != 0 ? r : ectl_http_feed(p, c->input + cut, strlen(c->input) - cut, collect, b);
+}
+
+/* Every row, split in two at every position, parses as it does whole. */
+static void
+test_split_everywhere(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(resp_cases); i++) {
+		const struct resp_case *c = &resp_cases[i];
+
+		for (size_t cut = 0; cut <= strlen(c->input); cut++) {
+			struct ectl_http_parser p;
+			struct ectl_buf b = {0};
+			int r = run_split(c, cut, &p, &b);
+
+			if (r != c->feed || strcmp(b.data, c->body) != 0) {
+				printf("# %s (cut at %zu): %d, body '%s'\n", c->name, cut, r,
+				       b.data);
+			}
+			assert_int_equal(r, c->feed);
+			assert_int_equal(p.status, c->status);
+			assert_string_equal(b.data, c->body);
+			ectl_http_parser_release(&p);
+			free(b.data);
+		}
+	}
+}
+
+/* A reply whose head arrives in small pieces and whose body then comes in
+ * large, uneven reads: body bytes never count against the head's limit. */
+static void
+test_large_uneven_reads(void **state)
+{
+	/* Read sizes in order; after the last nonzero one, it again. */
+	static const size_t steps[][4] = {
+		{43, 65536, 0, 0}, /* the reviewer's case: 43, then 26 + 65510 */
+		{1, 70000, 0, 0},    {7, 65536 + 13, 3, 0}, {69, 65535, 1, 0},
+		{10, 20, 100000, 0}, {68, 1, 65536, 0},
+	};
+	const size_t body_len = 3 * ECTL_HTTP_HEAD_MAX + 17;
+	char *head = xasprintf("HTTP/1.1 200 OK\r\nContent-Type: x\r\nContent-Length: %zu\r\n\r\n",
+			       body_len);
+	size_t head_len = strlen(head);
+	size_t len = head_len + body_len;
+	char *in = xmalloc(len);
+
+	memcpy(in, head, head_len);
+	for (size_t i = 0; i < body_len; i++) {
+		in[head_len + i] = (char)('a' + i % 26);
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(steps); k++) {
+		struct ectl_http_parser p;
+		struct ectl_buf b = {0};
+		size_t off = 0;
+		int r = 0;
+
+		ectl_http_parser_init(&p);
+		for (size_t j = 0, step = 0; off < len && r == 0; j++) {
+			size_t n;
+
+			step = j < 4 && steps[k][j] ? steps[k][j] : step; /* then the last again */
+			n = len - off < step ? len - off : step;
+
+			r = ectl_http_feed(&p, in + off, n, collect, &b);
+			off += n;
+		}
+		printf("# steps %zu: %d after %zu of %zu bytes\n", k, r, off, len);
+		assert_int_equal(r, 1);
+		assert_int_equal(p.status, 200);
+		assert_int_equal(b.len, body_len);
+		assert_memory_equal(b.data, in + head_len, body_len);
+		ectl_http_parser_release(&p);
+		free(b.data);
+	}
+	free(in);
+	free(head);
+}
+
 static void
 test_head_limit(void **state)
 {
@@ -156,6 +245,27 @@ test_body_error(void **state)
 	free(b.data);
 }
 
+/* Appends of one byte cost amortized O(1): the buffer grows geometrically. */
+static void
+test_collect_grows(void **state)
+{
+	struct ectl_buf b = {0};
+	size_t reallocs = 0;
+	size_t cap = 0;
+
+	for (size_t i = 0; i < 1000000; i++) {
+		assert_int_equal(ectl_http_collect(200, i % 2 ? "b" : "a", 1, &b), 0);
+		reallocs += b.cap != cap;
+		cap = b.cap;
+	}
+	assert_int_equal(b.len, 1000000);
+	assert_int_equal(b.data[b.len], '\0');
+	assert_memory_equal(b.data + 999998, "ab", 2);
+	assert_true(b.cap > b.len && b.cap <= 2 * b.len + 64);
+	assert_true(reallocs <= 20);
+	free(b.data);
+}
+
 static void
 test_escape(void **state)
 {
@@ -180,8 +290,11 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_response),
+		cmocka_unit_test(test_split_everywhere),
+		cmocka_unit_test(test_large_uneven_reads),
 		cmocka_unit_test(test_head_limit),
 		cmocka_unit_test(test_body_error),
+		cmocka_unit_test(test_collect_grows),
 		cmocka_unit_test(test_escape),
 	};
 
