@@ -317,9 +317,28 @@ def failure_table(stderr):
     return None
 
 
+def border_width(lines):
+    """The border width torch's ChildFailedError.format_msg gives a table (the
+    CFE line first): the widest of the title and every failure's lines, at
+    most 60 (torch/distributed/elastic/multiprocessing/errors/__init__.py)."""
+    width = 0
+    for line in lines[2:]:
+        if not (re.fullmatch(r"[=-]+", line) or line in (
+                "Failures:", "Root Cause (first observed failure):", "  <NO_OTHER_FAILURES>")):
+            width = max(width, len(line))
+    return min(width, 60)
+
+
 def normalize_table(lines):
+    """lines with the values that differ by run (time, pids, host, paths)
+    replaced; a border of torch's width becomes "===<WIDTH>", since pids of
+    different lengths widen one agent's table and not the other's."""
     out = []
+    width = border_width(lines)
     for line in lines:
+        if re.fullmatch(r"[=-]+", line) and len(line) == width:
+            out.append(line[:3] + "<WIDTH>")
+            continue
         line = TIME.sub("<TIME>", line)
         line = re.sub(r"\(pid: \d+\)", "(pid: <PID>)", line)
         line = re.sub(r"received by PID \d+$", "received by PID <PID>", line)
