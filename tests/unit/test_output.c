@@ -45,17 +45,37 @@ static const struct feed_case cases[] = {
 	{"nothing at all", {NULL}, true, ""},
 };
 
+struct seen {
+	char *lines; /* every line line_cb was shown, one after another */
+	size_t len;
+};
+
+static void
+seen_line_cb(const char *line, size_t len, void *arg)
+{
+	struct seen *seen = arg;
+
+	assert_true(len > strlen("[default0]:"));
+	assert_memory_equal(line, "[default0]:", strlen("[default0]:"));
+	seen->lines = xrealloc(seen->lines, seen->len + len);
+	memcpy(seen->lines + seen->len, line, len);
+	seen->len += len;
+}
+
 static void
 test_feed_table(void **state)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		const struct feed_case *c = &cases[i];
 		struct prefixer p;
+		struct seen seen = {0};
 		char *out = NULL;
 		size_t len = 0;
 
 		print_message("case: %s\n", c->name);
 		prefixer_init(&p, "[default0]:");
+		p.line_cb = seen_line_cb;
+		p.line_arg = &seen;
 		for (size_t k = 0; k < ARRAY_SIZE(c->chunks) && c->chunks[k]; k++) {
 			prefixer_feed(&p, c->chunks[k], strlen(c->chunks[k]), &out, &len);
 		}
@@ -66,6 +86,12 @@ test_feed_table(void **state)
 		if (len > 0) {
 			assert_memory_equal(out, c->want, len);
 		}
+		/* Whole lines only, each shown to line_cb as it was passed on. */
+		assert_int_equal(seen.len, len);
+		if (len > 0) {
+			assert_memory_equal(seen.lines, out, len);
+		}
+		free(seen.lines);
 		free(out);
 		prefixer_release(&p);
 	}
