@@ -176,11 +176,25 @@ struct tee {
 	struct console *console;
 	struct prefixer prefixer;
 	int filtered_fd;      /* --duplicate-*-filters file (borrowed), or -1 */
-	struct linefilter lf; /* when filtered_fd >= 0 */
+	char *const *needles; /* when filtered_fd >= 0 (borrowed) */
+	char *filtered;       /* the matching lines of this read */
+	size_t filtered_len;
 	bool done;
 	void (*eof_cb)(struct tee *t, void *arg);
 	void *arg;
 };
+
+/* A line on its way to the console: keep it for filtered_fd if it matches. */
+static void
+tee_line_cb(const char *line, size_t len, void *arg)
+{
+	struct tee *t = arg;
+	size_t skip = t->prefixer.prefix_len;
+
+	if (linefilter_match(t->needles, line + skip, len - skip)) {
+		append(&t->filtered, &t->filtered_len, line, len);
+	}
+}
 
 static void
 tee_pass(struct tee *t, const char *buf, size_t len)
@@ -191,21 +205,7 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 	if (t->file_fd >= 0) {
 		(void)write_all(t->file_fd, buf, len);
 	}
-	if (t->filtered_fd >= 0) {
-		if (len > 0) {
-			linefilter_feed(&t->lf, buf, len, &out, &out_len);
-		} else {
-			linefilter_flush(&t->lf, &out, &out_len);
-		}
-		/* Whole lines in one write to an O_APPEND file: ranks never mix. */
-		if (out_len > 0) {
-			(void)write_all(t->filtered_fd, out, out_len);
-		}
-		free(out);
-		out = NULL;
-		out_len = 0;
-	}
-	if (!t->console) {
+	if (!t->console && t->filtered_fd < 0) {
 		return;
 	}
 	if (len > 0) {
@@ -213,10 +213,17 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 	} else {
 		prefixer_flush(&t->prefixer, &out, &out_len);
 	}
-	if (out_len > 0) {
+	if (t->console && out_len > 0) {
 		console_write(t->console, out, out_len);
 	}
 	free(out);
+	/* Whole lines in one write to an O_APPEND file: ranks never mix. */
+	if (t->filtered_len > 0) {
+		(void)write_all(t->filtered_fd, t->filtered, t->filtered_len);
+	}
+	free(t->filtered);
+	t->filtered = NULL;
+	t->filtered_len = 0;
 }
 
 /* Read until EAGAIN (returns false) or end of file/error (returns true). */
@@ -296,7 +303,9 @@ void
 tee_duplicate(struct tee *t, int fd, char *const *needles)
 {
 	t->filtered_fd = fd;
-	linefilter_init(&t->lf, needles, t->prefixer.prefix);
+	t->needles = needles;
+	t->prefixer.line_cb = tee_line_cb;
+	t->prefixer.line_arg = t;
 }
 
 void
@@ -328,8 +337,6 @@ tee_free(struct tee *t)
 		close(t->pipe_fd);
 	}
 	prefixer_release(&t->prefixer);
-	if (t->filtered_fd >= 0) {
-		linefilter_release(&t->lf);
-	}
+	free(t->filtered);
 	free(t);
 }

@@ -56,10 +56,10 @@ struct tee;
 struct tee *tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *console,
 		    const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg);
 
-/* Also append the lines that contain any of needles (borrowed,
- * NULL-terminated, see linefilter.h) to fd (borrowed; an O_APPEND file that
- * other tees may share), with the console prefix. Call right after tee_new,
- * before the loop runs. */
+/* Also append the console's lines that contain any of needles (borrowed,
+ * NULL-terminated, matched without the prefix, see linefilter.h) to fd
+ * (borrowed; an O_APPEND file that other tees may share), prefixed, one write
+ * per read. Call right after tee_new, before the loop runs. */
 void tee_duplicate(struct tee *t, int fd, char *const *needles);
 
 /* Read what is buffered in the pipe now, pass it on, flush the held partial
