@@ -1,14 +1,11 @@
 /* linefilter.h — torchrun's --duplicate-stdout-filters and
- * --duplicate-stderr-filters: the lines of a teed stream that contain any of a
- * set of strings, with the console's line prefix, for filtered_stdout.log and
+ * --duplicate-stderr-filters: which of the console's lines of a teed stream
+ * (output.h splits and prefixes them) also go to filtered_stdout.log and
  * filtered_stderr.log in the attempt directory. Pure. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
-
-/* A line longer than this is matched, and passed on, in pieces of this size,
- * each ended with '\n' (as the console gets it, output.h). */
-#define LINEFILTER_MAX_LINE (64u * 1024)
 
 /* torchrun's comma_separated_list: value split at ',' where ",," stands for
  * a literal comma. Every piece is kept, an empty one too, which matches every
@@ -16,22 +13,7 @@
  * Returns a NULL-terminated strv (strv_free) of at least one string. */
 char **linefilter_parse(const char *value);
 
-struct linefilter {
-	char *const *needles; /* borrowed, NULL-terminated */
-	char *prefix;
-	size_t prefix_len;
-	char *line; /* the current line so far, LINEFILTER_MAX_LINE bytes */
-	size_t len;
-};
-
-/* Initialise f with needles (borrowed; must outlive f) and a copy of prefix. */
-void linefilter_init(struct linefilter *f, char *const *needles, const char *prefix);
-void linefilter_release(struct linefilter *f);
-
-/* Feed len bytes of the stream; every line ('\n' ends one) that contains a
- * needle is appended to *out (malloc'd, *out_len bytes, grown with xrealloc;
- * *out may be NULL) as prefix + line, its '\n' included. */
-void linefilter_feed(struct linefilter *f, const char *in, size_t len, char **out, size_t *out_len);
-
-/* At end of stream: the held partial line, if it matches, ended with '\n'. */
-void linefilter_flush(struct linefilter *f, char **out, size_t *out_len);
+/* Whether line (len bytes: one console line without its prefix, its end
+ * included) contains any of needles (NULL-terminated), as torch's TailLog
+ * tests `needle in line`. */
+bool linefilter_match(char *const *needles, const char *line, size_t len);

@@ -36,19 +36,32 @@ append(char **out, size_t *out_len, const char *s, size_t len)
 	*out_len += len;
 }
 
-/* Pass on one piece of a line; ends_line says whether it ends with \n or \r. */
+/* Append s to the line open in *out, opening one with the prefix if none is. */
 static void
-emit(struct prefixer *p, const char *s, size_t len, bool ends_line, char **out, size_t *out_len)
+put(struct prefixer *p, const char *s, size_t len, char **out, size_t *out_len)
 {
 	if (len == 0) {
 		return;
 	}
 	if (!p->mid_line) {
+		p->line_start = *out_len;
 		append(out, out_len, p->prefix, p->prefix_len);
+		p->mid_line = true;
 	}
 	append(out, out_len, s, len);
-	p->mid_line = !ends_line;
-	p->broken = false;
+}
+
+/* The open line ends with what was put last: show it to line_cb. */
+static void
+line_done(struct prefixer *p, char **out, size_t *out_len)
+{
+	if (!p->mid_line) {
+		return;
+	}
+	p->mid_line = false;
+	if (p->line_cb) {
+		p->line_cb(*out + p->line_start, *out_len - p->line_start, p->line_arg);
+	}
 }
 
 /* Pass on the piece of a line too long to hold back as a line of its own:
@@ -60,29 +73,55 @@ emit_piece(struct prefixer *p, const char *s, size_t len, char **out, size_t *ou
 	if (len == 0) {
 		return;
 	}
-	emit(p, s, len, false, out, out_len);
-	append(out, out_len, "\n", 1);
-	p->mid_line = false;
+	put(p, s, len, out, out_len);
+	put(p, "\n", 1, out, out_len);
+	line_done(p, out, out_len);
 	p->broken = true;
+}
+
+/* A '\r' held back at the end of the last chunk ends its line, with the
+ * '\n' that may start this one ("\r\n"). Returns the bytes of in used. */
+static size_t
+end_held_cr(struct prefixer *p, const char *in, size_t len, char **out, size_t *out_len)
+{
+	size_t used = 0;
+
+	if (len == 0 || p->pending_len == 0 || p->pending[p->pending_len - 1] != '\r') {
+		return 0;
+	}
+	put(p, p->pending, p->pending_len, out, out_len);
+	p->pending_len = 0;
+	if (in[0] == '\n') {
+		put(p, "\n", 1, out, out_len);
+		used = 1;
+	}
+	line_done(p, out, out_len);
+	return used;
+}
+
+/* Hold in (no line end), or pass a too-long line on in pieces. */
+static void
+hold(struct prefixer *p, const char *in, size_t len, char **out, size_t *out_len)
+{
+	if (p->pending_len + len > OUTPUT_MAX_PENDING) {
+		emit_piece(p, p->pending, p->pending_len, out, out_len);
+		p->pending_len = 0;
+		if (len >= OUTPUT_MAX_PENDING) {
+			emit_piece(p, in, len, out, out_len);
+			return;
+		}
+	}
+	memcpy(p->pending + p->pending_len, in, len);
+	p->pending_len += len;
 }
 
 void
 prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t *out_len)
 {
-	/* A '\r' held back at the end of the last chunk: "\r\n" ends one line. */
-	if (len > 0 && p->pending_len > 0 && p->pending[p->pending_len - 1] == '\r') {
-		if (!p->mid_line) {
-			append(out, out_len, p->prefix, p->prefix_len);
-		}
-		append(out, out_len, p->pending, p->pending_len);
-		p->pending_len = 0;
-		p->mid_line = false;
-		if (in[0] == '\n') {
-			append(out, out_len, "\n", 1);
-			in++;
-			len--;
-		}
-	}
+	size_t used = end_held_cr(p, in, len, out, out_len);
+
+	in += used;
+	len -= used;
 	while (len > 0) {
 		size_t i = 0;
 
@@ -98,17 +137,7 @@ prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t
 			}
 		}
 		if (i == len) {
-			/* No line end: hold it, or pass a too-long line on in pieces. */
-			if (p->pending_len + len > OUTPUT_MAX_PENDING) {
-				emit_piece(p, p->pending, p->pending_len, out, out_len);
-				p->pending_len = 0;
-				if (len >= OUTPUT_MAX_PENDING) {
-					emit_piece(p, in, len, out, out_len);
-					return;
-				}
-			}
-			memcpy(p->pending + p->pending_len, in, len);
-			p->pending_len += len;
+			hold(p, in, len, out, out_len);
 			return;
 		}
 		/* in[0..i] completes a line. */
@@ -119,15 +148,11 @@ prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t
 			len--;
 			continue;
 		}
-		if (p->pending_len > 0) {
-			if (!p->mid_line) {
-				append(out, out_len, p->prefix, p->prefix_len);
-			}
-			append(out, out_len, p->pending, p->pending_len);
-			p->pending_len = 0;
-			p->mid_line = true;
-		}
-		emit(p, in, i + 1, true, out, out_len);
+		put(p, p->pending, p->pending_len, out, out_len);
+		p->pending_len = 0;
+		put(p, in, i + 1, out, out_len);
+		line_done(p, out, out_len);
+		p->broken = false;
 		in += i + 1;
 		len -= i + 1;
 	}
@@ -136,13 +161,11 @@ prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t
 void
 prefixer_flush(struct prefixer *p, char **out, size_t *out_len)
 {
-	if (p->pending_len > 0) {
-		emit(p, p->pending, p->pending_len, false, out, out_len);
-		p->pending_len = 0;
-	}
+	put(p, p->pending, p->pending_len, out, out_len);
+	p->pending_len = 0;
 	if (p->mid_line) {
-		append(out, out_len, "\n", 1);
-		p->mid_line = false;
+		put(p, "\n", 1, out, out_len);
+		line_done(p, out, out_len);
 	}
 }
 
@@ -153,11 +176,25 @@ struct tee {
 	struct console *console;
 	struct prefixer prefixer;
 	int filtered_fd;      /* --duplicate-*-filters file (borrowed), or -1 */
-	struct linefilter lf; /* when filtered_fd >= 0 */
+	char *const *needles; /* when filtered_fd >= 0 (borrowed) */
+	char *filtered;       /* the matching lines of this read */
+	size_t filtered_len;
 	bool done;
 	void (*eof_cb)(struct tee *t, void *arg);
 	void *arg;
 };
+
+/* A line on its way to the console: keep it for filtered_fd if it matches. */
+static void
+tee_line_cb(const char *line, size_t len, void *arg)
+{
+	struct tee *t = arg;
+	size_t skip = t->prefixer.prefix_len;
+
+	if (linefilter_match(t->needles, line + skip, len - skip)) {
+		append(&t->filtered, &t->filtered_len, line, len);
+	}
+}
 
 static void
 tee_pass(struct tee *t, const char *buf, size_t len)
@@ -168,21 +205,7 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 	if (t->file_fd >= 0) {
 		(void)write_all(t->file_fd, buf, len);
 	}
-	if (t->filtered_fd >= 0) {
-		if (len > 0) {
-			linefilter_feed(&t->lf, buf, len, &out, &out_len);
-		} else {
-			linefilter_flush(&t->lf, &out, &out_len);
-		}
-		/* Whole lines in one write to an O_APPEND file: ranks never mix. */
-		if (out_len > 0) {
-			(void)write_all(t->filtered_fd, out, out_len);
-		}
-		free(out);
-		out = NULL;
-		out_len = 0;
-	}
-	if (!t->console) {
+	if (!t->console && t->filtered_fd < 0) {
 		return;
 	}
 	if (len > 0) {
@@ -190,10 +213,17 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 	} else {
 		prefixer_flush(&t->prefixer, &out, &out_len);
 	}
-	if (out_len > 0) {
+	if (t->console && out_len > 0) {
 		console_write(t->console, out, out_len);
 	}
 	free(out);
+	/* Whole lines in one write to an O_APPEND file: ranks never mix. */
+	if (t->filtered_len > 0) {
+		(void)write_all(t->filtered_fd, t->filtered, t->filtered_len);
+	}
+	free(t->filtered);
+	t->filtered = NULL;
+	t->filtered_len = 0;
 }
 
 /* Read until EAGAIN (returns false) or end of file/error (returns true). */
@@ -273,7 +303,9 @@ void
 tee_duplicate(struct tee *t, int fd, char *const *needles)
 {
 	t->filtered_fd = fd;
-	linefilter_init(&t->lf, needles, t->prefixer.prefix);
+	t->needles = needles;
+	t->prefixer.line_cb = tee_line_cb;
+	t->prefixer.line_arg = t;
 }
 
 void
@@ -305,8 +337,6 @@ tee_free(struct tee *t)
 		close(t->pipe_fd);
 	}
 	prefixer_release(&t->prefixer);
-	if (t->filtered_fd >= 0) {
-		linefilter_release(&t->lf);
-	}
+	free(t->filtered);
 	free(t);
 }

@@ -1,6 +1,7 @@
 /* output.h — a worker's teed stream: a pipe read in the event loop, every byte
  * written to the rank's log file as is and to the agent's console with
- * torchrun's "[<role><local_rank>]:" prefix at the start of every line. */
+ * torchrun's "[<role><local_rank>]:" prefix at the start of every line; the
+ * console's lines that --duplicate-*-filters match also to filtered_*.log. */
 #pragma once
 
 #include <stdbool.h>
@@ -21,18 +22,25 @@ struct event_base;
 struct prefixer {
 	char *prefix;
 	size_t prefix_len;
-	bool mid_line; /* the last byte passed on did not end a line */
-	bool broken;   /* ... it ended a piece of a long line (see above) */
-	char *pending; /* held partial line, OUTPUT_MAX_PENDING bytes */
+	bool mid_line;     /* a line is open in the caller's *out ... */
+	size_t line_start; /* ... at this offset (its prefix) */
+	bool broken;       /* a piece of a long line was passed on, '\n' ended */
+	char *pending;     /* held partial line, OUTPUT_MAX_PENDING bytes */
 	size_t pending_len;
+	/* Shown every line passed on: prefix + line + its end ('\n', '\r',
+	 * "\r\n", or the '\n' that ends a piece or the last line), len bytes
+	 * in *out as the console gets them. Optional. */
+	void (*line_cb)(const char *line, size_t len, void *arg);
+	void *line_arg;
 };
 
-/* Initialise p with a copy of prefix. */
+/* Initialise p with a copy of prefix and no line_cb. */
 void prefixer_init(struct prefixer *p, const char *prefix);
 void prefixer_release(struct prefixer *p);
 
 /* Feed len bytes; append what is ready for the console to *out (a malloc'd
- * buffer of *out_len bytes, grown with xrealloc; *out may be NULL). */
+ * buffer of *out_len bytes, grown with xrealloc; *out may be NULL): complete
+ * lines only, each also shown to line_cb as it is appended. */
 void prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t *out_len);
 
 /* At end of stream: pass on the held partial line, terminated with '\n'. */
@@ -48,10 +56,10 @@ struct tee;
 struct tee *tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *console,
 		    const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg);
 
-/* Also append the lines that contain any of needles (borrowed,
- * NULL-terminated, see linefilter.h) to fd (borrowed; an O_APPEND file that
- * other tees may share), with the console prefix. Call right after tee_new,
- * before the loop runs. */
+/* Also append the console's lines that contain any of needles (borrowed,
+ * NULL-terminated, matched without the prefix, see linefilter.h) to fd
+ * (borrowed; an O_APPEND file that other tees may share), prefixed, one write
+ * per read. Call right after tee_new, before the loop runs. */
 void tee_duplicate(struct tee *t, int fd, char *const *needles);
 
 /* Read what is buffered in the pipe now, pass it on, flush the held partial

@@ -191,6 +191,27 @@ print(kind, st.st_dev, st.st_ino, file=sys.stderr)
         self.assertEqual(out, "".join("[default1]:out-1 %d\n" % i for i in range(3)))
         self.assertEqual(lib.read_text(os.path.join(attempt, "filtered_stderr.log")), "")
 
+    def test_duplicate_filters_carriage_returns(self):
+        # A progress bar's '\r' ends a line in filtered_*.log as it does on
+        # the console (and in torch's tailer): only the matching redraws.
+        script = self.write_py("bar.py", r"""
+import sys
+w = sys.stdout.buffer
+for i in range(5):
+    w.write(b'step %d/4\r' % i)
+w.write(b'loss 0.5\r\nstep done\n')
+w.flush()
+""")
+        log_dir = self.path("logs")
+        res = self.run_elasticd("--standalone", "--log-dir", log_dir, "-t", "1",
+                                "--duplicate-stdout-filters", "step 3,loss", script)
+        self.assertRc(res, 0)
+        run = self.only_run_dir(log_dir)
+        got = lib.read_bytes(os.path.join(run, "attempt_0", "filtered_stdout.log"))
+        self.assertEqual(got, b"[default0]:step 3/4\r[default0]:loss 0.5\r\n")
+        self.assertIn(b"\r[default0]:step 3/4\r[default0]:step 4/4\r", res.out_bytes)
+        self.assertIn(b"\r[default0]:loss 0.5\r\n[default0]:step done\n", res.out_bytes)
+
     def test_no_filtered_files_without_filters(self):
         res, run = self.speak("-t", "3")
         self.assertFalse(os.path.exists(os.path.join(run, "attempt_0", "filtered_stdout.log")))

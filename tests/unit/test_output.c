@@ -1,5 +1,6 @@
 /* The console half of tee: a prefix at the start of every line, partial
- * lines held back, '\r' redraws, long lines in pieces, flush at end. */
+ * lines held back, '\r' redraws, long lines in pieces, flush at end; and the
+ * --duplicate-*-filters, which match the console's lines. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -45,17 +46,37 @@ static const struct feed_case cases[] = {
 	{"nothing at all", {NULL}, true, ""},
 };
 
+struct seen {
+	char *lines; /* every line line_cb was shown, one after another */
+	size_t len;
+};
+
+static void
+seen_line_cb(const char *line, size_t len, void *arg)
+{
+	struct seen *seen = arg;
+
+	assert_true(len > strlen("[default0]:"));
+	assert_memory_equal(line, "[default0]:", strlen("[default0]:"));
+	seen->lines = xrealloc(seen->lines, seen->len + len);
+	memcpy(seen->lines + seen->len, line, len);
+	seen->len += len;
+}
+
 static void
 test_feed_table(void **state)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		const struct feed_case *c = &cases[i];
 		struct prefixer p;
+		struct seen seen = {0};
 		char *out = NULL;
 		size_t len = 0;
 
 		print_message("case: %s\n", c->name);
 		prefixer_init(&p, "[default0]:");
+		p.line_cb = seen_line_cb;
+		p.line_arg = &seen;
 		for (size_t k = 0; k < ARRAY_SIZE(c->chunks) && c->chunks[k]; k++) {
 			prefixer_feed(&p, c->chunks[k], strlen(c->chunks[k]), &out, &len);
 		}
@@ -66,6 +87,12 @@ test_feed_table(void **state)
 		if (len > 0) {
 			assert_memory_equal(out, c->want, len);
 		}
+		/* Whole lines only, each shown to line_cb as it was passed on. */
+		assert_int_equal(seen.len, len);
+		if (len > 0) {
+			assert_memory_equal(seen.lines, out, len);
+		}
+		free(seen.lines);
 		free(out);
 		prefixer_release(&p);
 	}
@@ -167,78 +194,176 @@ test_linefilter_parse(void **state)
 	}
 }
 
+/* "<big>" in a table string stands for a line longer than the console holds
+ * back: OUTPUT_MAX_PENDING + 10 'x's. Returns a malloc'd copy. */
+#define BIG "<big>"
+#define BIG_LEN (OUTPUT_MAX_PENDING + 10)
+
 static char *
-filter_all(const char *filters, const char *const *chunks, size_t n, bool flush)
+expand(const char *s)
 {
-	char **needles = linefilter_parse(filters);
-	struct linefilter f;
-	char *out = NULL;
-	size_t len = 0;
+	const char *big = strstr(s, BIG);
+	char *r;
 
-	linefilter_init(&f, needles, "[p0]:");
-	for (size_t i = 0; i < n; i++) {
-		linefilter_feed(&f, chunks[i], strlen(chunks[i]), &out, &len);
+	if (!big) {
+		return xstrdup(s);
 	}
-	if (flush) {
-		linefilter_flush(&f, &out, &len);
+	r = xmalloc(strlen(s) - strlen(BIG) + BIG_LEN + 1);
+	memcpy(r, s, (size_t)(big - s));
+	memset(r + (big - s), 'x', BIG_LEN);
+	strcpy(r + (big - s) + BIG_LEN, big + strlen(BIG));
+	return r;
+}
+
+/* torch's `needle in line`, on a line without its prefix. */
+static void
+test_linefilter_match(void **state)
+{
+	static const struct {
+		const char *filters;
+		const char *line;
+		bool want;
+	} match_cases[] = {
+		{"WARN", "WARN: slow\n", true},
+		{"WARN", "warn: slow\n", false},
+		{"loss,WARN", "step 2 WARN\n", true},
+		{"loss,WARN", "step 2\n", false},
+		{"", "anything\n", true},
+		{"", "\n", true},
+		{"x,", "\n", true},
+		{"20%", "20%\r", true},
+		{"20%", "10%\r", false},
+		{"a,,b", "a,b\r\n", true},
+		{"a,,b", "a\r\n", false},
+		{"end", BIG "end\n", true},
+		{"end", BIG "\n", false},
+		{"[p0]", "line\n", false},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(match_cases); i++) {
+		char **needles = linefilter_parse(match_cases[i].filters);
+		char *line = expand(match_cases[i].line);
+
+		print_message("case %zu: '%s'\n", i, match_cases[i].filters);
+		assert_int_equal(linefilter_match(needles, line, strlen(line)),
+				 match_cases[i].want);
+		free(line);
+		strv_free(needles);
 	}
-	linefilter_release(&f);
-	strv_free(needles);
-	if (!out) {
-		return xstrdup("");
-	}
-	out[len] = '\0';
-	return out;
+}
+
+struct filtered {
+	char *const *needles;
+	size_t prefix_len;
+	char *kept; /* the lines that match, as tee writes them to filtered_*.log */
+	size_t kept_len;
+};
+
+static void
+grow(char **buf, size_t *len, const char *s, size_t n)
+{
+	*buf = xrealloc(*buf, *len + n + 1);
+	memcpy(*buf + *len, s, n);
+	*len += n;
+	(*buf)[*len] = '\0';
 }
 
 static void
-test_linefilter_feed(void **state)
+filter_line_cb(const char *line, size_t len, void *arg)
 {
-	const char *lines[] = {"loss 1.0\nWARN: slow\n", "step 2 ", "WARN again\npartial WA",
-			       "RN\n", "tail WARN"};
-	char *got;
+	struct filtered *f = arg;
 
-	got = filter_all("WARN", lines, ARRAY_SIZE(lines), true);
-	assert_string_equal(got, "[p0]:WARN: slow\n[p0]:step 2 WARN again\n"
-				 "[p0]:partial WARN\n[p0]:tail WARN\n");
-	free(got);
-	/* Any of several; no flush: the partial line is held. */
-	got = filter_all("loss,again", lines, ARRAY_SIZE(lines), false);
-	assert_string_equal(got, "[p0]:loss 1.0\n[p0]:step 2 WARN again\n");
-	free(got);
-	/* "" matches every line, as Python's `"" in line`. */
-	got = filter_all("", lines, 2, true);
-	assert_string_equal(got, "[p0]:loss 1.0\n[p0]:WARN: slow\n[p0]:step 2 \n");
-	free(got);
-	/* The prefix is not part of the line: it does not match. */
-	got = filter_all("p0", lines, 1, true);
-	assert_string_equal(got, "");
-	free(got);
+	assert_true(len > f->prefix_len);
+	assert_memory_equal(line, "[p0]:", f->prefix_len);
+	if (linefilter_match(f->needles, line + f->prefix_len, len - f->prefix_len)) {
+		grow(&f->kept, &f->kept_len, line, len);
+	}
 }
 
+/* The filters see the console's lines: '\r' ends one, a line too long to
+ * hold back comes in pieces, the last partial line only at flush. */
 static void
-test_linefilter_long_line(void **state)
+test_filtered_lines(void **state)
 {
-	char *big = xmalloc(LINEFILTER_MAX_LINE + 11);
-	const char *chunks[] = {big, "needle\n"};
-	char *got;
+	static const struct {
+		const char *filters;
+		const char *chunks[5];
+		bool flush;
+		const char *want;
+	} filter_cases[] = {
+		{"WARN",
+		 {"loss 1.0\nWARN: slow\n", "step 2 ", "WARN again\npartial WA", "RN\n",
+		  "tail WARN"},
+		 true,
+		 "[p0]:WARN: slow\n[p0]:step 2 WARN again\n[p0]:partial WARN\n[p0]:tail WARN\n"},
+		{"loss,again",
+		 {"loss 1.0\nWARN: slow\n", "step 2 ", "WARN again\npartial WA", "RN\n",
+		  "tail WARN"},
+		 false,
+		 "[p0]:loss 1.0\n[p0]:step 2 WARN again\n"},
+		{"",
+		 {"loss 1.0\nWARN: slow\n", "step 2 "},
+		 true,
+		 "[p0]:loss 1.0\n[p0]:WARN: slow\n[p0]:step 2 \n"},
+		{"p0", {"loss 1.0\n"}, true, ""},
+		{"20%", {"10%\r20%\r100%\n"}, false, "[p0]:20%\r"},
+		{"%", {"10%\r20%\r100%\n"}, false, "[p0]:10%\r[p0]:20%\r[p0]:100%\n"},
+		{"WA,RN", {"WA\rRN\n"}, false, "[p0]:WA\r[p0]:RN\n"},
+		{"WARN", {"WA\rRN\n"}, false, ""},
+		{"WARN", {"a\r\nWARN\r\n"}, false, "[p0]:WARN\r\n"},
+		{"WARN", {"x 1\r", "\nWARN 2\r", "y\n"}, false, "[p0]:WARN 2\r"},
+		{"WARN", {"WARN 50%\r"}, false, ""},
+		{"WARN", {"WARN 50%\r"}, true, "[p0]:WARN 50%\r\n"},
+		{"needle", {BIG, "needle\n"}, true, "[p0]:needle\n"},
+		{"xx", {BIG, "needle\n"}, true, "[p0]:" BIG "\n"},
+		{"needle", {BIG "needle\n"}, false, "[p0]:" BIG "needle\n"},
+		{"x", {BIG "\r", "\n\n"}, false, "[p0]:" BIG "\r\n"},
+	};
 
-	memset(big, 'x', LINEFILTER_MAX_LINE + 10);
-	big[LINEFILTER_MAX_LINE + 10] = '\0';
-	/* The first piece does not match; the rest, with the needle, does. */
-	got = filter_all("needle", chunks, ARRAY_SIZE(chunks), true);
-	assert_string_equal(got, "[p0]:xxxxxxxxxxneedle\n");
-	free(got);
-	free(big);
+	for (size_t i = 0; i < ARRAY_SIZE(filter_cases); i++) {
+		char **needles = linefilter_parse(filter_cases[i].filters);
+		struct filtered f = {.needles = needles, .prefix_len = strlen("[p0]:")};
+		char *want = expand(filter_cases[i].want);
+		struct prefixer p;
+		char *out = NULL;
+		size_t len = 0;
+
+		print_message("case %zu: '%s'\n", i, filter_cases[i].filters);
+		prefixer_init(&p, "[p0]:");
+		p.line_cb = filter_line_cb;
+		p.line_arg = &f;
+		for (size_t k = 0; k < ARRAY_SIZE(filter_cases[i].chunks); k++) {
+			char *chunk;
+
+			if (!filter_cases[i].chunks[k]) {
+				break;
+			}
+			chunk = expand(filter_cases[i].chunks[k]);
+			prefixer_feed(&p, chunk, strlen(chunk), &out, &len);
+			free(chunk);
+		}
+		if (filter_cases[i].flush) {
+			prefixer_flush(&p, &out, &len);
+		}
+		assert_int_equal(f.kept_len, strlen(want));
+		if (f.kept_len > 0) {
+			assert_memory_equal(f.kept, want, f.kept_len);
+		}
+		free(want);
+		free(out);
+		free(f.kept);
+		prefixer_release(&p);
+		strv_free(needles);
+	}
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_feed_table),      cmocka_unit_test(test_long_line),
-		cmocka_unit_test(test_byte_by_byte),    cmocka_unit_test(test_linefilter_parse),
-		cmocka_unit_test(test_linefilter_feed), cmocka_unit_test(test_linefilter_long_line),
+		cmocka_unit_test(test_feed_table),       cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_byte_by_byte),     cmocka_unit_test(test_linefilter_parse),
+		cmocka_unit_test(test_linefilter_match), cmocka_unit_test(test_filtered_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
