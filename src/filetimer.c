@@ -108,6 +108,44 @@ filetimer_request_release(struct filetimer_request *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* ---- lines ----------------------------------------------------------------- */
+
+void
+filetimer_lines_feed(struct filetimer_lines *l, const char *data, size_t len, filetimer_line_fn fn,
+		     void *arg)
+{
+	while (len > 0) {
+		const char *nl = memchr(data, '\n', len);
+		size_t take = nl ? (size_t)(nl - data) : len;
+
+		if (l->skipping) {
+			/* the rest of a line already reported */
+		} else if (take > sizeof(l->buf) - l->len) {
+			size_t room = sizeof(l->buf) - l->len;
+
+			memcpy(l->buf + l->len, data, room);
+			fn(l->buf, sizeof(l->buf), true, arg);
+			l->len = 0;
+			l->skipping = true;
+		} else if (nl && l->len == 0) {
+			fn(data, take, false, arg); /* the usual case: no copy */
+		} else {
+			memcpy(l->buf + l->len, data, take);
+			l->len += take;
+			if (nl) {
+				fn(l->buf, l->len, false, arg);
+				l->len = 0;
+			}
+		}
+		if (!nl) {
+			return;
+		}
+		l->skipping = false;
+		data = nl + 1;
+		len -= take + 1;
+	}
+}
+
 /* ---- the table ------------------------------------------------------------- */
 
 struct filetimer_table *

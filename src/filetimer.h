@@ -60,6 +60,29 @@ int filetimer_parse(const char *buf, size_t len, struct filetimer_request *ret, 
 /* Free what r owns and zero it; accepts a zeroed request. */
 void filetimer_request_release(struct filetimer_request *r);
 
+/* ---- lines ---------------------------------------------------------------- */
+
+/* Splits what the FIFO delivers into request lines. Writers' requests arrive
+ * whole (each is one write of at most PIPE_BUF bytes), but a read may end
+ * inside one, and a writer that is not torch's client may send anything.
+ * Zero-initialise; holds at most FILETIMER_LINE_MAX bytes. */
+struct filetimer_lines {
+	char buf[FILETIMER_LINE_MAX];
+	size_t len;
+	bool skipping; /* inside a line already reported too long */
+};
+
+/* Called for each complete line (without its newline), or once for a line
+ * that outgrew FILETIMER_LINE_MAX (too_long; buf holds its first
+ * FILETIMER_LINE_MAX bytes; the rest, up to its newline, is dropped). buf is
+ * valid during the call only. */
+typedef void (*filetimer_line_fn)(const char *buf, size_t len, bool too_long, void *arg);
+
+/* Feed len bytes of data; complete lines go to fn at once, a partial last
+ * line is kept for the next call. */
+void filetimer_lines_feed(struct filetimer_lines *l, const char *data, size_t len,
+			  filetimer_line_fn fn, void *arg);
+
 /* ---- the table ---------------------------------------------------------- */
 
 struct filetimer_table;

@@ -130,6 +130,96 @@ test_parse_length_bound(void **state)
 	free(line);
 }
 
+/* ---- lines ---------------------------------------------------------------- */
+
+struct collected {
+	char *text; /* lines joined with '|', too long ones as "!<len>" */
+	size_t n;
+};
+
+static void
+collect(const char *buf, size_t len, bool too_long, void *arg)
+{
+	struct collected *c = arg;
+	char *prev = c->text;
+
+	if (too_long) {
+		c->text = xasprintf("%s%s!%zu", prev, c->n ? "|" : "", len);
+	} else {
+		c->text = xasprintf("%s%s%.*s", prev, c->n ? "|" : "", (int)len, buf);
+	}
+	free(prev);
+	c->n++;
+}
+
+struct lines_row {
+	const char *chunks[4];
+	const char *want;
+	size_t kept; /* bytes of a partial line held afterwards */
+};
+
+static const struct lines_row lines_rows[] = {
+	{{"a\n"}, "a", 0},
+	{{"a\nb\n"}, "a|b", 0},
+	{{"a", "b", "c\n"}, "abc", 0},
+	{{"a\nb", "c\nd"}, "a|bc", 1},
+	{{"\n\n"}, "|", 0},
+	{{"par", "tial"}, "", 7},
+	{{"x\r\n"}, "x\r", 0},
+};
+
+static void
+test_lines_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(lines_rows); i++) {
+		struct filetimer_lines *l = xcalloc(1, sizeof(*l));
+		struct collected c = {xstrdup("")};
+
+		for (size_t k = 0; k < 4 && lines_rows[i].chunks[k]; k++) {
+			const char *ch = lines_rows[i].chunks[k];
+
+			filetimer_lines_feed(l, ch, strlen(ch), collect, &c);
+		}
+		if (strcmp(c.text, lines_rows[i].want) != 0 || l->len != lines_rows[i].kept) {
+			fail_msg("row %zu: '%s' (%zu kept), expected '%s' (%zu)", i, c.text, l->len,
+				 lines_rows[i].want, lines_rows[i].kept);
+		}
+		free(c.text);
+		free(l);
+	}
+}
+
+static void
+test_lines_too_long(void **state)
+{
+	struct filetimer_lines *l = xcalloc(1, sizeof(*l));
+	struct collected c = {xstrdup("")};
+	char *big = xmalloc(3 * FILETIMER_LINE_MAX);
+
+	(void)state;
+	/* Exactly FILETIMER_LINE_MAX bytes fit, in pieces. */
+	memset(big, 'x', FILETIMER_LINE_MAX);
+	filetimer_lines_feed(l, big, 100, collect, &c);
+	filetimer_lines_feed(l, big, FILETIMER_LINE_MAX - 100, collect, &c);
+	filetimer_lines_feed(l, "\n", 1, collect, &c);
+	assert_int_equal(strlen(c.text), FILETIMER_LINE_MAX);
+	free(c.text);
+	c = (struct collected){xstrdup("")};
+	/* One more byte: reported once, dropped up to its newline, then a good line. */
+	memset(big, 'y', 3 * FILETIMER_LINE_MAX);
+	filetimer_lines_feed(l, big, FILETIMER_LINE_MAX + 1, collect, &c);
+	filetimer_lines_feed(l, big, 2 * FILETIMER_LINE_MAX, collect, &c);
+	big[5] = '\n';
+	memcpy(big + 6, "ok\nhalf", 7);
+	filetimer_lines_feed(l, big, 13, collect, &c);
+	assert_string_equal(c.text, "!4096|ok");
+	assert_int_equal(l->len, 4);
+	free(c.text);
+	free(big);
+	free(l);
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 static int
@@ -345,6 +435,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_table), cmocka_unit_test(test_parse_length_bound),
+		cmocka_unit_test(test_lines_table), cmocka_unit_test(test_lines_too_long),
 		cmocka_unit_test(test_table_rows),  cmocka_unit_test(test_table_bound),
 		cmocka_unit_test(test_table_prune),
 	};
