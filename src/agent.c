@@ -19,6 +19,7 @@
 #include "ctl.h"
 #include "errfile.h"
 #include "events.h"
+#include "filetimer_server.h"
 #include "group.h"
 #include "log.h"
 #include "numa.h"
@@ -61,6 +62,7 @@ struct agent {
 	struct rdzv_result round;
 	char **round_roles; /* owned copies of round.nodes[].role */
 	struct group *group;
+	struct filetimer_server *ftimer; /* torch's FileTimer for the group, NULL: off */
 
 	enum worker_state state;
 	int local_world_size;
@@ -668,6 +670,8 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	struct agent *a = arg;
 	double secs = (double)(now_usec() - a->group_start_usec) / 1e6;
 
+	filetimer_server_free(a->ftimer);
+	a->ftimer = NULL;
 	if (a->stop_signal) {
 		log_warn("[%s] workers stopped after %s; exiting", a->cfg->role,
 			 signal_name(a->stop_signal));
@@ -820,6 +824,12 @@ agent_start_group(struct agent *a)
 
 	group_free(a->group);
 	a->group = NULL;
+	filetimer_server_free(a->ftimer);
+	a->ftimer = filetimer_server_new(
+		a->base, a->env,
+		&(struct filetimer_server_spec){a->cfg->rdzv_id, a->cfg->role, a->restart_count,
+						a->events, &a->stats.file_timer_expired});
+	spec.timer_file = filetimer_server_path(a->ftimer);
 	if (a->run_dir) {
 		attempt_dir = xasprintf("%s/attempt_%d", a->run_dir, a->restart_count);
 		spec.attempt_dir = attempt_dir;
@@ -1638,6 +1648,7 @@ agent_free(struct agent *a)
 	ctl_free(a->ctl);
 	a->ctl = NULL;
 	group_free(a->group);
+	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);
 	rdzv_result_release(&a->round);
 	strv_free(a->round_roles);

@@ -76,6 +76,7 @@ struct agent_stats {
 	/* Workers that failed (exited non-zero, or could not start, before any
 	 * stop), by exit code: index exitcode - AGENT_EXITCODE_MIN. */
 	uint64_t worker_failures[AGENT_EXITCODE_MAX - AGENT_EXITCODE_MIN + 1];
+	uint64_t file_timer_expired; /* pids whose torch FileTimer expired (filetimer_server.h) */
 };
 
 /* The counters, borrowed: valid as long as the agent. */

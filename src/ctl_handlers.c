@@ -437,6 +437,9 @@ handle_metrics(struct ctl_call *call)
 				(unsigned long long)n);
 		}
 	}
+	metric_u64(b, "elasticd_file_timer_expired_total", "counter",
+		   "Worker pids whose torch FileTimer (TORCHELASTIC_TIMER_FILE) expired.",
+		   as->file_timer_expired);
 	metric_u64(b, "elasticd_events_recorded_total", "counter", "Events recorded.", es.recorded);
 	metric_u64(b, "elasticd_events_dropped_total", "counter",
 		   "Events pushed out of the in-memory ring before anyone read them.",
