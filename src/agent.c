@@ -20,6 +20,7 @@
 #include "ctl.h"
 #include "errfile.h"
 #include "events.h"
+#include "filetimer_server.h"
 #include "group.h"
 #include "log.h"
 #include "numa.h"
@@ -821,6 +822,9 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 		.max_restarts = a->cfg->max_restarts,
 	};
 
+	/* The group's FileTimer goes with it (torchrun stops its watchdog). */
+	filetimer_server_free(a->ftimer);
+	a->ftimer = NULL;
 	a->decision = agent_decide(&in);
 	log_debug("%s: %s (%s)%s", __func__, agent_action_name(a->decision.action),
 		  agent_reason_name(a->decision.reason),
@@ -925,6 +929,12 @@ agent_start_group(struct agent *a)
 
 	group_free(a->group);
 	a->group = NULL;
+	filetimer_server_free(a->ftimer);
+	a->ftimer = filetimer_server_new(
+		a->base, a->env,
+		&(struct filetimer_server_spec){a->cfg->rdzv_id, a->cfg->role, a->restart_count,
+						a->events, &a->stats.file_timer_expired});
+	spec.timer_file = filetimer_server_path(a->ftimer);
 	if (a->run_dir) {
 		attempt_dir = xasprintf("%s/attempt_%d", a->run_dir, a->restart_count);
 		spec.attempt_dir = attempt_dir;
@@ -1773,6 +1783,7 @@ agent_free(struct agent *a)
 		return;
 	}
 	group_free(a->group);
+	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);
 	rdzv_result_release(&a->round);
 	strv_free(a->round_roles);

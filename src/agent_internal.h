@@ -16,6 +16,7 @@ struct console;
 struct event;
 struct event_base;
 struct events;
+struct filetimer_server;
 struct group;
 struct numa_plan;
 struct sd_notifier;
@@ -39,6 +40,7 @@ struct agent {
 	struct rdzv_result round;
 	char **round_roles; /* owned copies of round.nodes[].role */
 	struct group *group;
+	struct filetimer_server *ftimer; /* torch's FileTimer for the group, NULL: off */
 
 	/* What the agent is doing (agent_set_phase), and why it entered it. */
 	enum agent_phase phase;

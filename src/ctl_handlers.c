@@ -419,6 +419,9 @@ metrics_workers(struct evbuffer *b, const struct ctl_agent_counters *as)
 				(unsigned long long)n);
 		}
 	}
+	metric_u64(b, "elasticd_file_timer_expired_total", "counter",
+		   "Worker pids whose torch FileTimer (TORCHELASTIC_TIMER_FILE) expired.",
+		   as->file_timer_expired);
 }
 
 /* The event recorder and the control plane itself. */

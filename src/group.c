@@ -199,6 +199,7 @@ group_prepare(struct group *g, const struct group_spec *spec, const struct ranks
 		/* cuda:<local_rank> must be the GPU the plan names. */
 		.cuda_device_order = g->numa && numa_plan_names_gpus(g->numa),
 		.signals_to_handle = g->signals,
+		.timer_file = spec->timer_file,
 	};
 	int r;
 

@@ -53,6 +53,9 @@ struct group_spec {
 	/* Where local rank n gets TORCH_WORKER_SERVER_SOCKET=<dir>/rank<n>.sock
 	 * (a stale file there is removed first); NULL: not set. */
 	const char *worker_server_dir;
+	/* TORCHELASTIC_TIMER_FILE for every worker (the FileTimer FIFO the agent
+	 * serves for this attempt); NULL: the base environment's, if any. */
+	const char *timer_file;
 };
 
 struct group_callbacks {

@@ -245,6 +245,9 @@ wenv_build_env(char *const *base, const struct wenv_worker *w, char ***ret_env, 
 	if (w->worker_server_socket) {
 		env_set(&env, "TORCH_WORKER_SERVER_SOCKET", w->worker_server_socket);
 	}
+	if (w->timer_file) {
+		env_set(&env, "TORCHELASTIC_TIMER_FILE", w->timer_file);
+	}
 	*ret_env = env;
 	return 0;
 }

@@ -35,6 +35,10 @@ struct wenv_worker {
 	 * launch_agent puts in its own environment), or NULL to leave the
 	 * base's value alone. */
 	const char *signals_to_handle;
+	/* TORCHELASTIC_TIMER_FILE: the FileTimer FIFO the agent serves, as
+	 * torchrun's LocalElasticAgent._setup_local_watchdog exports it (1.13
+	 * and 2.6); NULL leaves the base's value alone. */
+	const char *timer_file;
 };
 
 /* Python string.Template.safe_substitute: "$$" becomes "$", "$name" and

@@ -162,6 +162,33 @@ test_env_worker_server_socket(void **state)
 	strv_free(env);
 }
 
+/* TORCHELASTIC_TIMER_FILE: the agent's FileTimer FIFO when it serves one
+ * (torchrun's _setup_local_watchdog), else whatever the caller had. */
+static void
+test_env_timer_file(void **state)
+{
+	char *base[] = {"TORCHELASTIC_TIMER_FILE=/tmp/given", NULL};
+	struct wenv_worker w = base_worker;
+	char **env = NULL, *err = NULL;
+
+	(void)state;
+	assert_int_equal(wenv_build_env(NULL, &w, &env, &err), 0);
+	assert_null(wenv_get(env, "TORCHELASTIC_TIMER_FILE"));
+	strv_free(env);
+	assert_int_equal(wenv_build_env(base, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "TORCHELASTIC_TIMER_FILE"), "/tmp/given");
+	strv_free(env);
+	w.timer_file = "/tmp/watchdog_timer_0b9e7c52-6d0a-4c1e-9f5e-3a2b1c0d9e8f";
+	assert_int_equal(wenv_build_env(NULL, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "TORCHELASTIC_TIMER_FILE"),
+			    "/tmp/watchdog_timer_0b9e7c52-6d0a-4c1e-9f5e-3a2b1c0d9e8f");
+	for (size_t i = 0, n = 0; env[i]; i++) {
+		n += strncmp(env[i], "TORCHELASTIC_TIMER_FILE=", 24) == 0;
+		assert_true(n <= 1);
+	}
+	strv_free(env);
+}
+
 static void
 test_env_virtual_local_rank(void **state)
 {
@@ -254,6 +281,7 @@ main(void)
 		cmocka_unit_test(test_env_keeps_callers_values),
 		cmocka_unit_test(test_env_virtual_local_rank),
 		cmocka_unit_test(test_env_worker_server_socket),
+		cmocka_unit_test(test_env_timer_file),
 		cmocka_unit_test(test_template),
 		cmocka_unit_test(test_argv),
 	};
