@@ -17,7 +17,6 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "config_file.h"
 #include "numa.h"
@@ -1779,40 +1778,6 @@ apply_file(struct config *cfg, const char *text, size_t len, char *const envp[],
 	return r;
 }
 
-/* A random (version 4) UUID, lower-case 8-4-4-4-12, as Python's str(uuid4()). */
-static int
-uuid4(char **ret)
-{
-	static const char hex[] = "0123456789abcdef";
-	uint8_t b[16];
-	char s[37], *q = s;
-	size_t got = 0;
-
-	while (got < sizeof(b)) {
-		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-
-		if (n < 0) {
-			if (errno == EINTR) {
-				continue;
-			}
-			return -errno;
-		}
-		got += (size_t)n;
-	}
-	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-	for (size_t i = 0; i < sizeof(b); i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10) {
-			*q++ = '-';
-		}
-		*q++ = hex[b[i] >> 4];
-		*q++ = hex[b[i] & 0xf];
-	}
-	*q = '\0';
-	*ret = xstrdup(s);
-	return 0;
-}
-
 static bool
 given(const enum option_source *src, const char *name)
 {
@@ -1831,7 +1796,7 @@ given(const enum option_source *src, const char *name)
 static int
 local_rendezvous(struct config *ret, const enum option_source *src, char **reterr)
 {
-	char *id = NULL;
+	char id[37];
 	int r;
 
 	if (!ret->standalone && (strcmp(ret->rdzv_backend, "static") != 0 || *ret->rdzv_endpoint ||
@@ -1845,15 +1810,15 @@ local_rendezvous(struct config *ret, const enum option_source *src, char **reter
 	if (given(src, "rdzv-id")) {
 		return 0;
 	}
-	r = uuid4(&id);
+	r = uuid4_string(id);
 	if (r < 0) {
-		*reterr =
-			xasprintf("%s: cannot make a run id: %s",
-				  ret->standalone ? "--standalone" : "--master-port", strerror(-r));
+		*reterr = xasprintf("%s: cannot make a run id: %s",
+				    ret->standalone ? "--standalone" : "the local c10d rendezvous",
+				    strerror(-r));
 		return -EINVAL;
 	}
 	free(ret->rdzv_id);
-	ret->rdzv_id = id;
+	ret->rdzv_id = xstrdup(id);
 	return 0;
 }
 

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,29 +46,6 @@ static double
 wall_seconds(void)
 {
 	return (double)wall_usec() / (double)USEC_PER_SEC;
-}
-
-/* Python's str(uuid.uuid4()). Returns 0 or -errno. */
-static int
-uuid4(char ret[37])
-{
-	uint8_t b[16];
-	size_t got = 0;
-
-	while (got < sizeof(b)) {
-		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-
-		if (n < 0 && errno != EINTR) {
-			return -errno;
-		}
-		got += n > 0 ? (size_t)n : 0;
-	}
-	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-	snprintf(ret, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-		 b[13], b[14], b[15]);
-	return 0;
 }
 
 static void
@@ -295,7 +271,7 @@ filetimer_server_new(struct event_base *base, char *const *env,
 	if (!enabled || strcmp(enabled, "1") != 0) {
 		return NULL;
 	}
-	if (!given && (r = uuid4(uuid)) < 0) {
+	if (!given && (r = uuid4_string(uuid)) < 0) {
 		log_error("FileTimer: cannot make a FIFO name: %s", strerror(-r));
 		return NULL;
 	}

@@ -98,3 +98,8 @@ int cpus_allowed_count(void);
  * name of gethostname() when it resolves, else gethostname(). Looked up once and
  * cached (static storage); may block on DNS the first time. */
 const char *host_fqdn(void);
+
+/* A random (version 4) UUID into ret, lower-case 8-4-4-4-12 with a
+ * terminating NUL, as Python's str(uuid.uuid4()) (getrandom(2)). Returns 0 or
+ * -errno. */
+int uuid4_string(char ret[37]);
