@@ -98,9 +98,12 @@ test_status(void **state)
 	assert_non_null(strstr(out, "round:     - (no round joined yet)\n"));
 	assert_non_null(strstr(out, "\nno workers yet\n"));
 	free(out);
-	CAPTURE(out, r = ectl_fmt_status(_f, json_array(), false));
+	json_t *not_object = json_array();
+
+	CAPTURE(out, r = ectl_fmt_status(_f, not_object, false));
 	assert_int_equal(r, -EINVAL);
 	free(out);
+	json_decref(not_object);
 	json_decref(s);
 	json_decref(empty);
 }
