@@ -1892,25 +1892,20 @@ connect_log_cb(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(c->connect_log_timer, &tv);
 }
 
+/* c10d_init's settings: the endpoint, the --rdzv-conf keys, our descriptor.
+ * Returns is_host (-1: not given, 0, 1), or -EINVAL with *reterr. */
 static int
-c10d_init(struct rdzv *r, char **reterr)
+c10d_settings(struct c10d *c, const struct config *cfg, char **reterr)
 {
-	const struct config *cfg = r->cfg;
-	struct c10d *c = xcalloc(1, sizeof(*c));
 	const char *endpoint =
 		cfg->rdzv_endpoint && *cfg->rdzv_endpoint ? cfg->rdzv_endpoint : "localhost";
 	const char *v;
-	int is_host = -1, err = 0;
-	uint64_t deadline;
+	char *why = NULL;
+	int is_host = -1;
 
-	r->backend = c;
-	c->r = r;
-	c->node_state = NODE_STATE_INIT;
-	rdzv_state_init(&c->st);
-	if (rdzv_parse_endpoint(endpoint, C10D_DEFAULT_PORT, &c->host, &c->port) < 0) {
-		*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': expected HOST[:PORT] or "
-				    "[IPV6]:PORT",
-				    endpoint);
+	if (rdzv_parse_endpoint(endpoint, C10D_DEFAULT_PORT, &c->host, &c->port, &why) < 0) {
+		*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': %s", endpoint, why);
+		free(why);
 		return -EINVAL;
 	}
 	if (rdzv_dynamic_conf(cfg, &c->settings, &c->join_timeout, &c->close_timeout,
@@ -1929,6 +1924,24 @@ c10d_init(struct rdzv *r, char **reterr)
 		return -EINVAL;
 	}
 	c->key = xasprintf("/torch.rendezvous.%s", cfg->rdzv_id);
+	return is_host;
+}
+
+static int
+c10d_init(struct rdzv *r, char **reterr)
+{
+	const struct config *cfg = r->cfg;
+	struct c10d *c = xcalloc(1, sizeof(*c));
+	int is_host, err = 0;
+	uint64_t deadline;
+
+	r->backend = c;
+	c->r = r;
+	c->node_state = NODE_STATE_INIT;
+	rdzv_state_init(&c->st);
+	if ((is_host = c10d_settings(c, cfg, reterr)) == -EINVAL) {
+		return -EINVAL;
+	}
 
 	/* Host the store when the endpoint is ours; with several agents on the
 	 * endpoint host the first one to bind hosts, the others connect. */
