@@ -940,10 +940,19 @@ client_connected_cb(struct tcpstore_client *cl, int err, void *arg)
 		return;
 	}
 	if (err < 0) {
-		char *msg = xasprintf("cannot reach the rendezvous store at %s:%d within the join "
-				      "timeout: %s",
-				      c->host, c->connect_port, strerror(-err));
+		char *why = tcpstore_client_handshake_trouble(cl), *msg;
 
+		if (why) {
+			/* Something else holds the port (an HTTP server, ...). */
+			msg = xasprintf("the rendezvous endpoint %s:%d is not a TCPStore: %s; is "
+					"another program listening there?",
+					c->host, c->connect_port, why);
+		} else {
+			msg = xasprintf("cannot reach the rendezvous store at %s:%d within the "
+					"join timeout: %s",
+					c->host, c->connect_port, strerror(-err));
+		}
+		free(why);
 		c->dead = true;
 		c->dead_msg = xstrdup(msg);
 		if (c->next_active) {
