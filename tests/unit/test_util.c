@@ -128,6 +128,18 @@ test_endpoint(void **state)
 }
 
 static void
+test_bytes_printable(void **state)
+{
+	char *s = bytes_printable("HTTP/1.0 \"x\"\\\r\n\t\x00\xff~", 19);
+
+	assert_string_equal(s, "HTTP/1.0 \\\"x\\\"\\\\\\r\\n\\t\\x00\\xff~");
+	free(s);
+	s = bytes_printable("", 0);
+	assert_string_equal(s, "");
+	free(s);
+}
+
+static void
 test_strv(void **state)
 {
 	char **v = NULL, **c;
@@ -148,9 +160,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_int), cmocka_unit_test(test_parse_double),
-		cmocka_unit_test(test_signals),   cmocka_unit_test(test_endpoint),
-		cmocka_unit_test(test_strv),
+		cmocka_unit_test(test_parse_int),       cmocka_unit_test(test_parse_double),
+		cmocka_unit_test(test_signals),         cmocka_unit_test(test_endpoint),
+		cmocka_unit_test(test_bytes_printable), cmocka_unit_test(test_strv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
