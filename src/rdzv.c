@@ -171,11 +171,59 @@ rdzv_finish(struct rdzv *r, bool close)
 	return 0;
 }
 
+/* rdzv_leave is over (done, failed or timed out): tell the caller once. */
+static void
+leave_complete(struct rdzv *r)
+{
+	void (*left)(void *arg) = r->left;
+
+	if (!left) {
+		return;
+	}
+	r->left = NULL;
+	evtimer_del(r->leave_timer);
+	left(r->left_arg);
+}
+
+static void
+leave_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	leave_complete(arg);
+}
+
+int
+rdzv_leave(struct rdzv *r, uint64_t timeout_usec, void (*done)(void *arg), void *arg)
+{
+	struct timeval tv = {(time_t)(timeout_usec / USEC_PER_SEC),
+			     (suseconds_t)(timeout_usec % USEC_PER_SEC)};
+	int err;
+
+	if (!r->ops->finish) {
+		return -EOPNOTSUPP;
+	}
+	if (r->left || r->leave_timer) {
+		return -EALREADY;
+	}
+	r->left = done;
+	r->left_arg = arg;
+	r->leave_timer = evtimer_new(r->base, leave_timeout_cb, r);
+	evtimer_add(r->leave_timer, &tv);
+	err = r->ops->finish(r, false);
+	if (err < 0) {
+		r->left = NULL;
+		evtimer_del(r->leave_timer);
+	}
+	return err;
+}
+
 void
 rdzv_free(struct rdzv *r)
 {
 	if (!r) {
 		return;
+	}
+	if (r->leave_timer) {
+		event_free(r->leave_timer);
 	}
 	if (r->ops->free) {
 		r->ops->free(r);
@@ -215,7 +263,9 @@ notice_cb(evutil_socket_t fd, short what, void *arg)
 		r->cb.done(n->err, NULL, n->msg, r->cb.arg);
 		break;
 	case RDZV_TELL_FINISHED:
-		if (r->cb.finished) {
+		if (r->left) {
+			leave_complete(r); /* rdzv_leave's finish */
+		} else if (r->cb.finished) {
 			r->cb.finished(n->err, n->msg, r->cb.arg);
 		}
 		break;

@@ -1772,36 +1772,54 @@ close_done(struct c10d *c, int err, enum rdzv_action a)
 	fence_then_linger(c);
 }
 
+/* Out of every list of the state (rdzv_leave), or could not be: go. */
+static void
+leave_done(struct c10d *c, int err, enum rdzv_action a)
+{
+	if (err == 0 && a == RDZV_ACTION_FINISH) {
+		rdzv_progress(c->r, "left the rendezvous '%s' (it stays open for the others)",
+			      c->r->cfg->rdzv_id);
+	} else {
+		rdzv_progress(c->r, "could not leave the rendezvous '%s': %s", c->r->cfg->rdzv_id,
+			      err < 0 ? strerror(-err) : rdzv_action_name(a));
+	}
+	fence_then_linger(c);
+}
+
 static int
 c10d_finish(struct rdzv *r, bool close)
 {
 	struct c10d *c = backend(r);
+	enum rdzv_op op = close ? RDZV_OP_CLOSE : RDZV_OP_LEAVE;
+	op_done_fn done = close ? close_done : leave_done;
 
 	c->running = false;
 	c->barrier = false;
 	c->next_active = false;
 	c->finishing = true;
 	evtimer_del(c->ka_timer);
+	turn_release(c);
 	if (c->watch && c->watching) {
 		(void)tcpstore_client_cancel_wait(c->watch);
 		c->watching = false;
 	}
-	if (close && !c->dead && c->up) {
-		if (c->op_active) {
-			/* Take over a keep-alive under way. */
-			c->op = RDZV_OP_CLOSE;
-			c->op_deadline = now_usec() + c->close_timeout;
-			c->op_done = close_done;
-			if (!c->io_pending) {
-				c->in_sync = false;
-				op_read(c);
-			}
-			return 0;
-		}
-		op_start(c, RDZV_OP_CLOSE, now_usec() + c->close_timeout, close_done);
+	if (c->dead || !c->up) {
+		linger_start(c);
 		return 0;
 	}
-	linger_start(c);
+	if (c->op_active) {
+		/* Take over the operation under way (a keep-alive, a join). */
+		c->op = op;
+		c->op_deadline = now_usec() + c->close_timeout;
+		c->op_done = done;
+		if (!c->io_pending) {
+			c->in_sync = false;
+			evtimer_del(c->sync_timer);
+			op_read(c);
+		}
+		return 0;
+	}
+	op_start(c, op, now_usec() + c->close_timeout, done);
 	return 0;
 }
 
