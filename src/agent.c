@@ -70,6 +70,7 @@ struct agent {
 	int restart_count;
 	int remaining_restarts;
 	int stop_signal; /* handled signal that is stopping the agent, else 0 */
+	bool leaving;    /* rdzv_leave under way after a signal: the exit waits for it */
 	int exit_code;
 	bool exiting;
 	uint64_t start_usec;
@@ -147,7 +148,22 @@ agent_exit(struct agent *a, int code)
 	a->exiting = true;
 	a->exit_code = code;
 	agent_notify_stopping(a, "exiting with status %d", code);
+	if (a->leaving) {
+		return; /* agent_left_cb ends the loop */
+	}
 	event_base_loopbreak(a->base);
+}
+
+/* rdzv_leave is over (or its time ran out): the exit may go on. */
+static void
+agent_left_cb(void *arg)
+{
+	struct agent *a = arg;
+
+	a->leaving = false;
+	if (a->exiting) {
+		event_base_loopbreak(a->base);
+	}
 }
 
 /* ---- events --------------------------------------------------------------
@@ -1017,6 +1033,9 @@ agent_on_signal(struct agent *a, int sig)
 	}
 	a->stop_signal = sig;
 	log_warn("Received %s death signal, shutting down workers", signal_name(sig));
+	/* Out of the rendezvous, left open for the others, while the workers stop. */
+	a->leaving = !a->finishing && a->rdzv &&
+		     rdzv_leave(a->rdzv, 5 * USEC_PER_SEC, agent_left_cb, a) == 0;
 	agent_notify_stopping(a, "stopping: %s received, stopping the workers (SIGKILL after %d s)",
 			      signal_name(sig), a->cfg->shutdown_timeout);
 	if (a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT) {
