@@ -409,6 +409,18 @@ agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why)
 	agent_set_phase(a, AGENT_PHASE_DONE, reason, why);
 }
 
+/* rdzv_leave is over (or its time ran out): an exit waiting for it goes on. */
+static void
+agent_left_cb(void *arg)
+{
+	struct agent *a = arg;
+
+	a->leaving = false;
+	if (a->phase == AGENT_PHASE_DONE) {
+		event_base_loopbreak(a->base);
+	}
+}
+
 /* Entering STOPPING_GROUP: a group that failed stops the rest itself; one that
  * still runs is stopped here (SIGTERM, escalation as always); one whose
  * workers all exited 0 only drains its output. */
@@ -490,7 +502,9 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 	case AGENT_PHASE_DONE:
 		agent_notify_stopping(a, "exiting with status %d", a->exit_code);
 		agent_record_exit(a);
-		event_base_loopbreak(a->base);
+		if (!a->leaving) { /* else agent_left_cb ends the loop */
+			event_base_loopbreak(a->base);
+		}
 		return;
 	case AGENT_PHASE_INIT:
 	case AGENT_PHASE_RUNNING:
@@ -1160,6 +1174,9 @@ agent_on_signal(struct agent *a, int sig)
 	}
 	a->signo = sig;
 	log_warn("Received %s death signal, shutting down workers", signal_name(sig));
+	/* Out of the rendezvous, left open for the others, while the workers stop. */
+	a->leaving = a->phase != AGENT_PHASE_EXIT_BARRIER && a->phase != AGENT_PHASE_CLOSING &&
+		     a->rdzv && rdzv_leave(a->rdzv, 5 * USEC_PER_SEC, agent_left_cb, a) == 0;
 	agent_notify_stopping(a, "stopping: %s received, stopping the workers (SIGKILL after %d s)",
 			      signal_name(sig), a->cfg->shutdown_timeout);
 	agent_set_phase(a, AGENT_PHASE_STOPPING_SIGNAL, AGENT_REASON_SIGNAL, signal_name(sig));

@@ -53,6 +53,7 @@ struct agent {
 	int restart_count;
 	int remaining_restarts;
 	int signo;     /* the handled signal obeyed (STOPPING_SIGNAL on), else 0 */
+	bool leaving;  /* rdzv_leave under way after a signal: DONE waits for it */
 	int exit_code; /* chosen when finishing (EXIT_BARRIER, CLOSING) or at DONE */
 	uint64_t start_usec;
 	uint64_t group_start_usec;

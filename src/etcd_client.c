@@ -655,7 +655,7 @@ etcd_client_new(struct event_base *base, const char *endpoints, char **reterr)
 	cl->base = base;
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		struct endpoint ep = {0};
-		char *t = tok;
+		char *t = tok, *why = NULL;
 
 		while (*t == ' ') {
 			t++;
@@ -666,12 +666,18 @@ etcd_client_new(struct event_base *base, const char *endpoints, char **reterr)
 		if (t[0] && t[strlen(t) - 1] == '/') {
 			t[strlen(t) - 1] = '\0';
 		}
-		if (strncmp(t, "https://", 8) == 0 ||
-		    rdzv_parse_endpoint(t, ETCD_DEFAULT_PORT, &ep.host, &ep.port) < 0 ||
-		    ep.port == 0) {
-			*reterr = xasprintf("--rdzv-endpoint: invalid etcd endpoint '%s': expected "
-					    "HOST[:PORT] (plain http; TLS is not supported)",
-					    tok);
+		if (strncmp(t, "https://", 8) == 0) {
+			why = xstrdup("plain http only; TLS is not supported");
+		} else if (rdzv_parse_endpoint(t, ETCD_DEFAULT_PORT, &ep.host, &ep.port, &why) ==
+				   0 &&
+			   ep.port == 0) {
+			why = xstrdup("port 0 is not an etcd port");
+		}
+		if (why) {
+			*reterr = xasprintf("--rdzv-endpoint: invalid etcd endpoint '%s': %s", tok,
+					    why);
+			free(why);
+			free(ep.host);
 			free(list);
 			etcd_client_free(cl);
 			return NULL;

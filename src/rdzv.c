@@ -24,47 +24,75 @@ struct rdzv_notice {
 	struct rdzv_notice *next;
 };
 
+/* The bracketed form of an unbracketed IPv6 endpoint, for the error message:
+ * "[::1]:29618" for "::1:29618" (the last group is a port when the rest is an
+ * address), "[fe80::1]:PORT" for "fe80::1". */
+static char *
+ipv6_hint(const char *endpoint)
+{
+	const char *colon = strrchr(endpoint, ':');
+	struct in6_addr a;
+	long long port;
+	char *host = xstrndup(endpoint, (size_t)(colon - endpoint)), *hint;
+
+	if (parse_int(colon + 1, 0, 65535, &port) == 0 && inet_pton(AF_INET6, host, &a) == 1) {
+		hint = xasprintf("[%s]:%s", host, colon + 1);
+	} else if (inet_pton(AF_INET6, endpoint, &a) == 1) {
+		hint = xasprintf("[%s]:PORT", endpoint);
+	} else {
+		hint = xstrdup("[IPV6]:PORT");
+	}
+	free(host);
+	return hint;
+}
+
 int
-rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host, int *ret_port)
+rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host, int *ret_port,
+		    char **reterr)
 {
 	const char *colon;
 	long long port = default_port;
 	char *host;
 
 	if (!endpoint || !*endpoint) {
-		return -EINVAL;
+		goto invalid;
 	}
 	if (endpoint[0] == '[') {
 		const char *close = strchr(endpoint, ']');
 
 		if (!close || close == endpoint + 1) {
-			return -EINVAL;
+			goto invalid;
 		}
 		host = xstrndup(endpoint + 1, (size_t)(close - endpoint - 1));
 		colon = close[1] == ':' ? close + 1 : NULL;
 		if (!colon && close[1] != '\0') {
 			free(host);
-			return -EINVAL;
+			goto invalid;
 		}
 	} else {
 		colon = strrchr(endpoint, ':');
 		if (colon && strchr(endpoint, ':') != colon) {
-			/* A bare IPv6 address without brackets: no port. */
-			colon = NULL;
+			/* An IPv6 address without brackets: "::1:29618" could be an
+			 * address alone or one with a port. Ask for brackets. */
+			char *hint = ipv6_hint(endpoint);
+
+			*reterr = xasprintf("an IPv6 address needs brackets: write %s", hint);
+			free(hint);
+			return -EINVAL;
 		}
 		host = colon ? xstrndup(endpoint, (size_t)(colon - endpoint)) : xstrdup(endpoint);
 	}
-	if (colon && parse_int(colon + 1, 0, 65535, &port) < 0) {
+	if ((colon && parse_int(colon + 1, 0, 65535, &port) < 0) || !*host || port < 0) {
 		free(host);
-		return -EINVAL;
-	}
-	if (!*host || port < 0) {
-		free(host);
-		return -EINVAL;
+		goto invalid;
 	}
 	*ret_host = host;
 	*ret_port = (int)port;
 	return 0;
+invalid:
+	*reterr = xstrdup(default_port < 0 ? "expected HOST:PORT or [IPV6]:PORT"
+					   : "expected HOST[:PORT] or [IPV6][:PORT]");
+	return -EINVAL;
 }
 
 struct rdzv *
@@ -143,11 +171,59 @@ rdzv_finish(struct rdzv *r, bool close)
 	return 0;
 }
 
+/* rdzv_leave is over (done, failed or timed out): tell the caller once. */
+static void
+leave_complete(struct rdzv *r)
+{
+	void (*left)(void *arg) = r->left;
+
+	if (!left) {
+		return;
+	}
+	r->left = NULL;
+	evtimer_del(r->leave_timer);
+	left(r->left_arg);
+}
+
+static void
+leave_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	leave_complete(arg);
+}
+
+int
+rdzv_leave(struct rdzv *r, uint64_t timeout_usec, void (*done)(void *arg), void *arg)
+{
+	struct timeval tv = {(time_t)(timeout_usec / USEC_PER_SEC),
+			     (suseconds_t)(timeout_usec % USEC_PER_SEC)};
+	int err;
+
+	if (!r->ops->finish) {
+		return -EOPNOTSUPP;
+	}
+	if (r->left || r->leave_timer) {
+		return -EALREADY;
+	}
+	r->left = done;
+	r->left_arg = arg;
+	r->leave_timer = evtimer_new(r->base, leave_timeout_cb, r);
+	evtimer_add(r->leave_timer, &tv);
+	err = r->ops->finish(r, false);
+	if (err < 0) {
+		r->left = NULL;
+		evtimer_del(r->leave_timer);
+	}
+	return err;
+}
+
 void
 rdzv_free(struct rdzv *r)
 {
 	if (!r) {
 		return;
+	}
+	if (r->leave_timer) {
+		event_free(r->leave_timer);
 	}
 	if (r->ops->free) {
 		r->ops->free(r);
@@ -187,7 +263,9 @@ notice_cb(evutil_socket_t fd, short what, void *arg)
 		r->cb.done(n->err, NULL, n->msg, r->cb.arg);
 		break;
 	case RDZV_TELL_FINISHED:
-		if (r->cb.finished) {
+		if (r->left) {
+			leave_complete(r); /* rdzv_leave's finish */
+		} else if (r->cb.finished) {
 			r->cb.finished(n->err, n->msg, r->cb.arg);
 		}
 		break;

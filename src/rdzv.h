@@ -85,9 +85,10 @@ struct rdzv_backend_ops {
 	 * reports it. NULL: passes at once. Returns 0 or -errno. */
 	int (*exit_barrier)(struct rdzv *r);
 	/* Optional. Leave for good: close the rendezvous when close (job done or
-	 * failed for good, not when stopped by a signal) and let a store host's
-	 * clients finish; cb.finished reports it. NULL: shutdown() when close,
-	 * then finished at once. Returns 0 or -errno. */
+	 * failed for good), else take this node out of every list of the state
+	 * and leave the rendezvous open (stopped by a signal, rdzv_leave); then
+	 * let a store host's clients finish; cb.finished reports it. NULL:
+	 * shutdown() when close, then finished at once. Returns 0 or -errno. */
 	int (*finish)(struct rdzv *r, bool close);
 };
 
@@ -100,6 +101,10 @@ struct rdzv {
 	struct events *events;       /* cb.events: where RdzvEvents go, may be NULL */
 	void *backend;               /* the backend's own state */
 	struct rdzv_notice *notices; /* rdzv_tell's, not delivered yet */
+	/* rdzv_leave under way: its completion and its deadline. */
+	void (*left)(void *arg);
+	void *left_arg;
+	struct event *leave_timer;
 };
 
 /* Create the rendezvous the config asks for. local_world_size is this node's
@@ -121,14 +126,28 @@ int rdzv_exit_barrier(struct rdzv *r);
 /* Leave the rendezvous (see rdzv_backend_ops.finish); cb.finished reports it.
  * Returns 0 or -errno. */
 int rdzv_finish(struct rdzv *r, bool close);
+/* Leave for a graceful stop (a signal), without closing the rendezvous
+ * (torch's shutdown() would close it for everyone): this node goes out of the
+ * participants, the wait list and the redundancy list, so that the others
+ * re-form at once and a node started in its place joins at once; its liveness
+ * goes too (etcd: the lease is revoked). The backend's finish with close
+ * false, whose cb.finished becomes done(arg): it runs once, from the loop,
+ * when the node is out, could not get out, or timeout_usec passed, whichever
+ * comes first. Then only rdzv_free is left to call. Returns 0, -EOPNOTSUPP
+ * (nothing to leave: static) or -EALREADY; done does not run then. */
+int rdzv_leave(struct rdzv *r, uint64_t timeout_usec, void (*done)(void *arg), void *arg);
 void rdzv_free(struct rdzv *r);
 
 /* Release the members of a result filled by a backend. */
 void rdzv_result_release(struct rdzv_result *res);
 
-/* Split "host[:port]" or "[v6]:port" into a malloc'd host and port; *ret_port is
- * default_port when none is given. Returns 0 or -EINVAL. */
-int rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host, int *ret_port);
+/* Split "host[:port]" or "[v6][:port]" into a malloc'd host and port; *ret_port
+ * is default_port when none is given. The one endpoint parser of every backend.
+ * An IPv6 address without brackets ("::1:29618": address, or address and
+ * port?) is refused with the bracketed form as a hint. Returns 0, or -EINVAL
+ * with *reterr (malloc'd) saying what is wrong, without the flag's name. */
+int rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host, int *ret_port,
+			char **reterr);
 
 /* Backends (rdzv_<name>.c). */
 extern const struct rdzv_backend_ops rdzv_static_ops;

@@ -940,10 +940,19 @@ client_connected_cb(struct tcpstore_client *cl, int err, void *arg)
 		return;
 	}
 	if (err < 0) {
-		char *msg = xasprintf("cannot reach the rendezvous store at %s:%d within the join "
-				      "timeout: %s",
-				      c->host, c->connect_port, strerror(-err));
+		char *why = tcpstore_client_handshake_trouble(cl), *msg;
 
+		if (why) {
+			/* Something else holds the port (an HTTP server, ...). */
+			msg = xasprintf("the rendezvous endpoint %s:%d is not a TCPStore: %s; is "
+					"another program listening there?",
+					c->host, c->connect_port, why);
+		} else {
+			msg = xasprintf("cannot reach the rendezvous store at %s:%d within the "
+					"join timeout: %s",
+					c->host, c->connect_port, strerror(-err));
+		}
+		free(why);
 		c->dead = true;
 		c->dead_msg = xstrdup(msg);
 		if (c->next_active) {
@@ -1763,36 +1772,54 @@ close_done(struct c10d *c, int err, enum rdzv_action a)
 	fence_then_linger(c);
 }
 
+/* Out of every list of the state (rdzv_leave), or could not be: go. */
+static void
+leave_done(struct c10d *c, int err, enum rdzv_action a)
+{
+	if (err == 0 && a == RDZV_ACTION_FINISH) {
+		rdzv_progress(c->r, "left the rendezvous '%s' (it stays open for the others)",
+			      c->r->cfg->rdzv_id);
+	} else {
+		rdzv_progress(c->r, "could not leave the rendezvous '%s': %s", c->r->cfg->rdzv_id,
+			      err < 0 ? strerror(-err) : rdzv_action_name(a));
+	}
+	fence_then_linger(c);
+}
+
 static int
 c10d_finish(struct rdzv *r, bool close)
 {
 	struct c10d *c = backend(r);
+	enum rdzv_op op = close ? RDZV_OP_CLOSE : RDZV_OP_LEAVE;
+	op_done_fn done = close ? close_done : leave_done;
 
 	c->running = false;
 	c->barrier = false;
 	c->next_active = false;
 	c->finishing = true;
 	evtimer_del(c->ka_timer);
+	turn_release(c);
 	if (c->watch && c->watching) {
 		(void)tcpstore_client_cancel_wait(c->watch);
 		c->watching = false;
 	}
-	if (close && !c->dead && c->up) {
-		if (c->op_active) {
-			/* Take over a keep-alive under way. */
-			c->op = RDZV_OP_CLOSE;
-			c->op_deadline = now_usec() + c->close_timeout;
-			c->op_done = close_done;
-			if (!c->io_pending) {
-				c->in_sync = false;
-				op_read(c);
-			}
-			return 0;
-		}
-		op_start(c, RDZV_OP_CLOSE, now_usec() + c->close_timeout, close_done);
+	if (c->dead || !c->up) {
+		linger_start(c);
 		return 0;
 	}
-	linger_start(c);
+	if (c->op_active) {
+		/* Take over the operation under way (a keep-alive, a join). */
+		c->op = op;
+		c->op_deadline = now_usec() + c->close_timeout;
+		c->op_done = done;
+		if (!c->io_pending) {
+			c->in_sync = false;
+			evtimer_del(c->sync_timer);
+			op_read(c);
+		}
+		return 0;
+	}
+	op_start(c, op, now_usec() + c->close_timeout, done);
 	return 0;
 }
 
@@ -1892,25 +1919,20 @@ connect_log_cb(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(c->connect_log_timer, &tv);
 }
 
+/* c10d_init's settings: the endpoint, the --rdzv-conf keys, our descriptor.
+ * Returns is_host (-1: not given, 0, 1), or -EINVAL with *reterr. */
 static int
-c10d_init(struct rdzv *r, char **reterr)
+c10d_settings(struct c10d *c, const struct config *cfg, char **reterr)
 {
-	const struct config *cfg = r->cfg;
-	struct c10d *c = xcalloc(1, sizeof(*c));
 	const char *endpoint =
 		cfg->rdzv_endpoint && *cfg->rdzv_endpoint ? cfg->rdzv_endpoint : "localhost";
 	const char *v;
-	int is_host = -1, err = 0;
-	uint64_t deadline;
+	char *why = NULL;
+	int is_host = -1;
 
-	r->backend = c;
-	c->r = r;
-	c->node_state = NODE_STATE_INIT;
-	rdzv_state_init(&c->st);
-	if (rdzv_parse_endpoint(endpoint, C10D_DEFAULT_PORT, &c->host, &c->port) < 0) {
-		*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': expected HOST[:PORT] or "
-				    "[IPV6]:PORT",
-				    endpoint);
+	if (rdzv_parse_endpoint(endpoint, C10D_DEFAULT_PORT, &c->host, &c->port, &why) < 0) {
+		*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': %s", endpoint, why);
+		free(why);
 		return -EINVAL;
 	}
 	if (rdzv_dynamic_conf(cfg, &c->settings, &c->join_timeout, &c->close_timeout,
@@ -1929,6 +1951,24 @@ c10d_init(struct rdzv *r, char **reterr)
 		return -EINVAL;
 	}
 	c->key = xasprintf("/torch.rendezvous.%s", cfg->rdzv_id);
+	return is_host;
+}
+
+static int
+c10d_init(struct rdzv *r, char **reterr)
+{
+	const struct config *cfg = r->cfg;
+	struct c10d *c = xcalloc(1, sizeof(*c));
+	int is_host, err = 0;
+	uint64_t deadline;
+
+	r->backend = c;
+	c->r = r;
+	c->node_state = NODE_STATE_INIT;
+	rdzv_state_init(&c->st);
+	if ((is_host = c10d_settings(c, cfg, reterr)) == -EINVAL) {
+		return -EINVAL;
+	}
 
 	/* Host the store when the endpoint is ours; with several agents on the
 	 * endpoint host the first one to bind hosts, the others connect. */

@@ -55,6 +55,8 @@ rdzv_op_name(enum rdzv_op op)
 		return "close";
 	case RDZV_OP_KEEP_ALIVE:
 		return "keep-alive";
+	case RDZV_OP_LEAVE:
+		return "leave";
 	}
 	return "?";
 }
@@ -152,6 +154,24 @@ decide_join(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 	return RDZV_ACTION_SYNC;
 }
 
+/* RDZV_OP_LEAVE: out of every list this node is on, one at a time. */
+static enum rdzv_action
+decide_leave(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
+{
+	enum rdzv_action a;
+
+	if (rdzv_state_find_participant(st, ctx->node) >= 0) {
+		a = RDZV_ACTION_REMOVE_FROM_PARTICIPANTS;
+	} else if (rdzv_state_find_wait(st, ctx->node) >= 0) {
+		a = RDZV_ACTION_REMOVE_FROM_WAIT_LIST;
+	} else if (rdzv_state_find_redundant(st, ctx->node) >= 0) {
+		a = RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST;
+	} else {
+		return RDZV_ACTION_FINISH;
+	}
+	return ctx->now_mono > ctx->op_deadline ? RDZV_ACTION_ERROR_TIMEOUT : a;
+}
+
 enum rdzv_action
 rdzv_decide(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 {
@@ -177,6 +197,8 @@ rdzv_decide(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx 
 								: RDZV_ACTION_KEEP_ALIVE;
 		}
 		return RDZV_ACTION_FINISH;
+	case RDZV_OP_LEAVE:
+		return decide_leave(st, ctx);
 	}
 	return RDZV_ACTION_ERROR_TIMEOUT;
 }

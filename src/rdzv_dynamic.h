@@ -33,6 +33,10 @@ enum rdzv_op {
 	RDZV_OP_JOIN,       /* join the next round and wait for its completion */
 	RDZV_OP_CLOSE,      /* mark the rendezvous closed */
 	RDZV_OP_KEEP_ALIVE, /* refresh this node's heartbeat when due */
+	/* elasticd's graceful stop: out of the participants, the wait list and
+	 * the redundancy list, without closing the rendezvous (torch's
+	 * shutdown() closes it for everyone). */
+	RDZV_OP_LEAVE,
 };
 
 /* torch 2.x's _Action, in its order. */

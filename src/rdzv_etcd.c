@@ -1909,6 +1909,13 @@ etcdr_finish(struct rdzv *r, bool close)
 	evtimer_del(c->aux_timer);
 	c->fin_close = close;
 	c->fin = FIN_CLOSE;
+	if (!close && c->op_active) {
+		/* Leaving (rdzv_leave): a join or keep-alive under way ends here;
+		 * the revoked lease takes this node out of the others' state. */
+		c->op_active = false;
+		c->in_sync = false;
+		evtimer_del(c->sync_timer);
+	}
 	if (c->boot != BOOT_READY) {
 		c->fin = FIN_NONE;
 		if (c->lease != 0) {

@@ -49,11 +49,13 @@ static_init(struct rdzv *r, char **reterr)
 	}
 	s->group_rank = cfg->node_rank;
 	if (cfg->rdzv_endpoint && *cfg->rdzv_endpoint) {
-		if (rdzv_parse_endpoint(cfg->rdzv_endpoint, -1, &s->master_addr, &s->master_port) <
-		    0) {
-			*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': expected "
-					    "HOST:PORT",
-					    cfg->rdzv_endpoint);
+		char *e = NULL;
+
+		if (rdzv_parse_endpoint(cfg->rdzv_endpoint, -1, &s->master_addr, &s->master_port,
+					&e) < 0) {
+			*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': %s",
+					    cfg->rdzv_endpoint, e);
+			free(e);
 			return -EINVAL;
 		}
 		if (s->master_port < 0) {

@@ -35,6 +35,12 @@ struct creq {
 
 TAILQ_HEAD(creq_list, creq);
 
+/* A v2 server answers the handshake's PING at once: a peer that accepts the
+ * connection and stays silent this long is asked again, and after this many
+ * silent handshakes in a row it is not a TCPStore. */
+#define HANDSHAKE_TIMEOUT_SEC 5
+#define HANDSHAKE_SILENT_MAX 3
+
 enum client_state {
 	CLIENT_IDLE,
 	CLIENT_CONNECTING,
@@ -58,6 +64,9 @@ struct tcpstore_client {
 	int attempt;
 	int last_err;
 	uint32_t nonce;
+	uint8_t answer[32]; /* the first bytes of a failed handshake's reply */
+	size_t answer_len;
+	int silent; /* handshakes in a row the peer accepted and left unanswered */
 
 	struct event *retry;   /* next connect attempt */
 	struct event *timeout; /* the in-flight WAIT's timeout */
@@ -258,19 +267,41 @@ cancel_inflight(struct tcpstore_client *c, int err)
 
 static void client_attempt_failed(struct tcpstore_client *c, int err);
 
+/* Drop the handshake's PING (the attempt is over). */
+static void
+handshake_abandon(struct tcpstore_client *c)
+{
+	evtimer_del(c->timeout);
+	if (c->inflight) {
+		creq_free(c->inflight);
+		c->inflight = NULL;
+	}
+}
+
+/* The peer does not speak the protocol: give up for good (no retry, the
+ * deadline does not matter), keeping what it said in c->answer. */
+static void
+handshake_refused(struct tcpstore_client *c)
+{
+	handshake_abandon(c);
+	client_die(c, -EPROTO);
+}
+
 static void
 timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcpstore_client *c = arg;
 
 	if (c->state == CLIENT_HANDSHAKE) {
-		/* Whatever listens there is not a v2 TCPStore: try again. */
 		client_enter(c);
-		if (c->inflight) {
-			creq_free(c->inflight);
-			c->inflight = NULL;
+		if (c->answer_len > 0 || ++c->silent >= HANDSHAKE_SILENT_MAX) {
+			/* Half an answer, or silence again and again. */
+			handshake_refused(c);
+		} else {
+			/* Maybe a store too busy to answer: try again. */
+			handshake_abandon(c);
+			client_attempt_failed(c, -ETIMEDOUT);
 		}
-		client_attempt_failed(c, -ETIMEDOUT);
 		client_leave(c);
 		return;
 	}
@@ -319,6 +350,32 @@ client_handshake_done(struct tcpstore_client *c)
 	}
 }
 
+/* Handshake bytes in `in`: the PING's echo completes the handshake (true: go
+ * on reading); anything else is not a TCPStore; fewer than 4 bytes wait for
+ * more or for the timeout. */
+static bool
+handshake_read(struct tcpstore_client *c, struct evbuffer *in)
+{
+	const uint8_t *a = c->answer;
+
+	/* Not drained until decided: the first bytes are always at the front. */
+	c->answer_len = (size_t)evbuffer_copyout(in, c->answer, sizeof(c->answer));
+	if (c->answer_len < 4) {
+		return false;
+	}
+	if (((uint32_t)a[0] | (uint32_t)a[1] << 8 | (uint32_t)a[2] << 16 | (uint32_t)a[3] << 24) !=
+	    c->nonce) {
+		handshake_refused(c);
+		return false;
+	}
+	evbuffer_drain(in, 4);
+	handshake_abandon(c);
+	c->answer_len = 0;
+	c->silent = 0;
+	client_handshake_done(c);
+	return true;
+}
+
 static void
 read_cb(struct bufferevent *bev, void *arg)
 {
@@ -335,6 +392,12 @@ read_cb(struct bufferevent *bev, void *arg)
 
 		if (len == 0) {
 			break;
+		}
+		if (c->state == CLIENT_HANDSHAKE) {
+			if (!handshake_read(c, in)) {
+				break;
+			}
+			continue;
 		}
 		if (!q) {
 			/* Bytes nobody asked for. */
@@ -364,18 +427,6 @@ read_cb(struct bufferevent *bev, void *arg)
 		}
 		c->inflight = NULL;
 		evtimer_del(c->timeout);
-		if (q->internal) {
-			bool ok = rep.u32 == c->nonce;
-
-			evbuffer_drain(in, used);
-			creq_free(q);
-			if (!ok) {
-				client_die(c, -EPROTO);
-				break;
-			}
-			client_handshake_done(c);
-			continue;
-		}
 		complete(c, q, 0, &rep);
 		tcpstore_reply_release(&rep);
 		if (c->free_pending || c->state == CLIENT_DEAD) {
@@ -459,7 +510,7 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 			c->state = CLIENT_HANDSHAKE;
 			{
 				/* The PING must come back soon. */
-				struct timeval tv = {5, 0};
+				struct timeval tv = {HANDSHAKE_TIMEOUT_SEC, 0};
 
 				evtimer_add(c->timeout, &tv);
 			}
@@ -472,13 +523,13 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 		err = (what & BEV_EVENT_EOF) || err == 0 ? -ECONNRESET : -err;
 		if (c->state == CLIENT_CONNECTING) {
 			client_attempt_failed(c, err);
+		} else if (c->state == CLIENT_HANDSHAKE && c->answer_len > 0) {
+			/* Said something that is not the echo, and hung up. */
+			handshake_refused(c);
 		} else if (c->state == CLIENT_HANDSHAKE) {
-			struct creq *q = c->inflight;
-
-			c->inflight = NULL;
-			if (q) {
-				creq_free(q);
-			}
+			/* Closed without a word (a full server, a 1.13 store): retry. */
+			c->silent = 0;
+			handshake_abandon(c);
 			client_attempt_failed(c, err);
 		} else {
 			client_die(c, err);
@@ -496,6 +547,7 @@ client_attempt(struct tcpstore_client *c)
 	int n = 0, i, rc;
 
 	c->state = CLIENT_CONNECTING;
+	c->answer_len = 0;
 	snprintf(port, sizeof(port), "%d", c->port);
 	rc = getaddrinfo(c->host, port, &hints, &res);
 	if (rc != 0) {
@@ -785,4 +837,24 @@ tcpstore_client_free(struct tcpstore_client *c)
 		return;
 	}
 	client_really_free(c);
+}
+
+char *
+tcpstore_client_handshake_trouble(const struct tcpstore_client *c)
+{
+	char *said, *msg;
+
+	if (c->answer_len > 0) {
+		said = bytes_printable(c->answer, c->answer_len);
+		msg = xasprintf("it answered the TCPStore handshake with \"%s\"%s", said,
+				c->answer_len == sizeof(c->answer) ? "..." : "");
+		free(said);
+		return msg;
+	}
+	if (c->silent > 0) {
+		return xasprintf("it accepted the connection but answered nothing to the TCPStore "
+				 "handshake in %d s",
+				 c->silent * HANDSHAKE_TIMEOUT_SEC);
+	}
+	return NULL;
 }

@@ -30,9 +30,13 @@ struct tcpstore_client;
 typedef void (*tcpstore_reply_fn)(int err, const struct tcpstore_reply *rep, void *arg);
 
 struct tcpstore_client_callbacks {
-	/* tcpstore_client_connect finished: err 0 (connected, handshake done) or
-	 * the last connect error (-ECONNREFUSED, -ETIMEDOUT, ...) once the
-	 * deadline passed. May free the client. */
+	/* tcpstore_client_connect finished: err 0 (connected, handshake done);
+	 * -EPROTO at once when the peer does not speak the protocol (v2: it
+	 * answered the handshake with bytes that are not the PING's echo, or
+	 * accepted and answered nothing within 5 s, 3 times in a row; see
+	 * tcpstore_client_handshake_trouble); or the last connect error
+	 * (-ECONNREFUSED, -ETIMEDOUT, ...) once the deadline passed. May free
+	 * the client. */
 	void (*connected)(struct tcpstore_client *c, int err, void *arg);
 	/* A connected client lost its connection (EOF, error, protocol error):
 	 * every queued request has been completed with an error first. May free
@@ -103,6 +107,13 @@ size_t tcpstore_client_pending(const struct tcpstore_client *c);
 /* The local address of the connection, numeric ("127.0.0.1", "::1"), into buf
  * (at least 64 bytes). Returns 0 or -ENOTCONN. */
 int tcpstore_client_local_addr(const struct tcpstore_client *c, char *buf, size_t size);
+
+/* What went wrong in the last handshakes, for a message after -EPROTO or a
+ * deadline: the bytes (printable, the first 32) the peer sent instead of the
+ * PING's echo ("it answered the TCPStore handshake with \"HTTP/1.0 400\""),
+ * or how long it stayed silent. Returns a malloc'd phrase, or NULL when every
+ * handshake failed for another reason (refused, reset). */
+char *tcpstore_client_handshake_trouble(const struct tcpstore_client *c);
 
 /* Close and free. Queued requests are dropped without their callbacks.
  * Accepts NULL; may be called from any callback of this client. */

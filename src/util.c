@@ -169,6 +169,39 @@ strv_free(char **v)
 	free(v);
 }
 
+char *
+bytes_printable(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	char *out = xmalloc(n * 4 + 1), *o = out;
+
+	for (size_t i = 0; i < n; i++) {
+		switch (b[i]) {
+		case '\\':
+		case '"':
+			*o++ = '\\';
+			*o++ = (char)b[i];
+			continue;
+		case '\r':
+			o = stpcpy(o, "\\r");
+			continue;
+		case '\n':
+			o = stpcpy(o, "\\n");
+			continue;
+		case '\t':
+			o = stpcpy(o, "\\t");
+			continue;
+		}
+		if (b[i] >= 0x20 && b[i] < 0x7f) {
+			*o++ = (char)b[i];
+		} else {
+			o += sprintf(o, "\\x%02x", b[i]);
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
 int
 parse_int(const char *s, long long min, long long max, long long *ret)
 {

@@ -47,6 +47,10 @@ char **strv_copy(char *const *v);
 /* Free every string and the vector; accepts NULL. */
 void strv_free(char **v);
 
+/* n bytes a peer sent, for a message: printable ASCII as it is, \\ and " escaped,
+ * \r \n \t as such, every other byte as \xNN. Returns a malloc'd string. */
+char *bytes_printable(const void *p, size_t n);
+
 /* Parse a whole string as a base-10 integer in [min, max]. Leading and trailing
  * whitespace are refused. Returns 0, -EINVAL (not a number) or -ERANGE. *ret is
  * untouched on failure. */

@@ -3,6 +3,7 @@
 spellings, PET_* defaults and their precedence."""
 
 import os
+import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -115,6 +116,61 @@ class CliTest(lib.ElasticdTestCase):
         self.assertUsageError(res, "PET_NPROC_PER_NODE")
         self.assertIn("elasticd cannot count npu devices", res.err)
         self.assertEqual(self.workers_started(d), [])
+
+    # -- endpoints and IPv6 --
+
+    def test_unbracketed_ipv6_endpoint_refused(self):
+        # "::1:29618" is an address, or an address and a port: refuse it and
+        # show the bracketed form, for every backend (one parser).
+        d = self.count_dir()
+        for backend in ("c10d", "etcd", "static"):
+            with self.subTest(backend=backend):
+                res = self.run_elasticd("--nnodes", "1", "--rdzv-backend", backend,
+                                        "--rdzv-endpoint", "::1:29618", *COUNT, d, timeout=20)
+                self.assertUsageError(res, "--rdzv-endpoint", "[::1]:29618")
+        res = self.run_elasticd("--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                                "fe80::1", *COUNT, d, timeout=20)
+        self.assertUsageError(res, "--rdzv-endpoint", "[fe80::1]:PORT")
+        self.assertEqual(self.workers_started(d), [])
+
+    def ping_master(self):
+        """A worker that dumps MASTER_ADDR and checks a TCPStore answers there
+        (v2 VALIDATE + PING, the nonce comes back)."""
+        return self.write_script("ping.py", """
+import os, socket, struct, sys
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+s = socket.create_connection((addr, port), timeout=10)
+s.sendall(b"\\x00" + struct.pack("<I", 0x3C85F7CE) + b"\\x0d" + struct.pack("<I", 4242))
+got = b""
+while len(got) < 4:
+    b = s.recv(4 - len(got))
+    if not b:
+        break
+    got += b
+with open(sys.argv[1], "w") as f:
+    f.write("%s %d\\n" % (addr, struct.unpack("<I", got)[0] if len(got) == 4 else -1))
+""")
+
+    def test_ipv6_master_addr_and_bracketed_endpoint(self):
+        # --master-addr takes a bare IPv6 address, --rdzv-endpoint the
+        # bracketed form; the workers reach the agent store there.
+        try:
+            with socket.socket(socket.AF_INET6) as s:
+                s.bind(("::1", 0))
+        except OSError as e:
+            self.fail("this machine has no IPv6 loopback: %s" % e)
+        script = self.ping_master()
+        runs = {
+            "master-addr": ["--master-addr", "::1", "--master-port", str(lib._free_port())],
+            "endpoint": ["--rdzv-endpoint", "[::1]:%d" % lib._free_port()],
+        }
+        for name, args in runs.items():
+            with self.subTest(name):
+                out = self.path("ping_" + name)
+                res = self.run_elasticd("--nnodes", "1", "--rdzv-backend", "static", *args,
+                                        "--no-python", lib.PYTHON_EXEC, script, out)
+                self.assertRc(res, 0)
+                self.assertEqual(lib.read_text(out), "::1 4242\n")
 
     def test_missing_value(self):
         res = self.run_elasticd("--nproc-per-node")

@@ -230,6 +230,33 @@ class C10dTest(lib.ElasticdTestCase):
                         results)
         del dumps
 
+    def test_sigterm_leaves_the_rendezvous(self):
+        # A graceful stop takes the node out of the round (without closing the
+        # rendezvous): the survivor re-forms at once, not when the stopped
+        # node's keep-alive expires (15 s here), and a node started in its
+        # place joins within seconds.
+        conf = "keep_alive_interval=5,keep_alive_max_attempt=3,last_call_timeout=0.5"
+        a = [self.agent("1:2", body="sleep 60", conf=conf)]
+        time.sleep(0.5)  # the first one hosts (c10d): it stays
+        a.append(self.agent("1:2", body="sleep 60", conf=conf))
+        self.wait_dumps(2, pred=lambda d: d["WORLD_SIZE"] == "2")
+        stopped = a[1]
+        stopped.signal(signal.SIGTERM)
+        self.assertRc(stopped.wait(20), 128 + signal.SIGTERM)
+        t = time.monotonic()
+        self.wait_dumps(1, timeout=10, pred=lambda d: d["WORLD_SIZE"] == "1")
+        self.assertLess(time.monotonic() - t, 8)
+        t = time.monotonic()
+        back = self.agent("1:2", body="sleep 60", conf=conf)
+        two = self.wait_dumps(4, timeout=10, pred=lambda d: d["WORLD_SIZE"] == "2")
+        self.assertLess(time.monotonic() - t, 8)
+        self.assertIn(str(back.pid), {d["AGENT_PID"] for d in two})
+        self.assertIsNone(a[0].proc.poll(), "the survivor exited")
+        a[0].signal(signal.SIGTERM)
+        back.signal(signal.SIGTERM)
+        for x in (a[0], back):
+            self.assertRc(x.wait(20), 128 + signal.SIGTERM)
+
     # -- failures ------------------------------------------------------------------
 
     def test_join_timeout(self):
@@ -281,6 +308,62 @@ class C10dTest(lib.ElasticdTestCase):
         self.assertRc(res, 1)
         self.assertIn("cannot reach the rendezvous store at 127.0.0.1:%d" % self.port, res.err)
         self.assertLess(res.elapsed, 10)
+
+    def not_a_store(self, argv):
+        """Start argv (something that listens on self.port and is not a
+        TCPStore); wait until it accepts connections."""
+        import subprocess
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=self.env(), cwd=self.tmp)
+        self.addCleanup(lambda: (p.kill(), p.wait()))
+
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        self.assertTrue(lib.wait_until(up, 20), "%r did not listen" % argv)
+
+    def test_http_server_on_the_endpoint_fails_fast(self):
+        # An HTTP server reads the handshake as the start of a request line and
+        # waits for the rest: nothing answers. Fail well within the join
+        # timeout (600 s), naming the endpoint and what happened there.
+        self.not_a_store([lib.PYTHON_EXEC, "-m", "http.server", str(self.port), "--bind",
+                          "127.0.0.1"])
+        a = self.start("--nnodes", "1", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                       "--rdzv-endpoint", "127.0.0.1:%d" % self.port, "--no-python", "true")
+        res = a.wait(60)
+        self.assertRc(res, 1)
+        self.assertLess(res.elapsed, 30)
+        self.assertIn("the rendezvous endpoint 127.0.0.1:%d is not a TCPStore" % self.port,
+                      res.err)
+        self.assertIn("answered nothing to the TCPStore handshake", res.err)
+
+    def test_other_protocol_on_the_endpoint_fails_at_once(self):
+        # A server that speaks first (an SSH banner) or answers with bytes that
+        # cannot be a PING's echo: fail at once, showing what it said.
+        banner = self.write_script("banner.py", """
+import socket, sys
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", int(sys.argv[1])))
+srv.listen(64)
+keep = []
+while True:
+    c, _ = srv.accept()
+    c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian\\r\\n\\x01")
+    keep.append(c)
+""")
+        self.not_a_store([lib.PYTHON_EXEC, banner, str(self.port)])
+        a = self.start("--nnodes", "1", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                       "--rdzv-endpoint", "127.0.0.1:%d" % self.port, "--no-python", "true")
+        res = a.wait(60)
+        self.assertRc(res, 1)
+        self.assertLess(res.elapsed, 5)
+        self.assertIn("the rendezvous endpoint 127.0.0.1:%d is not a TCPStore: it answered "
+                      "the TCPStore handshake with \"SSH-2.0-OpenSSH_9.2p1 Debian\\r\\n\\x01\""
+                      % self.port, res.err)
 
     def test_node_failing_for_good_stops_the_others(self):
         body = 'if [ "$GROUP_RANK" = 1 ]; then sleep 0.5; exit 3; fi; sleep 60'

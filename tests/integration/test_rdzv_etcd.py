@@ -163,6 +163,34 @@ class EtcdTest(lib.ElasticdTestCase):
         self.check_world(two, 2)
         self.assertNotIn(str(victim.pid), {d["AGENT_PID"] for d in two})
 
+    def test_sigterm_leaves_the_rendezvous(self):
+        # A graceful stop takes the node out of the round (without closing the
+        # rendezvous): the survivor re-forms at once, not when the stopped
+        # node's keep-alive expires (15 s here), and a node started in its
+        # place joins within seconds.
+        self.start_etcd(1)
+        conf = "keep_alive_interval=5,keep_alive_max_attempt=3,last_call_timeout=0.5"
+        a = [self.agent("1:2", body="sleep 60", conf=conf)]
+        time.sleep(0.5)  # the first one hosts (c10d): it stays
+        a.append(self.agent("1:2", body="sleep 60", conf=conf))
+        self.wait_dumps(2, pred=lambda d: d["WORLD_SIZE"] == "2")
+        stopped = a[1]
+        stopped.signal(signal.SIGTERM)
+        self.assertRc(stopped.wait(20), 128 + signal.SIGTERM)
+        t = time.monotonic()
+        self.wait_dumps(1, timeout=10, pred=lambda d: d["WORLD_SIZE"] == "1")
+        self.assertLess(time.monotonic() - t, 8)
+        t = time.monotonic()
+        back = self.agent("1:2", body="sleep 60", conf=conf)
+        two = self.wait_dumps(4, timeout=10, pred=lambda d: d["WORLD_SIZE"] == "2")
+        self.assertLess(time.monotonic() - t, 8)
+        self.assertIn(str(back.pid), {d["AGENT_PID"] for d in two})
+        self.assertIsNone(a[0].proc.poll(), "the survivor exited")
+        a[0].signal(signal.SIGTERM)
+        back.signal(signal.SIGTERM)
+        for x in (a[0], back):
+            self.assertRc(x.wait(20), 128 + signal.SIGTERM)
+
     def test_crowd_starting_together(self):
         # Eight agents at once: the first one in admits the others as they
         # ask; every rank of the world exactly once, one master.

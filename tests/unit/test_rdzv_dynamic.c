@@ -53,6 +53,18 @@ static const struct decide_case cases[] = {
 	 RDZV_ACTION_ERROR_TIMEOUT},
 	{"exit: not a participant", RDZV_OP_EXIT, H(0, 1, 0, -1) "p b_1_0 0\n", 10 * S,
 	 RDZV_ACTION_FINISH},
+	/* leave (graceful stop): every list, never closing */
+	{"leave: participant of a running round", RDZV_OP_LEAVE,
+	 H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\nh me_1_0 " FRESH "\n", 10 * S,
+	 RDZV_ACTION_REMOVE_FROM_PARTICIPANTS},
+	{"leave: on the wait list", RDZV_OP_LEAVE, H(0, 1, 0, -1) "p a_1_0 0\nw me_1_0\n", 10 * S,
+	 RDZV_ACTION_REMOVE_FROM_WAIT_LIST},
+	{"leave: a spare", RDZV_OP_LEAVE, H(0, 1, 0, -1) "p a_1_0 0\nr me_1_0\n", 10 * S,
+	 RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST},
+	{"leave: past deadline", RDZV_OP_LEAVE, H(0, 1, 0, -1) "w me_1_0\n", -1,
+	 RDZV_ACTION_ERROR_TIMEOUT},
+	{"leave: nowhere (closed)", RDZV_OP_LEAVE, H(0, 1, 1, -1) "p a_1_0 0\n", 10 * S,
+	 RDZV_ACTION_FINISH},
 	/* join, in torch's order */
 	{"join: closed", RDZV_OP_JOIN, H(0, 0, 1, -1), 10 * S, RDZV_ACTION_ERROR_CLOSED},
 	{"join: closed while spare", RDZV_OP_JOIN, H(0, 1, 1, -1) "r me_1_0\n", 10 * S,

@@ -89,7 +89,10 @@ test_endpoint(void **state)
 		{"node0", 0, "node0", 1234},
 		{"[::1]:29400", 0, "::1", 29400},
 		{"[::1]", 0, "::1", 1234},
-		{"::1", 0, "::1", 1234},
+		{"::1", -EINVAL, "[::1]:PORT", 0},
+		{"::1:29618", -EINVAL, "[::1]:29618", 0},
+		{"fe80::1:2", -EINVAL, "[fe80::1]:2", 0},
+		{"a:b:c", -EINVAL, "[IPV6]:PORT", 0},
 		{"10.0.0.1:0", 0, "10.0.0.1", 0},
 		{"node0:", -EINVAL, NULL, 0},
 		{"node0:x", -EINVAL, NULL, 0},
@@ -101,18 +104,39 @@ test_endpoint(void **state)
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		char *host = NULL;
+		char *host = NULL, *why = NULL;
 		int port = -1;
-		int r = rdzv_parse_endpoint(cases[i].in, 1234, &host, &port);
+		int r = rdzv_parse_endpoint(cases[i].in, 1234, &host, &port, &why);
 
 		print_message("'%s'\n", cases[i].in);
 		assert_int_equal(r, cases[i].ret);
 		if (r == 0) {
 			assert_string_equal(host, cases[i].host);
 			assert_int_equal(port, cases[i].port);
+			assert_null(why);
+		} else {
+			/* The reason; for IPv6 without brackets, the hint (.host). */
+			assert_non_null(why);
+			assert_null(host);
+			if (cases[i].host) {
+				assert_non_null(strstr(why, cases[i].host));
+			}
 		}
 		free(host);
+		free(why);
 	}
+}
+
+static void
+test_bytes_printable(void **state)
+{
+	char *s = bytes_printable("HTTP/1.0 \"x\"\\\r\n\t\x00\xff~", 19);
+
+	assert_string_equal(s, "HTTP/1.0 \\\"x\\\"\\\\\\r\\n\\t\\x00\\xff~");
+	free(s);
+	s = bytes_printable("", 0);
+	assert_string_equal(s, "");
+	free(s);
 }
 
 static void
@@ -136,9 +160,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_int), cmocka_unit_test(test_parse_double),
-		cmocka_unit_test(test_signals),   cmocka_unit_test(test_endpoint),
-		cmocka_unit_test(test_strv),
+		cmocka_unit_test(test_parse_int),       cmocka_unit_test(test_parse_double),
+		cmocka_unit_test(test_signals),         cmocka_unit_test(test_endpoint),
+		cmocka_unit_test(test_bytes_printable), cmocka_unit_test(test_strv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
