@@ -105,6 +105,7 @@ class LifecycleTest(lib.ElasticdTestCase):
                 "TORCHELASTIC_ERROR_FILE": os.path.join(run_dir, "attempt_0", str(lr),
                                                         "error.json"),
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+                "NCCL_ASYNC_ERROR_HANDLING": "1",
                 # NOTIFY_SOCKET makes it a service: SIGHUP re-opens the logs.
                 "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGQUIT",
                 "OMP_NUM_THREADS": "1",
@@ -186,13 +187,13 @@ class LifecycleTest(lib.ElasticdTestCase):
         self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3")
         self.assertEqual(env["NCCL_ASYNC_ERROR_HANDLING"], "0")
 
-    def test_nccl_only_torch_name_by_default(self):
-        # torchrun 2.x sets TORCH_NCCL_ASYNC_ERROR_HANDLING only; with both
-        # names torch >= 2.2 warns in every worker about the old one.
+    def test_nccl_both_names_by_default(self):
+        # torchrun 2.x sets TORCH_NCCL_ASYNC_ERROR_HANDLING, torchrun 1.13
+        # NCCL_ASYNC_ERROR_HANDLING (the only one torch 1.13 reads): both.
         res, script, dumps = self.dump_run(1, "--standalone")
         env = dumps[0]["env"]
         self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
-        self.assertNotIn("NCCL_ASYNC_ERROR_HANDLING", env)
+        self.assertEqual(env["NCCL_ASYNC_ERROR_HANDLING"], "1")
 
     def test_signals_to_handle_in_worker_env(self):
         res, script, dumps = self.dump_run(1, "--standalone")
