@@ -12,33 +12,9 @@
 
 #include "tcpstore_proto.h"
 #include "util.h"
+#include "unhex.h"
 
 /* Hex with spaces ignored into a malloc'd buffer. */
-static uint8_t *
-unhex(const char *hex, size_t *ret_len)
-{
-	uint8_t *out = xmalloc(strlen(hex) / 2 + 1);
-	size_t n = 0;
-	int hi = -1;
-
-	for (const char *p = hex; *p; p++) {
-		int v;
-
-		if (*p == ' ') {
-			continue;
-		}
-		v = *p <= '9' ? *p - '0' : (*p | 0x20) - 'a' + 10;
-		if (hi < 0) {
-			hi = v;
-		} else {
-			out[n++] = (uint8_t)(hi << 4 | v);
-			hi = -1;
-		}
-	}
-	*ret_len = n;
-	return out;
-}
-
 struct frame_case {
 	const char *name;
 	enum tcpstore_dialect dialect;

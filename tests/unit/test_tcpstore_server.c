@@ -22,6 +22,7 @@
 
 #include "tcpstore_server.h"
 #include "util.h"
+#include "unhex.h"
 
 struct seen {
 	int calls;
@@ -178,31 +179,6 @@ static const struct queue_case queue_cases[] = {
 		   {0, PUSH_Q100, EXPECT_CLOSED},
 		   {1, V2_HELLO POP_Q, I64("01") "6400000000000000" X100}}},
 };
-
-static uint8_t *
-unhex(const char *hex, size_t *ret_len)
-{
-	uint8_t *out = xmalloc(strlen(hex) / 2 + 1);
-	size_t n = 0;
-	int hi = -1;
-
-	for (const char *p = hex; *p; p++) {
-		int v;
-
-		if (*p == ' ') {
-			continue;
-		}
-		v = *p <= '9' ? *p - '0' : (*p | 0x20) - 'a' + 10;
-		if (hi < 0) {
-			hi = v;
-		} else {
-			out[n++] = (uint8_t)(hi << 4 | v);
-			hi = -1;
-		}
-	}
-	*ret_len = n;
-	return out;
-}
 
 static int
 connect_to(int port)
