@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end: elasticd's event log against PyTorch's own Events API
 (torch.distributed.elastic.events of Debian 12's python3-torch 1.13, and of
-Debian 13's 2.6 as e2e_events_compat_torch2; torchpy.py). torch is used in
+Debian 13's 2.6 as e2e_events_compat_torch2; e2e_common.py). torch is used in
 processes of its own interpreter (torch_events_side.py), never imported here.
 
   a  elasticd -> torch: every line elasticd writes in real torch jobs (a gloo
@@ -33,13 +33,7 @@ import textwrap
 import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from torchpy import PY, torch2  # noqa: E402
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
-ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
-                           or os.path.join(SOURCE_ROOT, "build", "src", "elasticd"))
-EVENTS_TOOL = os.path.abspath(os.environ.get("EVENTS_TOOL")
-                              or os.path.join(SOURCE_ROOT, "build", "tests", "events_tool"))
+from e2e_common import ELASTICD, EVENTS_TOOL, HERE, PY, clean_env, torch2  # noqa: E402
 RUN_TIMEOUT = 120
 
 TORCH_SIDE = os.path.join(HERE, "torch_events_side.py")
@@ -135,16 +129,6 @@ import os, sys
 sys.exit(0)
 '''
 
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PET_", "TORCHELASTIC_", "TORCH_ELASTIC_")) and k not in (
-               "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOGLEVEL",
-               "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")}
-    env["PYTHON_EXEC"] = PY
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update(extra)
-    return env
 
 
 def torch_reads_back(tc, lines):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end: torch's own FileTimerClient against elasticd's FileTimer server
 (torch.distributed.elastic.timer, file_based_local_timer.py; torch 1.13 as
-e2e_filetimer, torch 2.6 as e2e_filetimer_torch2; torchpy.py).
+e2e_filetimer, torch 2.6 as e2e_filetimer_torch2; e2e_common.py).
 
 With TORCHELASTIC_ENABLE_FILE_TIMER=1 in elasticd's environment, a worker that
 does timer.configure(FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
@@ -25,11 +25,7 @@ import time
 import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from torchpy import PY, label  # noqa: E402
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
-ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
-                           or os.path.join(SOURCE_ROOT, "build", "src", "elasticd"))
+from e2e_common import ELASTICD, clean_env, label  # noqa: E402
 RUN_TIMEOUT = 120
 
 WORKER = r"""
@@ -51,16 +47,6 @@ else:
     time.sleep(3)
 """
 
-
-def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PET_", "TORCHELASTIC_", "TORCH_ELASTIC_")) and k not in (
-               "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOGLEVEL",
-               "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")}
-    env["PYTHON_EXEC"] = PY
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update(extra)
-    return env
 
 
 class FileTimerE2ETest(unittest.TestCase):

@@ -15,12 +15,11 @@ import socket
 import subprocess
 import tempfile
 import textwrap
-import time
 import unittest
 
 import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from torchpy import PY, torch_version  # noqa: E402
+from e2e_common import PY  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 ELASTICD = os.path.abspath(os.environ.get("ELASTICD")

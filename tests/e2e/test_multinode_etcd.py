@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 from etcd_cluster import Etcd  # noqa: E402
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from torchpy import PY, torch_version  # noqa: E402
+from e2e_common import PY, torch_version  # noqa: E402
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
                            or os.path.join(SOURCE_ROOT, "build", "src", "elasticd"))

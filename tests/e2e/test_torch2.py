@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """End-to-end: what only torch 2.x has, against the real torch 2.6 (Debian 13's
-python3-torch in the root tests/torch2/torch2-root.sh builds; torchpy.py).
+python3-torch in the root tests/torch2/torch2-root.sh builds; e2e_common.py).
 
   a  every TCPStore call of torch 2.6's client on elasticd's agent store
      (MASTER_ADDR:MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True): set, get,
@@ -31,12 +31,8 @@ import time
 import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from torchpy import PY, torch_version  # noqa: E402
+from e2e_common import ELASTICD, PY, clean_env, torch_version  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
-ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
-                           or os.path.join(SOURCE_ROOT, "build", "src", "elasticd"))
 RUN_TIMEOUT = 120
 
 STORE_WORKER = r'''
@@ -101,14 +97,6 @@ with worker_main():
 '''
 
 
-def clean_env(tmp):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PET_", "TORCHELASTIC_", "TORCH_ELASTIC_")) and k not in (
-               "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOGLEVEL",
-               "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_WORKER_SERVER_SOCKET")}
-    env.update(PYTHON_EXEC=PY, PYTHONDONTWRITEBYTECODE="1", TMPDIR=tmp)
-    return env
-
 
 def curl(sock, path, method="POST"):
     r = subprocess.run(["curl", "-sS", "--max-time", "30", "-X", method, "-w", "\n%{http_code}",
@@ -145,7 +133,7 @@ class Torch2Test(unittest.TestCase):
         script = self.write("store_worker.py", STORE_WORKER)
         out = os.path.join(self.tmp, "store.json")
         r = subprocess.run([ELASTICD, "--standalone", "--nproc-per-node", "2", script, out],
-                           env=clean_env(self.tmp), cwd=self.tmp, capture_output=True,
+                           env=clean_env(TMPDIR=self.tmp), cwd=self.tmp, capture_output=True,
                            text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
         self.assertEqual(r.returncode, 0, r.stderr[-6000:])
         with open(out) as f:
@@ -174,7 +162,7 @@ class Torch2Test(unittest.TestCase):
         sock = os.path.join(self.tmp, "ctl.sock")
         p = subprocess.Popen([ELASTICD, "--standalone", "--nproc-per-node", "2",
                               "--control-socket", sock, script, self.tmp],
-                             env=clean_env(self.tmp), cwd=self.tmp, stdin=subprocess.DEVNULL,
+                             env=clean_env(TMPDIR=self.tmp), cwd=self.tmp, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + RUN_TIMEOUT

@@ -16,7 +16,7 @@ import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from test_ddp import Harness  # noqa: E402
-from torchpy import label  # noqa: E402
+from e2e_common import label  # noqa: E402
 
 
 class TorchrunParity(Harness):

@@ -1,5 +1,5 @@
 """The torch side of test_events_compat.py: run under the torch being tested
-(TORCH_PYTHON, see torchpy.py), since the test process itself imports no torch.
+(TORCH_PYTHON, see e2e_common.py), since the test process itself imports no torch.
 
   torch_events_side.py readback FILE
       every line of FILE read by torch's Event.deserialize (a line with

@@ -1,4 +1,5 @@
-"""Which torch an end-to-end test runs against.
+"""What every end-to-end test shares: which torch it runs against, where
+elasticd is, and a caller environment without what the agents set.
 
 TORCH_PYTHON names the interpreter whose torch the workers, torchrun and the
 event readers use: /usr/bin/python3 (Debian 12's python3-torch 1.13, the
@@ -15,6 +16,28 @@ import os
 import subprocess
 
 PY = os.environ.get("TORCH_PYTHON") or "/usr/bin/python3"
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
+ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
+                           or os.path.join(SOURCE_ROOT, "build", "src", "elasticd"))
+EVENTS_TOOL = os.path.abspath(os.environ.get("EVENTS_TOOL")
+                              or os.path.join(SOURCE_ROOT, "build", "tests", "events_tool"))
+# Set by an agent for its workers: never inherited from whoever runs the tests.
+AGENT_SET = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOGLEVEL",
+             "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_WORKER_SERVER_SOCKET")
+
+
+def clean_env(**extra):
+    """This process's environment without PET_*, TORCHELASTIC_* and what an
+    agent sets (AGENT_SET), with PYTHON_EXEC=PY, plus extra."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PET_", "TORCHELASTIC_", "TORCH_ELASTIC_"))
+           and k not in AGENT_SET}
+    env["PYTHON_EXEC"] = PY
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
 
 # The interpreter as a worker sees itself (sys.executable, sys.orig_argv[0]):
 # /usr/bin/python3 on this machine and inside the torch 2.x root alike
