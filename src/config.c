@@ -1979,6 +1979,38 @@ local_rendezvous(struct config *ret, const enum option_source *src, char **reter
 	return 0;
 }
 
+/* The checks across options, once every layer is applied. Returns 0, or
+ * -EINVAL with *reterr. */
+static int
+check_all(struct config *ret, const enum option_source *src, char **reterr)
+{
+	int r;
+
+	if (ret->no_python && ret->module) {
+		*reterr =
+			xstrdup("Don't use both the '--no-python' flag and the '--module' flag at "
+				"the same time.");
+		return -EINVAL;
+	}
+	if (ret->event_log_file && *ret->event_log_file &&
+	    strcmp(ret->event_log_handler, "file") != 0) {
+		*reterr = xasprintf("--event-log-file: the events go to '%s', not to a file; "
+				    "drop --event-log-file or use --event-log-handler file",
+				    ret->event_log_handler);
+		return -EINVAL;
+	}
+	r = local_rendezvous(ret, src, reterr);
+	if (r < 0) {
+		return r;
+	}
+	if (ret->numa_membind && !ret->numa_binding) {
+		*reterr = xstrdup("--numa-membind needs --numa-binding");
+		return -EINVAL;
+	}
+	return config_check_policy(ret, given(src, "term-timeout"), given(src, "forward-signals"),
+				   given(src, "progress-attempts"), reterr);
+}
+
 /* config_parse and config_parse_text: text, when non-NULL, is the contents of
  * the configuration file named name. */
 static int
@@ -2056,32 +2088,7 @@ parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], 
 	}
 	file_layer_release(&fl);
 
-	if (ret->no_python && ret->module) {
-		*reterr =
-			xstrdup("Don't use both the '--no-python' flag and the '--module' flag at "
-				"the same time.");
-		r = -EINVAL;
-		goto fail;
-	}
-	if (ret->event_log_file && *ret->event_log_file &&
-	    strcmp(ret->event_log_handler, "file") != 0) {
-		*reterr = xasprintf("--event-log-file: the events go to '%s', not to a file; "
-				    "drop --event-log-file or use --event-log-handler file",
-				    ret->event_log_handler);
-		r = -EINVAL;
-		goto fail;
-	}
-	r = local_rendezvous(ret, src, reterr);
-	if (r < 0) {
-		goto fail;
-	}
-	if (ret->numa_membind && !ret->numa_binding) {
-		*reterr = xstrdup("--numa-membind needs --numa-binding");
-		r = -EINVAL;
-		goto fail;
-	}
-	r = config_check_policy(ret, given(src, "term-timeout"), given(src, "forward-signals"),
-				given(src, "progress-attempts"), reterr);
+	r = check_all(ret, src, reterr);
 	if (r < 0) {
 		goto fail;
 	}
