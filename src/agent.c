@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "config_policy.h"
 #include "console.h"
 #include "ctl.h"
 #include "errfile.h"
@@ -325,8 +326,10 @@ agent_record_signal(struct agent *a, int sig, const char *action)
 	agent_record(a, &ev);
 }
 
+/* elasticd.group.stopping: sig sent to the workers, SIGKILL after grace_s
+ * (--shutdown-timeout, or --term-timeout for a signal). */
 static void
-agent_record_group_stopping(struct agent *a, int sig, const char *why)
+agent_record_group_stopping(struct agent *a, int sig, const char *why, int grace_s)
 {
 	struct elastic_event ev;
 
@@ -336,7 +339,7 @@ agent_record_group_stopping(struct agent *a, int sig, const char *why)
 	elastic_event_set_int(&ev, "attempt", a->restart_count);
 	elastic_event_set_string(&ev, "signal", signal_name(sig));
 	elastic_event_set_string(&ev, "reason", why);
-	elastic_event_set_int(&ev, "shutdown_timeout", a->cfg->shutdown_timeout);
+	elastic_event_set_int(&ev, "shutdown_timeout", grace_s);
 	agent_record(a, &ev);
 }
 
@@ -355,6 +358,8 @@ agent_record_restart(struct agent *a, const char *why)
 	elastic_event_set_int(&ev, "remaining_restarts", a->remaining_restarts);
 	elastic_event_set_int(&ev, "max_restarts", a->cfg->max_restarts);
 	elastic_event_set_string(&ev, "reason", why);
+	elastic_event_set_double(&ev, "backoff_s",
+				 (double)a->decision.delay_usec / (double)USEC_PER_SEC);
 	agent_record(a, &ev);
 }
 
@@ -385,6 +390,7 @@ agent_record_exit(struct agent *a)
 	}
 	elastic_event_set_int(&ev, "exit_code", a->exit_code);
 	elastic_event_set_string(&ev, "signal", a->signo ? signal_name(a->signo) : NULL);
+	elastic_event_set_string(&ev, "reason", agent_reason_name(a->reason));
 	elastic_event_set_int(&ev, "attempt", a->restart_count);
 	elastic_event_set_int(&ev, "agent_restarts", a->cfg->max_restarts - a->remaining_restarts);
 	elastic_event_set_int(&ev, "total_run_time",
@@ -429,10 +435,10 @@ agent_enter_stopping_group(struct agent *a, const char *why)
 {
 	switch (group_state(a->group)) {
 	case WORKER_STATE_FAILED:
-		agent_record_group_stopping(a, SIGTERM, why);
+		agent_record_group_stopping(a, SIGTERM, why, a->cfg->shutdown_timeout);
 		return;
 	case WORKER_STATE_HEALTHY:
-		agent_record_group_stopping(a, SIGTERM, why);
+		agent_record_group_stopping(a, SIGTERM, why, a->cfg->shutdown_timeout);
 		group_stop(a->group, SIGTERM);
 		return;
 	case WORKER_STATE_UNKNOWN:
@@ -453,8 +459,8 @@ agent_enter_stopping_signal(struct agent *a)
 
 	if (a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT) {
 		agent_record_signal(a, sig, "stop");
-		agent_record_group_stopping(a, sig, "signal received");
-		group_stop(a->group, sig);
+		agent_record_group_stopping(a, sig, "signal received", a->cfg->term_timeout);
+		group_stop_within(a->group, sig, a->cfg->term_timeout);
 		return;
 	}
 	agent_record_signal(a, sig, "exit");
@@ -760,8 +766,200 @@ group_outcome_cb(struct group *g, enum worker_state state, void *arg)
 	}
 }
 
-/* Carry out a restart decision: spend a restart or count a free re-form,
- * then rejoin the rendezvous. */
+/* ---- the restart policy ------------------------------------------------ */
+
+/* A number in [0, 1) for the backoff's jitter: xorshift64* over a->rng,
+ * which agent_new seeds per process. */
+static double
+agent_jitter(struct agent *a)
+{
+	uint64_t x = a->rng ? a->rng : 0x9e3779b97f4a7c15ULL;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	a->rng = x;
+	return (double)((x * 0x2545f4914f6cdd1dULL) >> 11) / 9007199254740992.0;
+}
+
+/* The number in --progress-file into *ret; false when the file cannot be read
+ * or holds none (which counts as no progress). */
+static bool
+agent_read_progress(struct agent *a, double *ret)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int r = read_file(a->cfg->progress_file, 4096, &buf, &len);
+
+	if (r < 0) {
+		log_debug("%s: cannot read '%s': %s", __func__, a->cfg->progress_file,
+			  strerror(-r));
+		return false;
+	}
+	return agent_progress_parse(buf, len, ret);
+}
+
+/* An attempt failed: the no-progress rule reads the progress file. */
+static void
+agent_progress_attempt_failed(struct agent *a)
+{
+	double v = 0;
+	bool have;
+
+	if (!a->cfg->progress_file) {
+		return;
+	}
+	have = agent_read_progress(a, &v);
+	if (agent_progress_failed(&a->progress, have, v) == 0) {
+		log_info("[%s] progress: '%s' holds %g", a->cfg->role, a->cfg->progress_file, v);
+		return;
+	}
+	log_warn("[%s] no progress: '%s' %s over %d failed attempt%s in a row "
+		 "(--progress-attempts %d)",
+		 a->cfg->role, a->cfg->progress_file, have ? "did not rise" : "holds no number",
+		 a->progress.stalled, a->progress.stalled == 1 ? "" : "s",
+		 a->cfg->progress_attempts);
+}
+
+/* The first failed worker that exited with one of --no-restart-exit-codes,
+ * or NULL. */
+static const struct worker *
+agent_no_restart_worker(const struct agent *a)
+{
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		const struct worker *w = group_worker(a->group, i);
+
+		if (w->failed && config_no_restart_code(a->cfg, w->exitcode)) {
+			return w;
+		}
+	}
+	return NULL;
+}
+
+static uint64_t
+seconds_to_usec(double s)
+{
+	return (uint64_t)(s * (double)USEC_PER_SEC);
+}
+
+/* What agent_decide looks at, from the agent's phase, group and counters. */
+static void
+agent_decide_inputs(struct agent *a, struct agent_decide_in *in)
+{
+	const struct config *cfg = a->cfg;
+	uint64_t now = now_usec();
+
+	*in = (struct agent_decide_in){
+		.phase = a->phase,
+		.stop_reason = a->reason,
+		.outcome = agent_outcome_of(group_state(a->group)),
+		.signo = a->signo,
+		.remaining_restarts = a->remaining_restarts,
+		.max_restarts = cfg->max_restarts,
+		.window_max = cfg->restart_window_n,
+		.progress_attempts = cfg->progress_file ? cfg->progress_attempts : 0,
+		.detailed_exit = cfg->exit_codes_detailed,
+		.failure_streak = a->failure_streak,
+		.attempt_usec = now - a->group_start_usec,
+		.backoff_min_usec = seconds_to_usec(cfg->restart_backoff_min),
+		.backoff_max_usec = seconds_to_usec(cfg->restart_backoff_max),
+		.jitter = agent_jitter(a),
+	};
+	if (in->outcome != AGENT_OUTCOME_FAILED) {
+		return;
+	}
+	agent_progress_attempt_failed(a);
+	in->stalled_attempts = a->progress.stalled;
+	in->no_restart_code = agent_no_restart_worker(a) != NULL;
+	if (a->window_times) {
+		in->window_restarts =
+			agent_window_count(a->window_times, (size_t)cfg->restart_window_n, now,
+					   seconds_to_usec(cfg->restart_window_s));
+	}
+}
+
+/* A failure that ends the job: say which rule ended it (after the failure
+ * table). */
+static void
+agent_log_no_restart(struct agent *a)
+{
+	const struct config *cfg = a->cfg;
+	const struct worker *w;
+	int code = a->decision.exit_code;
+
+	switch (a->decision.reason) {
+	case AGENT_REASON_NO_RESTART_CODE:
+		w = agent_no_restart_worker(a);
+		log_error("[%s] local_rank %d exited with %d, one of --no-restart-exit-codes: "
+			  "no restart (exit status %d)",
+			  cfg->role, w ? w->local_rank : -1, w ? w->exitcode : 0, code);
+		return;
+	case AGENT_REASON_NO_PROGRESS:
+		log_error("[%s] no progress in '%s' over %d failed attempts in a row: no restart "
+			  "(exit status %d)",
+			  cfg->role, cfg->progress_file, a->progress.stalled, code);
+		return;
+	case AGENT_REASON_WINDOW:
+		log_error("[%s] restarts exhausted: %d failure restarts within the last %g s "
+			  "(--restart-window %d/%g) (exit status %d)",
+			  cfg->role, cfg->restart_window_n, cfg->restart_window_s,
+			  cfg->restart_window_n, cfg->restart_window_s, code);
+		return;
+	case AGENT_REASON_EXHAUSTED:
+		log_error("[%s] restarts exhausted: %d of --max-restarts %d spent (exit status %d)",
+			  cfg->role, cfg->max_restarts - a->remaining_restarts, cfg->max_restarts,
+			  code);
+		return;
+	case AGENT_REASON_NONE:
+	case AGENT_REASON_SUCCEEDED:
+	case AGENT_REASON_WORKER_FAILED:
+	case AGENT_REASON_MEMBERSHIP:
+	case AGENT_REASON_REQUESTED:
+	case AGENT_REASON_RDZV_FAILED:
+	case AGENT_REASON_SIGNAL:
+	case AGENT_REASON_UNEXPECTED:
+		return;
+	}
+}
+
+/* The backoff is over: rejoin the rendezvous. */
+static void
+agent_backoff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	a->next_attempt_usec = 0;
+	if (a->phase == AGENT_PHASE_RESTARTING) {
+		agent_start_round(a, a->decision.reason, "restart backoff over");
+	}
+}
+
+/* Wait the decision's backoff before the rendezvous (the timer calls
+ * agent_backoff_cb). */
+static void
+agent_arm_backoff(struct agent *a)
+{
+	uint64_t d = a->decision.delay_usec;
+	struct timeval tv = {(time_t)(d / USEC_PER_SEC), (suseconds_t)(d % USEC_PER_SEC)};
+
+	log_warn("[%s] restart backoff: next attempt in %.3f s (failure %d in a row, "
+		 "--restart-backoff %g:%g)",
+		 a->cfg->role, (double)d / USEC_PER_SEC, a->failure_streak,
+		 a->cfg->restart_backoff_min, a->cfg->restart_backoff_max);
+	sd_notify_status(a->sd, "restarting in %.1f s: worker group failed, %d of %d restarts left",
+			 (double)d / USEC_PER_SEC, a->remaining_restarts, a->cfg->max_restarts);
+	a->next_attempt_usec = now_usec() + d;
+	a->stats.backoffs++;
+	a->stats.backoff_seconds_sum += (double)d / USEC_PER_SEC;
+	if (!a->backoff_timer) {
+		a->backoff_timer = evtimer_new(a->base, agent_backoff_cb, a);
+	}
+	evtimer_add(a->backoff_timer, &tv);
+}
+
+/* Carry out a restart decision: spend a restart (and count it in the
+ * window) or count a free re-form, then rejoin the rendezvous, after the
+ * backoff when the decision has one. */
 static void
 agent_restart(struct agent *a)
 {
@@ -773,12 +971,21 @@ agent_restart(struct agent *a)
 		a->remaining_restarts--;
 		a->restart_count++;
 		a->stats.restarts_failure++;
+		a->failure_streak = d->failure_streak;
+		if (a->window_times) {
+			a->window_times[a->window_next] = now_usec();
+			a->window_next = (a->window_next + 1) % (size_t)a->cfg->restart_window_n;
+		}
 	} else if (d->reason == AGENT_REASON_REQUESTED) {
 		a->stats.restarts_requested++;
 	} else {
 		a->stats.restarts_membership++;
 	}
 	agent_set_phase(a, AGENT_PHASE_RESTARTING, d->reason, agent_reason_name(d->reason));
+	if (d->delay_usec > 0) {
+		agent_arm_backoff(a);
+		return;
+	}
 	if (d->spends_restart) {
 		sd_notify_status(a->sd, "restarting: worker group failed, %d of %d restarts left",
 				 a->remaining_restarts, a->cfg->max_restarts);
@@ -817,6 +1024,10 @@ agent_exit_stopped(struct agent *a)
 	case AGENT_REASON_MEMBERSHIP:
 	case AGENT_REASON_REQUESTED:
 	case AGENT_REASON_RDZV_FAILED:
+	case AGENT_REASON_EXHAUSTED:
+	case AGENT_REASON_WINDOW:
+	case AGENT_REASON_NO_RESTART_CODE:
+	case AGENT_REASON_NO_PROGRESS:
 		break;
 	}
 	agent_exit(a, d->exit_code, d->reason, "workers stopped");
@@ -827,22 +1038,17 @@ static void
 agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
-	const struct agent_decide_in in = {
-		.phase = a->phase,
-		.stop_reason = a->reason,
-		.outcome = agent_outcome_of(group_state(a->group)),
-		.signo = a->signo,
-		.remaining_restarts = a->remaining_restarts,
-		.max_restarts = a->cfg->max_restarts,
-	};
+	struct agent_decide_in in;
 
 	/* The group's FileTimer goes with it (torchrun stops its watchdog). */
 	filetimer_server_free(a->ftimer);
 	a->ftimer = NULL;
+	agent_decide_inputs(a, &in);
 	a->decision = agent_decide(&in);
-	log_debug("%s: %s (%s)%s", __func__, agent_action_name(a->decision.action),
+	log_debug("%s: %s (%s)%s, delay %.3f s", __func__, agent_action_name(a->decision.action),
 		  agent_reason_name(a->decision.reason),
-		  a->decision.spends_restart ? ", spending a restart" : "");
+		  a->decision.spends_restart ? ", spending a restart" : "",
+		  (double)a->decision.delay_usec / USEC_PER_SEC);
 	switch (a->decision.action) {
 	case AGENT_ACTION_RESTART:
 		agent_restart(a);
@@ -855,6 +1061,7 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 		return;
 	case AGENT_ACTION_FAIL:
 		agent_report_failure(a);
+		agent_log_no_restart(a);
 		agent_record_run_result(a, group_state(a->group));
 		agent_finish(a, a->decision.exit_code, a->decision.reason, false);
 		return;
@@ -930,7 +1137,7 @@ agent_start_group(struct agent *a)
 		.local_world_size = a->local_world_size,
 		.restart_count = a->restart_count,
 		.set_omp_num_threads = a->set_omp_num_threads,
-		.sigmask = &a->orig_mask,
+		.sigmask = &a->child_mask,
 		.reset_signals = a->reset_signals,
 		.n_reset_signals = a->n_reset_signals,
 		.sentinel = a->sentinel,
@@ -1157,7 +1364,7 @@ agent_on_signal(struct agent *a, int sig)
 			 signal_name(sig));
 		agent_record_signal(a, sig, "kill");
 		if (a->group) {
-			agent_record_group_stopping(a, SIGKILL, "signal received again");
+			agent_record_group_stopping(a, SIGKILL, "signal received again", 0);
 			group_stop(a->group, SIGKILL);
 		}
 		return;
@@ -1178,7 +1385,7 @@ agent_on_signal(struct agent *a, int sig)
 	a->leaving = a->phase != AGENT_PHASE_EXIT_BARRIER && a->phase != AGENT_PHASE_CLOSING &&
 		     a->rdzv && rdzv_leave(a->rdzv, 5 * USEC_PER_SEC, agent_left_cb, a) == 0;
 	agent_notify_stopping(a, "stopping: %s received, stopping the workers (SIGKILL after %d s)",
-			      signal_name(sig), a->cfg->shutdown_timeout);
+			      signal_name(sig), a->cfg->term_timeout);
 	agent_set_phase(a, AGENT_PHASE_STOPPING_SIGNAL, AGENT_REASON_SIGNAL, signal_name(sig));
 }
 
@@ -1208,6 +1415,28 @@ agent_reopen_logs(struct agent *a)
 	agent_record_signal(a, SIGHUP, "reopen");
 }
 
+/* One of --forward-signals: send it on to every worker's process group that
+ * still has members; supervision goes on as before (a preemption notice, not
+ * a stop). */
+static void
+agent_forward_signal(struct agent *a, int sig)
+{
+	int sent = 0;
+
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		struct worker *w = group_worker(a->group, i);
+
+		if (w->pid > 0 && worker_group_alive(w) && worker_signal(w, sig) == 0) {
+			sent++;
+		}
+	}
+	a->stats.signals_forwarded++;
+	log_info("Received %s: forwarded to %d worker process group%s (--forward-signals); "
+		 "supervision goes on",
+		 signal_name(sig), sent, sent == 1 ? "" : "s");
+	agent_record_signal(a, sig, "forward");
+}
+
 static void
 signalfd_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1223,6 +1452,8 @@ signalfd_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		if (si.ssi_signo == SIGCHLD) {
 			child = true;
+		} else if (config_forwards_signal(a->cfg, (int)si.ssi_signo)) {
+			agent_forward_signal(a, (int)si.ssi_signo);
 		} else if (si.ssi_signo == SIGHUP && a->hup_reopens) {
 			agent_reopen_logs(a);
 		} else {
@@ -1238,6 +1469,43 @@ signalfd_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Add each of sigs[0..n) to the agent's mask, except one ignored when we
+ * started (nohup): that stays ignored. */
+static void
+agent_mask_signals(struct agent *a, const int *sigs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sigaction old;
+
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) {
+			log_debug("%s was ignored at start; not handling it", signal_name(sigs[i]));
+			continue;
+		}
+		sigaddset(&a->mask, sigs[i]);
+	}
+}
+
+/* The dispositions the workers get back at SIG_DFL: Popen's, the handled
+ * signals and the forwarded ones; and their mask, the agent's at start
+ * without the forwarded signals (a worker must be able to get them). */
+static void
+agent_child_signals(struct agent *a)
+{
+	const struct config *cfg = a->cfg;
+	size_t n_popen = ARRAY_SIZE(popen_reset_signals);
+
+	a->n_reset_signals = n_popen + cfg->n_signals + cfg->n_forward_signals;
+	a->reset_signals = xcalloc(a->n_reset_signals, sizeof(int));
+	memcpy(a->reset_signals, popen_reset_signals, sizeof(popen_reset_signals));
+	memcpy(a->reset_signals + n_popen, cfg->signals, cfg->n_signals * sizeof(int));
+	memcpy(a->reset_signals + n_popen + cfg->n_signals, cfg->forward_signals,
+	       cfg->n_forward_signals * sizeof(int));
+	a->child_mask = a->orig_mask;
+	for (size_t i = 0; i < cfg->n_forward_signals; i++) {
+		sigdelset(&a->child_mask, cfg->forward_signals[i]);
+	}
+}
+
 static int
 agent_setup_signals(struct agent *a, char **reterr)
 {
@@ -1245,17 +1513,8 @@ agent_setup_signals(struct agent *a, char **reterr)
 
 	sigemptyset(&a->mask);
 	sigaddset(&a->mask, SIGCHLD);
-	for (size_t i = 0; i < a->cfg->n_signals; i++) {
-		int sig = a->cfg->signals[i];
-		struct sigaction old;
-
-		/* A signal ignored when we started (nohup) stays ignored. */
-		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN) {
-			log_debug("%s was ignored at start; not handling it", signal_name(sig));
-			continue;
-		}
-		sigaddset(&a->mask, sig);
-	}
+	agent_mask_signals(a, a->cfg->signals, a->cfg->n_signals);
+	agent_mask_signals(a, a->cfg->forward_signals, a->cfg->n_forward_signals);
 	/* SIGHUP not handled (as under systemd, where the default leaves it out):
 	 * it re-opens the logs, unless it was ignored at start (nohup). */
 	if (!sigismember(&a->mask, SIGHUP)) {
@@ -1272,16 +1531,12 @@ agent_setup_signals(struct agent *a, char **reterr)
 			sigaddset(&a->mask, SIGHUP);
 		}
 	}
-	a->n_reset_signals = ARRAY_SIZE(popen_reset_signals) + a->cfg->n_signals;
-	a->reset_signals = xcalloc(a->n_reset_signals, sizeof(int));
-	memcpy(a->reset_signals, popen_reset_signals, sizeof(popen_reset_signals));
-	memcpy(a->reset_signals + ARRAY_SIZE(popen_reset_signals), a->cfg->signals,
-	       a->cfg->n_signals * sizeof(int));
 	sigaction(SIGPIPE, &ign, NULL);
 	if (sigprocmask(SIG_BLOCK, &a->mask, &a->orig_mask) < 0) {
 		*reterr = xasprintf("cannot block signals: %s", strerror(errno));
 		return -errno;
 	}
+	agent_child_signals(a);
 	a->sigfd = signalfd(-1, &a->mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (a->sigfd < 0) {
 		*reterr = xasprintf("cannot create a signalfd: %s", strerror(errno));
@@ -1673,6 +1928,33 @@ agent_find_program(struct agent *a)
 	}
 }
 
+/* The restart policy's state: the jitter's seed (per process, so that
+ * nodes that failed together do not retry together), the window's ring, and
+ * the progress file's number at start (the no-progress rule's baseline). */
+static void
+agent_setup_policy(struct agent *a)
+{
+	const struct config *cfg = a->cfg;
+	double v = 0;
+
+	if (getrandom(&a->rng, sizeof(a->rng), GRND_NONBLOCK) != (ssize_t)sizeof(a->rng)) {
+		a->rng = now_usec() ^ wall_usec() ^ ((uint64_t)getpid() << 32);
+	}
+	if (cfg->restart_window_n > 0) {
+		a->window_times = xcalloc((size_t)cfg->restart_window_n, sizeof(uint64_t));
+		if (cfg->max_restarts == 0) {
+			log_warn("--restart-window %d/%g: --max-restarts is 0, so no failure is "
+				 "restarted; raise --max-restarts for the window to count",
+				 cfg->restart_window_n, cfg->restart_window_s);
+		}
+	}
+	if (cfg->progress_file && agent_read_progress(a, &v)) {
+		a->progress.have_best = true;
+		a->progress.best = v;
+		log_info("progress: '%s' holds %g at start", cfg->progress_file, v);
+	}
+}
+
 struct agent *
 agent_new(struct event_base *base, const struct config *cfg, char *const *envp, int *ret_exit,
 	  char **reterr)
@@ -1740,6 +2022,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 		goto out_free;
 	}
 	agent_find_program(a);
+	agent_setup_policy(a);
 	if (agent_setup_supervision(a, reterr) < 0) {
 		goto out_free;
 	}
@@ -1813,6 +2096,10 @@ agent_free(struct agent *a)
 	if (a->sigev) {
 		event_free(a->sigev);
 	}
+	if (a->backoff_timer) {
+		event_free(a->backoff_timer);
+	}
+	free(a->window_times);
 	/* The handled signals stay blocked: a signal pending now must not turn the
 	 * exit status we chose into a death by signal. */
 	if (a->sigfd >= 0) {
@@ -1852,6 +2139,16 @@ agent_request_restart(struct agent *a, char **reterr)
 	case AGENT_PHASE_STOPPING_GROUP:
 	case AGENT_PHASE_RESTARTING:
 		break;
+	}
+	if (a->phase == AGENT_PHASE_RESTARTING && a->next_attempt_usec) {
+		/* An operator's restart never waits: end the backoff now. */
+		log_info("[%s] restart requested over the control socket; ending the restart "
+			 "backoff",
+			 a->cfg->role);
+		evtimer_del(a->backoff_timer);
+		a->next_attempt_usec = 0;
+		agent_start_round(a, a->decision.reason, "restart backoff ended on request");
+		return 0;
 	}
 	if (!a->group || group_is_done(a->group) || group_state(a->group) != WORKER_STATE_HEALTHY) {
 		*reterr = xasprintf(

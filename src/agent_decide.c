@@ -2,6 +2,11 @@
  * the agent reports, derived from its phase. Pure. */
 #include "agent_decide.h"
 
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "util.h"
 
 const char *
@@ -48,6 +53,14 @@ agent_reason_name(enum agent_reason r)
 		return "rendezvous failed";
 	case AGENT_REASON_SIGNAL:
 		return "signal received";
+	case AGENT_REASON_EXHAUSTED:
+		return "restarts exhausted";
+	case AGENT_REASON_WINDOW:
+		return "restarts exhausted in the restart window";
+	case AGENT_REASON_NO_RESTART_CODE:
+		return "no-restart exit code";
+	case AGENT_REASON_NO_PROGRESS:
+		return "no progress";
 	case AGENT_REASON_UNEXPECTED:
 		return "unexpected worker group state";
 	}
@@ -94,11 +107,13 @@ agent_outcome_of(enum worker_state s)
 #define BIT(x) (1u << (x))
 #define ANY 0u
 
-/* Restarts a rule needs. */
-enum restarts_cond {
-	RESTARTS_ANY,
-	RESTARTS_LEFT, /* remaining_restarts > 0 */
-	RESTARTS_NONE, /* remaining_restarts <= 0 */
+/* A condition on the counters and settings a rule may need. */
+enum cond {
+	COND_RESTARTS_LEFT,   /* remaining_restarts > 0 */
+	COND_RESTARTS_NONE,   /* remaining_restarts <= 0 */
+	COND_NO_RESTART_CODE, /* a failed worker's exit code is one never to restart */
+	COND_NO_PROGRESS,     /* the no-progress rule is on and K attempts stalled */
+	COND_WINDOW_FULL,     /* --restart-window's N restarts spent in the last W s */
 };
 
 /* The exit status a rule chooses. */
@@ -106,50 +121,86 @@ enum exit_kind {
 	EXIT_NONE, /* RESTART: no exit */
 	EXIT_SUCCESS_CODE,
 	EXIT_FAILURE_CODE,
-	EXIT_SIGNAL_CODE, /* 128 + the signal */
+	EXIT_SIGNAL_CODE,    /* 128 + the signal */
+	EXIT_EXHAUSTED_CODE, /* detailed: AGENT_EXIT_RESTARTS_EXHAUSTED, else 1 */
+	EXIT_NO_RESTART_CODE,
+	EXIT_NO_PROGRESS_CODE,
 };
 
 /* One row: when every condition holds (a mask of 0 matches anything), the
- * action. reason AGENT_REASON_NONE takes the input's stop_reason. */
+ * action. reason AGENT_REASON_NONE takes the input's stop_reason. backoff: a
+ * restart that waits (--restart-backoff). */
 struct rule {
 	unsigned phases;   /* BIT(enum agent_phase) */
 	unsigned stops;    /* BIT(enum agent_reason): the stop reason */
 	unsigned outcomes; /* BIT(enum agent_outcome) */
-	enum restarts_cond restarts;
+	unsigned conds;    /* BIT(enum cond): all of them */
 	enum agent_action action;
 	enum agent_reason reason;
 	bool spends_restart;
+	bool backoff;
 	enum exit_kind exit;
 };
+
+#define FAILED BIT(AGENT_OUTCOME_FAILED)
 
 static const struct rule rules[] = {
 	/* A handled signal: the workers are stopped, exit 128 + signal (the
 	 * rendezvous stays open, so the job can re-form without us). */
-	{BIT(AGENT_PHASE_STOPPING_SIGNAL), ANY, ANY, RESTARTS_ANY, AGENT_ACTION_EXIT,
-	 AGENT_REASON_SIGNAL, false, EXIT_SIGNAL_CODE},
+	{BIT(AGENT_PHASE_STOPPING_SIGNAL), ANY, ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_SIGNAL,
+	 false, false, EXIT_SIGNAL_CODE},
 	/* The rendezvous could not go on: the workers are stopped, exit 1. */
-	{ANY, BIT(AGENT_REASON_RDZV_FAILED), ANY, RESTARTS_ANY, AGENT_ACTION_EXIT,
-	 AGENT_REASON_RDZV_FAILED, false, EXIT_FAILURE_CODE},
+	{ANY, BIT(AGENT_REASON_RDZV_FAILED), ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_RDZV_FAILED,
+	 false, false, EXIT_FAILURE_CODE},
 	/* Every worker exited 0: exit barrier, close, exit 0. */
-	{ANY, ANY, BIT(AGENT_OUTCOME_SUCCEEDED), RESTARTS_ANY, AGENT_ACTION_FINISH,
-	 AGENT_REASON_SUCCEEDED, false, EXIT_SUCCESS_CODE},
-	/* A worker failed: restart while restarts remain (spending one)... */
-	{ANY, ANY, BIT(AGENT_OUTCOME_FAILED), RESTARTS_LEFT, AGENT_ACTION_RESTART,
-	 AGENT_REASON_WORKER_FAILED, true, EXIT_NONE},
-	/* ...else report the root cause, close, exit 1. */
-	{ANY, ANY, BIT(AGENT_OUTCOME_FAILED), RESTARTS_NONE, AGENT_ACTION_FAIL,
-	 AGENT_REASON_WORKER_FAILED, false, EXIT_FAILURE_CODE},
-	/* Stopped on request over the control socket: re-form for free. */
-	{ANY, BIT(AGENT_REASON_REQUESTED), BIT(AGENT_OUTCOME_STOPPED), RESTARTS_ANY,
-	 AGENT_ACTION_RESTART, AGENT_REASON_REQUESTED, false, EXIT_NONE},
+	{ANY, ANY, BIT(AGENT_OUTCOME_SUCCEEDED), ANY, AGENT_ACTION_FINISH, AGENT_REASON_SUCCEEDED,
+	 false, false, EXIT_SUCCESS_CODE},
+	/* A worker exited with a code never to restart (--no-restart-exit-codes):
+	 * report, close, exit, whatever restarts remain. */
+	{ANY, ANY, FAILED, BIT(COND_NO_RESTART_CODE), AGENT_ACTION_FAIL,
+	 AGENT_REASON_NO_RESTART_CODE, false, false, EXIT_NO_RESTART_CODE},
+	/* The progress file did not advance over K failed attempts. */
+	{ANY, ANY, FAILED, BIT(COND_NO_PROGRESS), AGENT_ACTION_FAIL, AGENT_REASON_NO_PROGRESS,
+	 false, false, EXIT_NO_PROGRESS_CODE},
+	/* No restart left (--max-restarts): report the root cause, close, exit. */
+	{ANY, ANY, FAILED, BIT(COND_RESTARTS_NONE), AGENT_ACTION_FAIL, AGENT_REASON_EXHAUSTED,
+	 false, false, EXIT_EXHAUSTED_CODE},
+	/* N failure restarts within the last W seconds already (--restart-window). */
+	{ANY, ANY, FAILED, BIT(COND_WINDOW_FULL), AGENT_ACTION_FAIL, AGENT_REASON_WINDOW, false,
+	 false, EXIT_EXHAUSTED_CODE},
+	/* A worker failed and restarts remain: restart after the backoff,
+	 * spending one. */
+	{ANY, ANY, FAILED, BIT(COND_RESTARTS_LEFT), AGENT_ACTION_RESTART,
+	 AGENT_REASON_WORKER_FAILED, true, true, EXIT_NONE},
+	/* Stopped on request over the control socket: re-form for free, at once. */
+	{ANY, BIT(AGENT_REASON_REQUESTED), BIT(AGENT_OUTCOME_STOPPED), ANY, AGENT_ACTION_RESTART,
+	 AGENT_REASON_REQUESTED, false, false, EXIT_NONE},
 	/* Stopped for any other reason: nodes wait to join, or one left; re-form
-	 * for free (torchrun's num_nodes_waiting() > 0). */
-	{ANY, ANY, BIT(AGENT_OUTCOME_STOPPED), RESTARTS_ANY, AGENT_ACTION_RESTART,
-	 AGENT_REASON_MEMBERSHIP, false, EXIT_NONE},
+	 * for free, at once (torchrun's num_nodes_waiting() > 0). */
+	{ANY, ANY, BIT(AGENT_OUTCOME_STOPPED), ANY, AGENT_ACTION_RESTART, AGENT_REASON_MEMBERSHIP,
+	 false, false, EXIT_NONE},
 	/* Anything else is a bug: exit 1. */
-	{ANY, ANY, ANY, RESTARTS_ANY, AGENT_ACTION_EXIT, AGENT_REASON_UNEXPECTED, false,
+	{ANY, ANY, ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_UNEXPECTED, false, false,
 	 EXIT_FAILURE_CODE},
 };
+
+static bool
+cond_holds(enum cond c, const struct agent_decide_in *in)
+{
+	switch (c) {
+	case COND_RESTARTS_LEFT:
+		return in->remaining_restarts > 0;
+	case COND_RESTARTS_NONE:
+		return in->remaining_restarts <= 0;
+	case COND_NO_RESTART_CODE:
+		return in->no_restart_code;
+	case COND_NO_PROGRESS:
+		return in->progress_attempts > 0 && in->stalled_attempts >= in->progress_attempts;
+	case COND_WINDOW_FULL:
+		return in->window_max > 0 && in->window_restarts >= in->window_max;
+	}
+	return false;
+}
 
 static bool
 rule_matches(const struct rule *r, const struct agent_decide_in *in)
@@ -163,19 +214,16 @@ rule_matches(const struct rule *r, const struct agent_decide_in *in)
 	if (r->outcomes && !(r->outcomes & BIT(in->outcome))) {
 		return false;
 	}
-	switch (r->restarts) {
-	case RESTARTS_ANY:
-		return true;
-	case RESTARTS_LEFT:
-		return in->remaining_restarts > 0;
-	case RESTARTS_NONE:
-		return in->remaining_restarts <= 0;
+	for (enum cond c = COND_RESTARTS_LEFT; c <= COND_WINDOW_FULL; c++) {
+		if ((r->conds & BIT(c)) && !cond_holds(c, in)) {
+			return false;
+		}
 	}
-	return false;
+	return true;
 }
 
 static int
-exit_code_of(enum exit_kind k, int signo)
+exit_code_of(enum exit_kind k, const struct agent_decide_in *in)
 {
 	switch (k) {
 	case EXIT_NONE:
@@ -184,9 +232,33 @@ exit_code_of(enum exit_kind k, int signo)
 	case EXIT_FAILURE_CODE:
 		return AGENT_EXIT_FAILURE;
 	case EXIT_SIGNAL_CODE:
-		return 128 + signo;
+		return 128 + in->signo;
+	case EXIT_EXHAUSTED_CODE:
+		return in->detailed_exit ? AGENT_EXIT_RESTARTS_EXHAUSTED : AGENT_EXIT_FAILURE;
+	case EXIT_NO_RESTART_CODE:
+		return in->detailed_exit ? AGENT_EXIT_NO_RESTART_CODE : AGENT_EXIT_FAILURE;
+	case EXIT_NO_PROGRESS_CODE:
+		return in->detailed_exit ? AGENT_EXIT_NO_PROGRESS : AGENT_EXIT_FAILURE;
 	}
 	return AGENT_EXIT_FAILURE;
+}
+
+/* The backoff of a failure restart that is the streak-th in a row: MIN
+ * doubled streak - 1 times, plus jitter * half of it, at most MAX. */
+static uint64_t
+backoff_delay(const struct agent_decide_in *in, int streak)
+{
+	double max = (double)in->backoff_max_usec;
+	double d = (double)in->backoff_min_usec;
+
+	if (in->backoff_max_usec == 0) {
+		return 0;
+	}
+	for (int i = 1; i < streak && d < max; i++) {
+		d *= 2;
+	}
+	d += d * 0.5 * (in->jitter < 0 ? 0 : in->jitter >= 1 ? 1 : in->jitter);
+	return d > max ? in->backoff_max_usec : (uint64_t)d;
 }
 
 struct agent_decision
@@ -194,21 +266,88 @@ agent_decide(const struct agent_decide_in *in)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(rules); i++) {
 		const struct rule *r = &rules[i];
+		struct agent_decision d;
 
-		if (rule_matches(r, in)) {
-			return (struct agent_decision){
-				.action = r->action,
-				.reason = r->reason,
-				.spends_restart = r->spends_restart,
-				.exit_code = exit_code_of(r->exit, in->signo),
-			};
+		if (!rule_matches(r, in)) {
+			continue;
 		}
+		d = (struct agent_decision){
+			.action = r->action,
+			.reason = r->reason,
+			.spends_restart = r->spends_restart,
+			.exit_code = exit_code_of(r->exit, in),
+			.failure_streak = in->failure_streak,
+		};
+		if (r->backoff) {
+			bool reset = in->backoff_max_usec > 0 &&
+				     in->attempt_usec / AGENT_BACKOFF_RESET_FACTOR >=
+					     in->backoff_max_usec;
+
+			d.failure_streak = reset ? 1 : in->failure_streak + 1;
+			d.delay_usec = backoff_delay(in, d.failure_streak);
+		}
+		return d;
 	}
 	return (struct agent_decision){
 		.action = AGENT_ACTION_EXIT,
 		.reason = AGENT_REASON_UNEXPECTED,
 		.exit_code = AGENT_EXIT_FAILURE,
+		.failure_streak = in->failure_streak,
 	};
+}
+
+/* ---- the restart policy's counters ----------------------------------------- */
+
+int
+agent_window_count(const uint64_t *times, size_t n, uint64_t now, uint64_t window_usec)
+{
+	int count = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (times[i] != 0 && times[i] <= now && now - times[i] < window_usec) {
+			count++;
+		}
+	}
+	return count;
+}
+
+bool
+agent_progress_parse(const char *text, size_t len, double *ret)
+{
+	char buf[64], *end;
+	double v;
+
+	while (len > 0 && isspace((unsigned char)*text)) {
+		text++;
+		len--;
+	}
+	while (len > 0 && isspace((unsigned char)text[len - 1])) {
+		len--;
+	}
+	if (len == 0 || len >= sizeof(buf)) {
+		return false;
+	}
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	v = strtod(buf, &end);
+	if (*end != '\0' || isnan(v)) {
+		return false;
+	}
+	*ret = v;
+	return true;
+}
+
+int
+agent_progress_failed(struct agent_progress *p, bool have, double value)
+{
+	if (have && (!p->have_best || value > p->best)) {
+		p->have_best = true;
+		p->best = value;
+		p->stalled = 0;
+	} else {
+		p->stalled++;
+	}
+	return p->stalled;
 }
 
 /* ---- the states the agent reports ------------------------------------------ */

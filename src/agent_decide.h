@@ -10,15 +10,23 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "events.h"
 #include "group.h"
 
 /* Exit statuses of elasticd (torchrun-compatible 0/1/2; 128+signo when a
- * handled signal stopped the agent, after its workers were stopped). */
+ * handled signal stopped the agent, after its workers were stopped). With
+ * --exit-codes detailed the job's end says more (elasticd(8), EXIT STATUS, is
+ * the contract); without it each of these is AGENT_EXIT_FAILURE. */
 #define AGENT_EXIT_SUCCESS 0
 #define AGENT_EXIT_FAILURE 1
 #define AGENT_EXIT_USAGE 2
+#define AGENT_EXIT_RESTARTS_EXHAUSTED 3 /* --max-restarts or --restart-window spent */
+#define AGENT_EXIT_NO_RESTART_CODE 4    /* a worker exited with a --no-restart-exit-codes code */
+#define AGENT_EXIT_NO_PROGRESS 5        /* --progress-file did not advance (the no-progress rule) */
+#define AGENT_EXIT_NODE_EXCLUDED 6      /* reserved: this node unhealthy or excluded (health) */
 
 /* What the agent is doing. The only moves (agent_set_phase in agent.c):
  *
@@ -47,14 +55,18 @@ const char *agent_phase_name(enum agent_phase p);
 
 /* Why the agent entered its phase, or why it decided what it did. */
 enum agent_reason {
-	AGENT_REASON_NONE,          /* the normal course (round joined, workers started) */
-	AGENT_REASON_SUCCEEDED,     /* every worker exited 0 */
-	AGENT_REASON_WORKER_FAILED, /* a worker failed */
-	AGENT_REASON_MEMBERSHIP,    /* nodes wait to join, or a node left: re-form for free */
-	AGENT_REASON_REQUESTED,     /* a restart asked for over the control socket (free) */
-	AGENT_REASON_RDZV_FAILED,   /* the rendezvous cannot go on */
-	AGENT_REASON_SIGNAL,        /* a handled signal, or a stop request */
-	AGENT_REASON_UNEXPECTED,    /* the group in a state it cannot stop in: a bug */
+	AGENT_REASON_NONE,            /* the normal course (round joined, workers started) */
+	AGENT_REASON_SUCCEEDED,       /* every worker exited 0 */
+	AGENT_REASON_WORKER_FAILED,   /* a worker failed */
+	AGENT_REASON_MEMBERSHIP,      /* nodes wait to join, or a node left: re-form for free */
+	AGENT_REASON_REQUESTED,       /* a restart asked for over the control socket (free) */
+	AGENT_REASON_RDZV_FAILED,     /* the rendezvous cannot go on */
+	AGENT_REASON_SIGNAL,          /* a handled signal, or a stop request */
+	AGENT_REASON_EXHAUSTED,       /* a worker failed and no restart is left (--max-restarts) */
+	AGENT_REASON_WINDOW,          /* a worker failed; --restart-window's N restarts are spent */
+	AGENT_REASON_NO_RESTART_CODE, /* a worker exited with a --no-restart-exit-codes code */
+	AGENT_REASON_NO_PROGRESS,     /* --progress-file did not advance over K failed attempts */
+	AGENT_REASON_UNEXPECTED,      /* the group in a state it cannot stop in: a bug (last) */
 };
 
 /* The reason as elasticd.agent.restart's "reason" ("worker group FAILED",
@@ -84,7 +96,8 @@ enum agent_action {
 /* "restart", "finish" etc. Static storage. */
 const char *agent_action_name(enum agent_action a);
 
-/* What the decision looks at. Zero is a valid value of every field. */
+/* What the decision looks at. Zero is a valid value of every field (and
+ * turns every restart policy off). */
 struct agent_decide_in {
 	enum agent_phase phase;        /* when the group stopped */
 	enum agent_reason stop_reason; /* why the agent was stopping it (NONE: it ended) */
@@ -92,6 +105,18 @@ struct agent_decide_in {
 	int signo;              /* the handled signal in STOPPING_SIGNAL */
 	int remaining_restarts; /* restarts left (--max-restarts minus those spent) */
 	int max_restarts;       /* --max-restarts */
+	/* The restart policy: the counters the agent keeps, and its settings. */
+	bool no_restart_code;  /* a failed worker exited with a --no-restart-exit-codes code */
+	int window_restarts;   /* failure restarts in the last W seconds (agent_window_count) */
+	int window_max;        /* --restart-window N; 0: no window */
+	int stalled_attempts;  /* failed attempts in a row without progress, this one included */
+	int progress_attempts; /* --progress-attempts K with --progress-file; 0: off */
+	bool detailed_exit;    /* --exit-codes detailed: AGENT_EXIT_RESTARTS_EXHAUSTED etc. */
+	int failure_streak;    /* failure restarts in a row so far (the backoff's exponent) */
+	uint64_t attempt_usec; /* how long the stopped group ran */
+	uint64_t backoff_min_usec; /* --restart-backoff MIN:MAX; max 0: no backoff */
+	uint64_t backoff_max_usec;
+	double jitter; /* a random number in [0, 1), seeded per process by the agent */
 };
 
 /* What to do. */
@@ -100,12 +125,43 @@ struct agent_decision {
 	enum agent_reason reason; /* why: the restart event's reason, the exit's cause */
 	bool spends_restart;      /* a restart: it spends one of --max-restarts */
 	int exit_code;            /* FINISH, FAIL, EXIT: elasticd's exit status */
+	uint64_t delay_usec;      /* RESTART: wait this long first (the backoff), 0: at once */
+	int failure_streak;       /* the new failure_streak (a spent restart; else the input's) */
 };
+
+/* An attempt that ran at least this many times MAX of --restart-backoff
+ * before it failed starts the backoff over at MIN. */
+#define AGENT_BACKOFF_RESET_FACTOR 10
 
 /* Decide what to do once the worker group has stopped. Pure; never fails: an
  * input no rule expects is AGENT_ACTION_EXIT with AGENT_REASON_UNEXPECTED and
- * exit status 1. */
+ * exit status 1. A failure restart waits MIN * 2^(streak-1) plus up to half
+ * of that again by jitter, at most MAX (streak: failure restarts in a row,
+ * this one included; it starts over at 1 after an attempt that ran
+ * AGENT_BACKOFF_RESET_FACTOR * MAX); re-forms never wait. */
 struct agent_decision agent_decide(const struct agent_decide_in *in);
+
+/* The failure restarts among times[0..n) (CLOCK_MONOTONIC usec, 0: unused
+ * slot) that are less than window_usec old at now. Pure. */
+int agent_window_count(const uint64_t *times, size_t n, uint64_t now, uint64_t window_usec);
+
+/* The no-progress rule's memory: the highest value the progress file held
+ * when an attempt failed (or when the agent started). */
+struct agent_progress {
+	bool have_best;
+	double best;
+	int stalled; /* failed attempts in a row that did not raise best */
+};
+
+/* The number in a progress file's text[0..len) (blanks around it allowed:
+ * "1200\n", "3.5"), into *ret. Returns false (and leaves *ret) for anything
+ * else: empty, not a number, NaN. Pure. */
+bool agent_progress_parse(const char *text, size_t len, double *ret);
+
+/* An attempt failed and the progress file held value (have: it could be read
+ * as a number): progress when value is above every earlier one, which resets
+ * p->stalled to 0; else p->stalled grows by one. Returns p->stalled. Pure. */
+int agent_progress_failed(struct agent_progress *p, bool have, double value);
 
 /* torch's NodeState of this node in phase p entered for reason; exit_code is
  * the status chosen so far (EXIT_BARRIER, CLOSING, DONE) and have_round says

@@ -28,6 +28,7 @@ struct agent {
 	char **env; /* what the workers inherit */
 
 	sigset_t orig_mask;
+	sigset_t child_mask; /* the workers': orig_mask without --forward-signals */
 	sigset_t mask;
 	int sigfd;
 	struct event *sigev;
@@ -65,6 +66,15 @@ struct agent {
 	uint64_t rdzv_start_usec; /* CLOCK_MONOTONIC: when the rendezvous under way began */
 
 	uint64_t barrier_start_usec; /* CLOCK_MONOTONIC: when the exit barrier began */
+
+	/* The restart policy's state (agent_decide's counters). */
+	struct event *backoff_timer;    /* the wait before a failure restart's rendezvous */
+	uint64_t next_attempt_usec;     /* CLOCK_MONOTONIC: when it ends; 0: no wait */
+	int failure_streak;             /* failure restarts in a row (the backoff's exponent) */
+	uint64_t *window_times;         /* the last --restart-window N failure restarts, a ring */
+	size_t window_next;             /* the ring's oldest slot */
+	struct agent_progress progress; /* the no-progress rule (--progress-file) */
+	uint64_t rng;                   /* the backoff's jitter: xorshift64*, seeded per process */
 
 	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
 	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */

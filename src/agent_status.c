@@ -88,6 +88,29 @@ agent_worker_json(const struct agent *a, const struct worker *w)
 	return o;
 }
 
+/* The restart policy's state: next_attempt_in_s (the backoff's wait left,
+ * null when none), restarts_in_window (null without --restart-window) and
+ * attempts_without_progress (null without --progress-file). */
+static void
+agent_policy_json(const struct agent *a, json_t *o)
+{
+	uint64_t now = now_usec();
+	const struct config *cfg = a->cfg;
+
+	json_object_set_new(o, "next_attempt_in_s",
+			    a->next_attempt_usec > now
+				    ? json_real((double)(a->next_attempt_usec - now) / USEC_PER_SEC)
+				    : json_null());
+	json_object_set_new(o, "restarts_in_window",
+			    a->window_times
+				    ? json_integer(agent_window_count(
+					      a->window_times, (size_t)cfg->restart_window_n, now,
+					      (uint64_t)(cfg->restart_window_s * USEC_PER_SEC)))
+				    : json_null());
+	json_object_set_new(o, "attempts_without_progress",
+			    cfg->progress_file ? json_integer(a->progress.stalled) : json_null());
+}
+
 json_t *
 agent_status_json(struct agent *a)
 {
@@ -127,6 +150,7 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "restart_count", json_integer(a->restart_count));
 	json_object_set_new(o, "max_restarts", json_integer(a->cfg->max_restarts));
 	json_object_set_new(o, "remaining_restarts", json_integer(a->remaining_restarts));
+	agent_policy_json(a, o);
 	json_object_set_new(o, "uptime_s",
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "config_file.h"
+#include "config_policy.h"
 #include "numa.h"
 #include "util.h"
 
@@ -202,6 +203,7 @@ enum option_kind {
 
 enum option_group {
 	GROUP_WORKERS,
+	GROUP_RESTARTS,
 	GROUP_RDZV,
 	GROUP_LOGS,
 	GROUP_SIGNALS,
@@ -642,6 +644,22 @@ set_signals(struct config *cfg, const struct config_option *o, const char *name,
 	return 0;
 }
 
+static int
+set_forward_signals(struct config *cfg, const struct config_option *o, const char *name,
+		    const char *value, char **reterr)
+{
+	struct int_list l = {.name = name, .value = value};
+
+	if (*value && split_commas(value, signal_one, &l, reterr) < 0) {
+		free(l.v);
+		return -EINVAL;
+	}
+	free(cfg->forward_signals);
+	cfg->forward_signals = l.v;
+	cfg->n_forward_signals = l.n;
+	return 0;
+}
+
 /* --logs-specs: torchrun loads the class of this name from the entry point
  * group torchrun.logs_specs, where torch itself registers only "default"
  * (DefaultLogsSpecs, the layout elasticd writes). There are no plug-ins here,
@@ -676,6 +694,7 @@ set_rdzv_backend(struct config *cfg, const struct config_option *o, const char *
 
 static const char *const rdzv_backends[] = {"static", "c10d", "etcd", NULL};
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
+static const char *const exit_code_modes[] = {"torchrun", "detailed", NULL};
 static const char *const numa_modes[] = {"node", "socket", "exclusive", "core-complex", NULL};
 /* torch's handler names; dynamic_rendezvous is a null handler there. */
 static const char *const event_log_handlers[] = {"null", "console", "file", "dynamic_rendezvous",
@@ -837,6 +856,81 @@ static const struct config_option options[] = {
 		.group = GROUP_WORKERS,
 		.help = "Print each local rank's GPU and binding as JSON lines and exit, "
 			"starting nothing.",
+	},
+
+	/* Restart policy. */
+	{
+		.name = "restart-backoff",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "0",
+		.set = config_set_restart_backoff,
+		.group = GROUP_RESTARTS,
+		.metavar = "MIN:MAX",
+		.help = "After a worker failure, wait MIN seconds before the next attempt, twice "
+			"as long after each failure in a row, at most MAX, plus jitter (0: at "
+			"once). Re-forms for membership changes and requested restarts never "
+			"wait.",
+	},
+	{
+		.name = "restart-window",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "",
+		.set = config_set_restart_window,
+		.group = GROUP_RESTARTS,
+		.metavar = "N/W",
+		.help = "At most N failure restarts in any W seconds; a failure past that ends "
+			"the job (restarts exhausted). --max-restarts still applies.",
+	},
+	{
+		.name = "no-restart-exit-codes",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "",
+		.set = config_set_exit_code_list,
+		.group = GROUP_RESTARTS,
+		.metavar = "CODE,...",
+		.help = "A worker exiting with one of these codes ends the job without a restart.",
+	},
+	{
+		.name = "progress-file",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_string,
+		.offset = offsetof(struct config, progress_file),
+		.group = GROUP_RESTARTS,
+		.metavar = "PATH",
+		.help = "A file the workers keep a number in (their iteration, say): when it has "
+			"not risen over --progress-attempts failed attempts in a row, the job "
+			"ends.",
+	},
+	{
+		.name = "progress-attempts",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "3",
+		.set = set_int,
+		.offset = offsetof(struct config, progress_attempts),
+		.min = 1,
+		.max = INT_MAX,
+		.group = GROUP_RESTARTS,
+		.metavar = "K",
+		.help = "Failed attempts in a row without progress in --progress-file that end "
+			"the job.",
+	},
+	{
+		.name = "exit-codes",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "torchrun",
+		.set = config_set_exit_codes,
+		.choices = exit_code_modes,
+		.group = GROUP_RESTARTS,
+		.metavar = "torchrun|detailed",
+		.help = "elasticd's exit status: torchrun's 0, 1 and 2, or detailed: also 3 "
+			"restarts exhausted, 4 a no-restart exit code, 5 no progress (see "
+			"elasticd(8)).",
 	},
 
 	/* Rendezvous. */
@@ -1110,7 +1204,32 @@ static const struct config_option options[] = {
 		.max = INT_MAX,
 		.group = GROUP_SIGNALS,
 		.metavar = "SECONDS",
-		.help = "Grace time between the stop signal and SIGKILL.",
+		.help = "Grace time between the stop signal and SIGKILL when the workers are "
+			"stopped for a restart or a failure.",
+	},
+	{
+		.name = "term-timeout",
+		.kind = OPT_VALUE,
+		.env = true,
+		.set = set_int,
+		.offset = offsetof(struct config, term_timeout),
+		.min = 0,
+		.max = INT_MAX,
+		.group = GROUP_SIGNALS,
+		.metavar = "SECONDS",
+		.help = "Grace time between a handled signal, forwarded to the workers, and "
+			"SIGKILL (default: --shutdown-timeout).",
+	},
+	{
+		.name = "forward-signals",
+		.kind = OPT_VALUE,
+		.env = true,
+		.def = "SIGUSR1,SIGUSR2",
+		.set = set_forward_signals,
+		.group = GROUP_SIGNALS,
+		.metavar = "SIG,...",
+		.help = "Signals sent on to every worker's process group while the workers go on "
+			"running (a preemption notice); \"\" for none.",
 	},
 
 	/* Other. */
@@ -1184,8 +1303,11 @@ static const struct config_option options[] = {
 };
 
 static const char *const group_titles[GROUP_COUNT] = {
-	[GROUP_WORKERS] = "Workers",      [GROUP_RDZV] = "Rendezvous",
-	[GROUP_LOGS] = "Logs and output", [GROUP_SIGNALS] = "Signals and shutdown",
+	[GROUP_WORKERS] = "Workers",
+	[GROUP_RESTARTS] = "Restart policy",
+	[GROUP_RDZV] = "Rendezvous",
+	[GROUP_LOGS] = "Logs and output",
+	[GROUP_SIGNALS] = "Signals and shutdown",
 	[GROUP_OTHER] = "Other",
 };
 
@@ -1822,6 +1944,38 @@ local_rendezvous(struct config *ret, const enum option_source *src, char **reter
 	return 0;
 }
 
+/* The checks across options, once every layer is applied. Returns 0, or
+ * -EINVAL with *reterr. */
+static int
+check_all(struct config *ret, const enum option_source *src, char **reterr)
+{
+	int r;
+
+	if (ret->no_python && ret->module) {
+		*reterr =
+			xstrdup("Don't use both the '--no-python' flag and the '--module' flag at "
+				"the same time.");
+		return -EINVAL;
+	}
+	if (ret->event_log_file && *ret->event_log_file &&
+	    strcmp(ret->event_log_handler, "file") != 0) {
+		*reterr = xasprintf("--event-log-file: the events go to '%s', not to a file; "
+				    "drop --event-log-file or use --event-log-handler file",
+				    ret->event_log_handler);
+		return -EINVAL;
+	}
+	r = local_rendezvous(ret, src, reterr);
+	if (r < 0) {
+		return r;
+	}
+	if (ret->numa_membind && !ret->numa_binding) {
+		*reterr = xstrdup("--numa-membind needs --numa-binding");
+		return -EINVAL;
+	}
+	return config_check_policy(ret, given(src, "term-timeout"), given(src, "forward-signals"),
+				   given(src, "progress-attempts"), reterr);
+}
+
 /* config_parse and config_parse_text: text, when non-NULL, is the contents of
  * the configuration file named name. */
 static int
@@ -1899,28 +2053,8 @@ parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], 
 	}
 	file_layer_release(&fl);
 
-	if (ret->no_python && ret->module) {
-		*reterr =
-			xstrdup("Don't use both the '--no-python' flag and the '--module' flag at "
-				"the same time.");
-		r = -EINVAL;
-		goto fail;
-	}
-	if (ret->event_log_file && *ret->event_log_file &&
-	    strcmp(ret->event_log_handler, "file") != 0) {
-		*reterr = xasprintf("--event-log-file: the events go to '%s', not to a file; "
-				    "drop --event-log-file or use --event-log-handler file",
-				    ret->event_log_handler);
-		r = -EINVAL;
-		goto fail;
-	}
-	r = local_rendezvous(ret, src, reterr);
+	r = check_all(ret, src, reterr);
 	if (r < 0) {
-		goto fail;
-	}
-	if (ret->numa_membind && !ret->numa_binding) {
-		*reterr = xstrdup("--numa-membind needs --numa-binding");
-		r = -EINVAL;
 		goto fail;
 	}
 	ret->master_port_set = given(src, "master-port");
@@ -1962,6 +2096,9 @@ config_release(struct config *cfg)
 	free(cfg->log_line_prefix_template);
 	free(cfg->local_ranks_filter);
 	free(cfg->signals);
+	free(cfg->forward_signals);
+	free(cfg->no_restart_exit_codes);
+	free(cfg->progress_file);
 	free(cfg->event_log_handler);
 	free(cfg->event_log_file);
 	free(cfg->control_socket);

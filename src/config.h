@@ -101,20 +101,40 @@ struct config {
 		       * duplicates; never SIGKILL, SIGSTOP or SIGCHLD; n_signals 0 for "" */
 	size_t n_signals;
 	/* Seconds, >= 0: --shutdown-timeout, PET_SHUTDOWN_TIMEOUT,
-	 * TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30. */
+	 * TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30. The grace of a stop caused by
+	 * a failure or a re-form. */
 	int shutdown_timeout;
-	bool virtual_local_rank; /* --virtual-local-rank */
-	char *event_log_handler; /* --event-log-handler: null, console, file (default) or
-				  * dynamic_rendezvous (torch's name for a null handler) */
-	char *event_log_file;    /* --event-log-file or NULL (file: <run dir>/events.jsonl) */
-	int event_ring_size;     /* --event-ring-size: events kept for the control plane */
-	char *logs_specs;        /* --logs-specs: "default" (the only one) or NULL */
-	char *numa_binding;      /* node|socket|exclusive|core-complex or NULL */
-	char *topology_xml;      /* --topology-xml: plan from this hwloc XML file, or NULL */
-	char *gpu_bus_ids;       /* --gpu-bus-ids as given (checked: bus ids, no repeats) or NULL */
-	bool numa_fallback;      /* --numa-fallback: a rank that cannot be bound runs unbound */
-	bool numa_membind;       /* --numa-membind: also bind memory (needs --numa-binding) */
-	bool dry_run;            /* --dry-run: print the plan as JSON lines, start nothing */
+	/* --term-timeout: seconds, >= 0, the grace of a stop caused by a handled
+	 * signal (or the control socket's stop); shutdown_timeout when not given. */
+	int term_timeout;
+	/* --forward-signals: signal numbers sent on to every worker's process
+	 * group while supervision goes on; never one of signals (a handled one is
+	 * left out of the default, and refused when given). Default SIGUSR1,SIGUSR2. */
+	int *forward_signals;
+	size_t n_forward_signals;
+
+	/* The restart policy (elasticd's own; config_policy.c parses it). */
+	double restart_backoff_min; /* --restart-backoff MIN:MAX, seconds; max 0: none */
+	double restart_backoff_max;
+	int restart_window_n;       /* --restart-window N/W: at most N failure restarts */
+	double restart_window_s;    /* in any W seconds; n 0: no window */
+	int *no_restart_exit_codes; /* --no-restart-exit-codes, 1-255, no repeats */
+	size_t n_no_restart_exit_codes;
+	char *progress_file;      /* --progress-file PATH, or NULL: no no-progress rule */
+	int progress_attempts;    /* --progress-attempts K, >= 1, default 3 */
+	bool exit_codes_detailed; /* --exit-codes detailed (default torchrun: 0/1/2) */
+	bool virtual_local_rank;  /* --virtual-local-rank */
+	char *event_log_handler;  /* --event-log-handler: null, console, file (default) or
+				   * dynamic_rendezvous (torch's name for a null handler) */
+	char *event_log_file;     /* --event-log-file or NULL (file: <run dir>/events.jsonl) */
+	int event_ring_size;      /* --event-ring-size: events kept for the control plane */
+	char *logs_specs;         /* --logs-specs: "default" (the only one) or NULL */
+	char *numa_binding;       /* node|socket|exclusive|core-complex or NULL */
+	char *topology_xml;       /* --topology-xml: plan from this hwloc XML file, or NULL */
+	char *gpu_bus_ids;  /* --gpu-bus-ids as given (checked: bus ids, no repeats) or NULL */
+	bool numa_fallback; /* --numa-fallback: a rank that cannot be bound runs unbound */
+	bool numa_membind;  /* --numa-membind: also bind memory (needs --numa-binding) */
+	bool dry_run;       /* --dry-run: print the plan as JSON lines, start nothing */
 	/* --duplicate-stdout-filters / --duplicate-stderr-filters: the raw comma list
 	 * (",," escapes a comma, linefilter.h) as given, or NULL when not given. */
 	char *duplicate_stdout_filters;

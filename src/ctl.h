@@ -71,6 +71,9 @@ struct ctl_agent_counters {
 	uint64_t restarts_failure;    /* restarts after a failure (spending --max-restarts) */
 	uint64_t restarts_membership; /* re-forms for a membership change (free) */
 	uint64_t restarts_requested;  /* re-forms asked for over the control socket (free) */
+	uint64_t backoffs;            /* failure restarts that waited (--restart-backoff) */
+	double backoff_seconds_sum;   /* the time they waited, seconds */
+	uint64_t signals_forwarded;   /* --forward-signals signals sent on to the workers */
 	uint64_t worker_starts;       /* worker processes started */
 	uint64_t worker_exits;        /* worker processes reaped */
 	uint64_t file_timer_expired;  /* pids whose torch FileTimer expired (filetimer_server.h) */

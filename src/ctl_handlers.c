@@ -386,6 +386,14 @@ metrics_agent(struct evbuffer *b, const struct ctl_agent_stats *st)
 			    (unsigned long long)as->restarts_requested);
 	metric_u64(b, "elasticd_remaining_restarts", "gauge", "Failure restarts left.",
 		   (uint64_t)st->remaining_restarts);
+	metric_head(b, "elasticd_restart_backoff_seconds", "summary",
+		    "Waits before a failure restart (--restart-backoff).");
+	evbuffer_add_printf(b, "elasticd_restart_backoff_seconds_sum %.6f\n",
+			    as->backoff_seconds_sum);
+	evbuffer_add_printf(b, "elasticd_restart_backoff_seconds_count %llu\n",
+			    (unsigned long long)as->backoffs);
+	metric_u64(b, "elasticd_signals_forwarded_total", "counter",
+		   "Signals sent on to the workers (--forward-signals).", as->signals_forwarded);
 	metric_u64(b, "elasticd_rendezvous_rounds_total", "counter",
 		   "Rendezvous rounds this node joined.", as->rdzv_rounds);
 	metric_head(b, "elasticd_rendezvous_duration_seconds", "summary",

@@ -522,11 +522,12 @@ kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(g->drain_timer, &tv);
 }
 
-/* Send sig to every populated process group and arm the SIGKILL timer. */
+/* Send sig to every populated process group and arm the SIGKILL timer
+ * (timeout_s seconds; one armed already stays as it is). */
 static void
-group_begin_stop(struct group *g, int sig)
+group_begin_stop(struct group *g, int sig, int timeout_s)
 {
-	struct timeval tv = {g->cfg->shutdown_timeout, 0};
+	struct timeval tv = {timeout_s, 0};
 
 	g->stop_signal = sig;
 	if (g->phase == GROUP_RUNNING) {
@@ -571,7 +572,7 @@ group_decide(struct group *g, enum worker_state state)
 	g->state = state;
 	/* React first (torchrun also signals the survivors before it logs). */
 	if (g->phase == GROUP_RUNNING) {
-		group_begin_stop(g, SIGTERM);
+		group_begin_stop(g, SIGTERM, g->cfg->shutdown_timeout);
 	}
 	if (g->cb.outcome) {
 		g->cb.outcome(g, state, g->cb.arg);
@@ -673,7 +674,7 @@ group_after_reap(struct group *g)
 }
 
 void
-group_stop(struct group *g, int sig)
+group_stop_within(struct group *g, int sig, int timeout_s)
 {
 	if (g->phase == GROUP_DONE) {
 		return;
@@ -682,7 +683,13 @@ group_stop(struct group *g, int sig)
 		g->stop_requested = true;
 		g->state = WORKER_STATE_STOPPED;
 	}
-	group_begin_stop(g, sig);
+	group_begin_stop(g, sig, timeout_s);
+}
+
+void
+group_stop(struct group *g, int sig)
+{
+	group_stop_within(g, sig, g->cfg->shutdown_timeout);
 }
 
 enum worker_state

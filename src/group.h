@@ -94,6 +94,11 @@ void group_after_reap(struct group *g);
  * re-sends it). */
 void group_stop(struct group *g, int sig);
 
+/* As group_stop, with SIGKILL after timeout_s seconds instead of the shutdown
+ * timeout (a stop on a handled signal: --term-timeout). A SIGKILL timer armed
+ * by an earlier stop keeps its deadline. */
+void group_stop_within(struct group *g, int sig, int timeout_s);
+
 /* The group's state: HEALTHY while running, then SUCCEEDED / FAILED /
  * STOPPED (stopped on request). */
 enum worker_state group_state(const struct group *g);

@@ -30,7 +30,8 @@ HANDLERS = ["ping", "status", "events", "logs", "metrics", "dump_traceback", "re
 STATUS_KEYS = ["run_id", "node", "hostname", "pid", "version", "role", "rdzv_backend",
                "node_state", "round", "group_rank", "group_world_size", "world_size",
                "local_world_size", "master_addr", "master_port", "worker_state", "restart_count",
-               "max_restarts", "remaining_restarts", "uptime_s", "run_dir", "workers",
+               "max_restarts", "remaining_restarts", "next_attempt_in_s", "restarts_in_window",
+               "attempts_without_progress", "uptime_s", "run_dir", "workers",
                "control_socket"]
 WORKER_KEYS = ["local_rank", "global_rank", "role_rank", "pid", "state", "exitcode",
                "exit_status", "signal", "start_time", "exit_time", "gpu", "numa_nodes", "cpus",

@@ -20,6 +20,11 @@
 #define O(x) AGENT_OUTCOME_##x
 #define A(x) AGENT_ACTION_##x
 
+#define SEC(s) ((uint64_t)(s)*1000000u)
+#define BACKOFF(min, max) .backoff_min_usec = SEC(min), .backoff_max_usec = SEC(max)
+/* A worker failed with left of 10 restarts left. */
+#define FAILED_IN(left) P(STOPPING_GROUP), R(WORKER_FAILED), O(FAILED), 0, (left), 10
+
 struct decide_case {
 	const char *name;
 	struct agent_decide_in in;
@@ -37,19 +42,19 @@ static const struct decide_case decide_cases[] = {
 	/* Failures and --max-restarts. */
 	{"a worker failed, restarts left: restart, spend one",
 	 {P(STOPPING_GROUP), R(WORKER_FAILED), O(FAILED), 0, 3, 3},
-	 {A(RESTART), R(WORKER_FAILED), true, 0}},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, .failure_streak = 1}},
 	{"a worker failed, the last restart left",
 	 {P(STOPPING_GROUP), R(WORKER_FAILED), O(FAILED), 0, 1, 3},
-	 {A(RESTART), R(WORKER_FAILED), true, 0}},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, .failure_streak = 1}},
 	{"a worker failed, no restart left: report, exit 1",
 	 {P(STOPPING_GROUP), R(WORKER_FAILED), O(FAILED), 0, 0, 3},
-	 {A(FAIL), R(WORKER_FAILED), false, 1}},
+	 {A(FAIL), R(EXHAUSTED), false, 1}},
 	{"a worker failed with --max-restarts 0",
 	 {P(STOPPING_GROUP), R(WORKER_FAILED), O(FAILED), 0, 0, 0},
-	 {A(FAIL), R(WORKER_FAILED), false, 1}},
+	 {A(FAIL), R(EXHAUSTED), false, 1}},
 	{"UNHEALTHY counts as FAILED",
 	 {P(STOPPING_GROUP), R(WORKER_FAILED), O(FAILED), 0, 2, 2},
-	 {A(RESTART), R(WORKER_FAILED), true, 0}},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, .failure_streak = 1}},
 	/* Re-forms: free. */
 	{"nodes waiting: re-form for free",
 	 {P(STOPPING_GROUP), R(MEMBERSHIP), O(STOPPED), 0, 3, 3},
@@ -86,6 +91,108 @@ static const struct decide_case decide_cases[] = {
 	{"signal after the rendezvous failed: the signal's status",
 	 {P(STOPPING_SIGNAL), R(RDZV_FAILED), O(STOPPED), SIGQUIT, 0, 0},
 	 {A(EXIT), R(SIGNAL), false, 128 + SIGQUIT}},
+	/* --restart-backoff MIN:MAX: MIN * 2^(streak-1) + jitter * half of it,
+	 * at most MAX; re-forms never wait. */
+	{"backoff 1:60, the first failure: 1 s",
+	 {FAILED_IN(3), BACKOFF(1, 60)},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, SEC(1), 1}},
+	{"backoff 1:60, the second in a row: 2 s",
+	 {FAILED_IN(3), BACKOFF(1, 60), .failure_streak = 1},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, SEC(2), 2}},
+	{"backoff 1:60, the fourth in a row: 8 s",
+	 {FAILED_IN(3), BACKOFF(1, 60), .failure_streak = 3},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, SEC(8), 4}},
+	{"backoff 1:60, the eleventh in a row: capped at 60 s",
+	 {FAILED_IN(3), BACKOFF(1, 60), .failure_streak = 10},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, SEC(60), 11}},
+	{"backoff jitter adds up to half: 1 s + 0.5 * 0.5 s",
+	 {FAILED_IN(3), BACKOFF(1, 60), .jitter = 0.5},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, 1250000, 1}},
+	{"backoff jitter never goes past MAX",
+	 {FAILED_IN(3), BACKOFF(1, 60), .failure_streak = 6, .jitter = 0.9},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, SEC(60), 7}},
+	{"backoff 0.2:0.8, the third in a row: 0.8 s",
+	 {FAILED_IN(3), .backoff_min_usec = 200000, .backoff_max_usec = 800000,
+	  .failure_streak = 2},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, 800000, 3}},
+	{"an attempt that ran 10 * MAX starts the backoff over",
+	 {FAILED_IN(3), BACKOFF(1, 60), .failure_streak = 5, .attempt_usec = SEC(600)},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, SEC(1), 1}},
+	{"an attempt just short of 10 * MAX does not",
+	 {FAILED_IN(3), BACKOFF(1, 60), .failure_streak = 5, .attempt_usec = SEC(599)},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, SEC(32), 6}},
+	{"no backoff: at once, the streak still counted",
+	 {FAILED_IN(3), .failure_streak = 4},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, 0, 5}},
+	{"a membership re-form does not wait, and keeps the streak",
+	 {P(STOPPING_GROUP), R(MEMBERSHIP), O(STOPPED), 0, 3, 3, BACKOFF(1, 60),
+	  .failure_streak = 3},
+	 {A(RESTART), R(MEMBERSHIP), false, 0, 0, 3}},
+	{"a requested restart does not wait",
+	 {P(STOPPING_GROUP), R(REQUESTED), O(STOPPED), 0, 3, 3, BACKOFF(1, 60),
+	  .failure_streak = 3},
+	 {A(RESTART), R(REQUESTED), false, 0, 0, 3}},
+	/* --restart-window N/W. */
+	{"window 3: two restarts in it, a third is allowed",
+	 {FAILED_IN(9), .window_max = 3, .window_restarts = 2},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, .failure_streak = 1}},
+	{"window 3: three restarts in it: restarts exhausted, exit 1",
+	 {FAILED_IN(9), .window_max = 3, .window_restarts = 3},
+	 {A(FAIL), R(WINDOW), false, 1}},
+	{"window 3 full, detailed exit codes: exit 3",
+	 {FAILED_IN(9), .window_max = 3, .window_restarts = 3, .detailed_exit = true},
+	 {A(FAIL), R(WINDOW), false, AGENT_EXIT_RESTARTS_EXHAUSTED}},
+	{"no window: the count does not matter",
+	 {FAILED_IN(9), .window_restarts = 50},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, .failure_streak = 1}},
+	{"window full: a membership re-form is still free",
+	 {P(STOPPING_GROUP), R(MEMBERSHIP), O(STOPPED), 0, 3, 3, .window_max = 1,
+	  .window_restarts = 1},
+	 {A(RESTART), R(MEMBERSHIP), false, 0}},
+	{"no restart left, detailed exit codes: exit 3",
+	 {FAILED_IN(0), .detailed_exit = true},
+	 {A(FAIL), R(EXHAUSTED), false, AGENT_EXIT_RESTARTS_EXHAUSTED}},
+	/* --no-restart-exit-codes. */
+	{"a no-restart exit code with restarts left: the job ends, exit 1",
+	 {FAILED_IN(3), .no_restart_code = true},
+	 {A(FAIL), R(NO_RESTART_CODE), false, 1}},
+	{"a no-restart exit code, detailed: exit 4",
+	 {FAILED_IN(3), .no_restart_code = true, .detailed_exit = true},
+	 {A(FAIL), R(NO_RESTART_CODE), false, AGENT_EXIT_NO_RESTART_CODE}},
+	{"a no-restart exit code wins over the window and the budget",
+	 {FAILED_IN(0), .no_restart_code = true, .window_max = 1, .window_restarts = 1,
+	  .progress_attempts = 1, .stalled_attempts = 1, .detailed_exit = true},
+	 {A(FAIL), R(NO_RESTART_CODE), false, AGENT_EXIT_NO_RESTART_CODE}},
+	{"a no-restart exit code under a signal: the signal's status",
+	 {P(STOPPING_SIGNAL), R(SIGNAL), O(FAILED), SIGTERM, 3, 3, .no_restart_code = true,
+	  .detailed_exit = true},
+	 {A(EXIT), R(SIGNAL), false, 128 + SIGTERM}},
+	/* The no-progress rule (--progress-file, --progress-attempts K). */
+	{"K 3, two attempts stalled: restart",
+	 {FAILED_IN(3), .progress_attempts = 3, .stalled_attempts = 2},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, .failure_streak = 1}},
+	{"K 3, three attempts stalled: the job ends, exit 1",
+	 {FAILED_IN(3), .progress_attempts = 3, .stalled_attempts = 3},
+	 {A(FAIL), R(NO_PROGRESS), false, 1}},
+	{"K 3, three stalled, detailed: exit 5",
+	 {FAILED_IN(3), .progress_attempts = 3, .stalled_attempts = 3, .detailed_exit = true},
+	 {A(FAIL), R(NO_PROGRESS), false, AGENT_EXIT_NO_PROGRESS}},
+	{"no-progress rule off: stalled attempts do not matter",
+	 {FAILED_IN(3), .stalled_attempts = 30},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, .failure_streak = 1}},
+	{"no progress and no restart left: no progress wins",
+	 {FAILED_IN(0), .progress_attempts = 1, .stalled_attempts = 1, .detailed_exit = true},
+	 {A(FAIL), R(NO_PROGRESS), false, AGENT_EXIT_NO_PROGRESS}},
+	/* Detailed exit codes leave the others alone. */
+	{"detailed: success is 0",
+	 {P(RUNNING), R(NONE), O(SUCCEEDED), 0, 3, 3, .detailed_exit = true},
+	 {A(FINISH), R(SUCCEEDED), false, 0}},
+	{"detailed: a signal is 128 + n",
+	 {P(STOPPING_SIGNAL), R(SIGNAL), O(STOPPED), SIGINT, 3, 3, .detailed_exit = true},
+	 {A(EXIT), R(SIGNAL), false, 128 + SIGINT}},
+	{"detailed: the rendezvous failed is 1",
+	 {P(STOPPING_GROUP), R(RDZV_FAILED), O(STOPPED), 0, 3, 3, .detailed_exit = true},
+	 {A(EXIT), R(RDZV_FAILED), false, 1}},
 	/* Bugs. */
 	{"group still HEALTHY after stopping: exit 1",
 	 {P(RUNNING), R(NONE), O(UNEXPECTED), 0, 3, 3},
@@ -103,15 +210,19 @@ test_decide(void **state)
 		struct agent_decision got = agent_decide(&c->in);
 		char msg[512];
 
-		snprintf(msg, sizeof(msg), "%s: got %s (%s)%s exit %d", c->name,
-			 agent_action_name(got.action), agent_reason_name(got.reason),
-			 got.spends_restart ? " spending a restart," : "", got.exit_code);
+		snprintf(msg, sizeof(msg), "%s: got %s (%s)%s exit %d, delay %llu us, streak %d",
+			 c->name, agent_action_name(got.action), agent_reason_name(got.reason),
+			 got.spends_restart ? " spending a restart," : "", got.exit_code,
+			 (unsigned long long)got.delay_usec, got.failure_streak);
 		print_message("%s\n", msg);
 		assert_int_equal(got.action, c->want.action);
 		assert_int_equal(got.reason, c->want.reason);
 		assert_int_equal(got.spends_restart, c->want.spends_restart);
+		assert_int_equal(got.delay_usec, c->want.delay_usec);
 		if (got.action != AGENT_ACTION_RESTART) {
 			assert_int_equal(got.exit_code, c->want.exit_code);
+		} else {
+			assert_int_equal(got.failure_streak, c->want.failure_streak);
 		}
 	}
 }
@@ -124,12 +235,22 @@ test_decide_total(void **state)
 	for (int p = AGENT_PHASE_INIT; p <= AGENT_PHASE_DONE; p++) {
 		for (int r = AGENT_REASON_NONE; r <= AGENT_REASON_UNEXPECTED; r++) {
 			for (int o = AGENT_OUTCOME_SUCCEEDED; o <= AGENT_OUTCOME_UNEXPECTED; o++) {
-				for (int left = 0; left <= 1; left++) {
-					struct agent_decide_in in = {p, r, o, SIGTERM, left, 1};
-					struct agent_decision d = agent_decide(&in);
+				for (int left = 0; left <= 3; left++) {
+					struct agent_decide_in in = {p, r, o, SIGTERM, left & 1, 1};
+					struct agent_decision d;
 
+					/* left & 2: every restart policy on, at its limit. */
+					in.no_restart_code = left & 2;
+					in.window_max = in.window_restarts = left & 2;
+					in.progress_attempts = in.stalled_attempts = left & 2;
+					in.detailed_exit = left & 2;
+					in.backoff_min_usec = in.backoff_max_usec = SEC(1);
+					d = agent_decide(&in);
 					assert_true(!d.spends_restart ||
-						    (o == AGENT_OUTCOME_FAILED && left > 0));
+						    (o == AGENT_OUTCOME_FAILED && (left & 1) &&
+						     !(left & 2)));
+					/* Only a failure restart waits. */
+					assert_true((d.delay_usec > 0) == d.spends_restart);
 					if (p == AGENT_PHASE_STOPPING_SIGNAL) {
 						assert_int_equal(d.action, AGENT_ACTION_EXIT);
 						assert_int_equal(d.exit_code, 128 + SIGTERM);
@@ -249,6 +370,68 @@ test_names(void **state)
 	assert_string_equal(agent_reason_name(R(WORKER_FAILED)), "worker group FAILED");
 	assert_string_equal(agent_reason_name(R(MEMBERSHIP)), "membership change");
 	assert_string_equal(agent_reason_name(R(REQUESTED)), "requested over the control socket");
+	assert_string_equal(agent_reason_name(R(EXHAUSTED)), "restarts exhausted");
+}
+
+/* --restart-window: restarts less than W old count; unused slots do not. */
+static void
+test_window_count(void **state)
+{
+	const uint64_t t[] = {0, SEC(10), SEC(50), SEC(99), SEC(100)};
+
+	assert_int_equal(agent_window_count(t, 0, SEC(100), SEC(60)), 0);
+	assert_int_equal(agent_window_count(t, ARRAY_SIZE(t), SEC(100), SEC(60)), 3);
+	assert_int_equal(agent_window_count(t, ARRAY_SIZE(t), SEC(100), SEC(50)), 2);
+	assert_int_equal(agent_window_count(t, ARRAY_SIZE(t), SEC(100), SEC(1000)), 4);
+	/* The window refills: 61 s on, only the last two remain. */
+	assert_int_equal(agent_window_count(t, ARRAY_SIZE(t), SEC(111), SEC(60)), 2);
+	assert_int_equal(agent_window_count(t, ARRAY_SIZE(t), SEC(200), SEC(60)), 0);
+}
+
+static void
+test_progress_parse(void **state)
+{
+	static const struct {
+		const char *text;
+		bool ok;
+		double want;
+	} cases[] = {
+		{"1200\n", true, 1200}, {"  42  ", true, 42}, {"3.5", true, 3.5},
+		{"-1", true, -1},       {"", false, 0},       {"\n", false, 0},
+		{"12 it", false, 0},    {"nan", false, 0},    {"abc", false, 0},
+		{"1e3", true, 1000},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		double v = -7;
+		bool ok = agent_progress_parse(cases[i].text, strlen(cases[i].text), &v);
+
+		print_message("'%s'\n", cases[i].text);
+		assert_int_equal(ok, cases[i].ok);
+		if (ok) {
+			assert_true(v == cases[i].want);
+		} else {
+			assert_true(v == -7);
+		}
+	}
+}
+
+/* Progress is a new high: a value below the best (a restart from an older
+ * checkpoint), the same value, or none at all is no progress. */
+static void
+test_progress_failed(void **state)
+{
+	struct agent_progress p = {0};
+
+	assert_int_equal(agent_progress_failed(&p, false, 0), 1); /* no file yet */
+	assert_int_equal(agent_progress_failed(&p, true, 100), 0);
+	assert_int_equal(agent_progress_failed(&p, true, 100), 1);
+	assert_int_equal(agent_progress_failed(&p, true, 80), 2);
+	assert_int_equal(agent_progress_failed(&p, false, 0), 3);
+	assert_int_equal(agent_progress_failed(&p, true, 101), 0);
+	/* A baseline from the start counts as an earlier value. */
+	p = (struct agent_progress){.have_best = true, .best = 5};
+	assert_int_equal(agent_progress_failed(&p, true, 5), 1);
 }
 
 int
@@ -258,6 +441,8 @@ main(void)
 		cmocka_unit_test(test_decide),           cmocka_unit_test(test_decide_total),
 		cmocka_unit_test(test_outcome_of),       cmocka_unit_test(test_node_state),
 		cmocka_unit_test(test_group_view_state), cmocka_unit_test(test_names),
+		cmocka_unit_test(test_window_count),     cmocka_unit_test(test_progress_parse),
+		cmocka_unit_test(test_progress_failed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -151,6 +151,22 @@ render(const struct config *cfg, const char *key)
 		return join_ints(cfg->signals, cfg->n_signals);
 	} else if (strcmp(key, "shutdown_timeout") == 0) {
 		return xasprintf("%d", cfg->shutdown_timeout);
+	} else if (strcmp(key, "term_timeout") == 0) {
+		return xasprintf("%d", cfg->term_timeout);
+	} else if (strcmp(key, "forward") == 0) {
+		return join_ints(cfg->forward_signals, cfg->n_forward_signals);
+	} else if (strcmp(key, "backoff") == 0) {
+		return xasprintf("%g:%g", cfg->restart_backoff_min, cfg->restart_backoff_max);
+	} else if (strcmp(key, "window") == 0) {
+		return xasprintf("%d/%g", cfg->restart_window_n, cfg->restart_window_s);
+	} else if (strcmp(key, "no_restart_codes") == 0) {
+		return join_ints(cfg->no_restart_exit_codes, cfg->n_no_restart_exit_codes);
+	} else if (strcmp(key, "progress_file") == 0) {
+		return str_or_null(cfg->progress_file);
+	} else if (strcmp(key, "progress_attempts") == 0) {
+		return xasprintf("%d", cfg->progress_attempts);
+	} else if (strcmp(key, "exit_codes") == 0) {
+		return xstrdup(cfg->exit_codes_detailed ? "detailed" : "torchrun");
 	} else if (strcmp(key, "virtual_local_rank") == 0) {
 		return xasprintf("%d", cfg->virtual_local_rank);
 	} else if (strcmp(key, "event_log_handler") == 0) {
@@ -538,6 +554,67 @@ static const struct ok_case ok_cases[] = {
 		     "PET_LOG_LINE_PREFIX_TEMPLATE=${hostname}:"),
 	 .expect = {{"prefix", "${pid}|"}}},
 	{.argv = ARGV("--log_line_prefix_template=", "t"), .expect = {{"prefix", ""}}},
+
+	/* The restart policy: off by default, torchrun's exit statuses. */
+	{.argv = ARGV("t"),
+	 .expect = {{"backoff", "0:0"},
+		    {"window", "0/0"},
+		    {"no_restart_codes", ""},
+		    {"progress_file", "(null)"},
+		    {"progress_attempts", "3"},
+		    {"exit_codes", "torchrun"}}},
+	{.argv = ARGV("--restart-backoff", "0.2:0.8", "t"), .expect = {{"backoff", "0.2:0.8"}}},
+	{.argv = ARGV("--restart_backoff=5", "t"), .expect = {{"backoff", "5:5"}}},
+	{.argv = ARGV("--restart-backoff", "0", "t"), .expect = {{"backoff", "0:0"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_RESTART_BACKOFF=1:60"),
+	 .expect = {{"backoff", "1:60"}}},
+	{.argv = ARGV("--restart-window", "3/3600", "t"), .expect = {{"window", "3/3600"}}},
+	{.argv = ARGV("--restart_window=2/0.5", "t"), .expect = {{"window", "2/0.5"}}},
+	{.argv = ARGV("--restart-window", "", "t"), .expect = {{"window", "0/0"}}},
+	{.argv = ARGV("t"), .envp = ENV("PET_RESTART_WINDOW=1/60"), .expect = {{"window", "1/60"}}},
+	{.argv = ARGV("--no-restart-exit-codes", "3,42,3", "t"),
+	 .expect = {{"no_restart_codes", "3,42"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_NO_RESTART_EXIT_CODES=255"),
+	 .expect = {{"no_restart_codes", "255"}}},
+	{.argv = ARGV("--progress-file", "/run/it", "--progress-attempts", "2", "t"),
+	 .expect = {{"progress_file", "/run/it"}, {"progress_attempts", "2"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_PROGRESS_FILE=p", "PET_PROGRESS_ATTEMPTS=5"),
+	 .expect = {{"progress_file", "p"}, {"progress_attempts", "5"}}},
+	{.argv = ARGV("--exit-codes", "detailed", "t"), .expect = {{"exit_codes", "detailed"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_EXIT_CODES=detailed"),
+	 .expect = {{"exit_codes", "detailed"}}},
+	/* --no-p still means --no-python, as in torchrun. */
+	{.argv = ARGV("--no-p", "t"), .expect = {{"no_python", "1"}, {"progress_attempts", "3"}}},
+
+	/* --term-timeout: the shutdown timeout unless given; --forward-signals:
+	 * SIGUSR1,SIGUSR2 less the handled signals. */
+	{.argv = ARGV("t"),
+	 .expect = {{"term_timeout", "30"}, {"forward", "10,12"}, {"shutdown_timeout", "30"}}},
+	{.argv = ARGV("--term-timeout", "1800", "t"),
+	 .expect = {{"term_timeout", "1800"}, {"shutdown_timeout", "30"}}},
+	{.argv = ARGV("--shutdown-timeout", "5", "t"), .expect = {{"term_timeout", "5"}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=12"),
+	 .expect = {{"term_timeout", "12"}}},
+	{.argv = ARGV("--shutdown-timeout", "5", "t"),
+	 .envp = ENV("PET_TERM_TIMEOUT=0"),
+	 .expect = {{"term_timeout", "0"}, {"shutdown_timeout", "5"}}},
+	{.argv = ARGV("--forward-signals", "USR2,SIGWINCH,12", "t"),
+	 .expect = {{"forward", "12,28"}}},
+	{.argv = ARGV("--forward_signals=", "t"), .expect = {{"forward", ""}}},
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_FORWARD_SIGNALS=SIGUSR1"),
+	 .expect = {{"forward", "10"}}},
+	{.argv = ARGV("--signals-to-handle", "SIGTERM,SIGUSR1", "t"),
+	 .expect = {{"forward", "12"}, {"signals", "15,10"}}},
+	{.argv = ARGV("--signals-to-handle", "SIGUSR1,SIGUSR2", "t"), .expect = {{"forward", ""}}},
+	/* SIGHUP forwarded, not handled (it then does not re-open the logs). */
+	{.argv = ARGV("--signals-to-handle", "TERM", "--forward-signals", "HUP", "t"),
+	 .expect = {{"forward", "1"}, {"signals", "15"}}},
 };
 
 static void
@@ -735,6 +812,69 @@ static const struct err_case err_cases[] = {
 	 ENV("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=-5"),
 	 {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT: invalid value '-5': must be >= 0"}},
 	{ARGV("t"), ENV("PET_SHUTDOWN_TIMEOUT=-5"), {"PET_SHUTDOWN_TIMEOUT: invalid value '-5'"}},
+	/* --term-timeout, --forward-signals */
+	{ARGV("--term-timeout", "-1", "t"),
+	 NULL,
+	 {"--term-timeout: invalid value '-1': must be >= 0"}},
+	{ARGV("--term-timeout", "1h", "t"), NULL, {"--term-timeout: invalid value '1h'"}},
+	{ARGV("t"), ENV("PET_TERM_TIMEOUT=x"), {"PET_TERM_TIMEOUT: invalid value 'x'"}},
+	{ARGV("--forward-signals", "SIGKILL", "t"),
+	 NULL,
+	 {"--forward-signals: invalid value 'SIGKILL'", "cannot be caught"}},
+	{ARGV("--forward-signals", "USR1,SIGFOO", "t"),
+	 NULL,
+	 {"--forward-signals: invalid value 'USR1,SIGFOO'", "unknown signal 'SIGFOO'"}},
+	{ARGV("--forward-signals", "CHLD", "t"), NULL, {"--forward-signals: invalid value 'CHLD'"}},
+	{ARGV("--forward-signals", "SIGUSR1,SIGTERM", "t"),
+	 NULL,
+	 {"--forward-signals: SIGTERM is also in --signals-to-handle"}},
+	{ARGV("--signals-to-handle", "USR1", "t"),
+	 ENV("PET_FORWARD_SIGNALS=USR1"),
+	 {"--forward-signals: SIGUSR1 is also in --signals-to-handle"}},
+	/* The restart policy. */
+	{ARGV("--restart-backoff", "x", "t"),
+	 NULL,
+	 {"--restart-backoff: invalid value 'x': expected MIN:MAX seconds"}},
+	{ARGV("--restart-backoff", "2:1", "t"),
+	 NULL,
+	 {"--restart-backoff: invalid value '2:1': expected 0 < MIN <= MAX"}},
+	{ARGV("--restart-backoff", "0:5", "t"), NULL, {"invalid value '0:5': expected 0 < MIN"}},
+	{ARGV("--restart-backoff", "-1", "t"), NULL, {"--restart-backoff: invalid value '-1'"}},
+	{ARGV("--restart-backoff", "1:2:3", "t"),
+	 NULL,
+	 {"--restart-backoff: invalid value '1:2:3'"}},
+	{ARGV("--restart-backoff", "1:", "t"), NULL, {"--restart-backoff: invalid value '1:'"}},
+	{ARGV("t"), ENV("PET_RESTART_BACKOFF=1:x"), {"PET_RESTART_BACKOFF: invalid value '1:x'"}},
+	{ARGV("--restart-window", "3", "t"),
+	 NULL,
+	 {"--restart-window: invalid value '3': expected N/W"}},
+	{ARGV("--restart-window", "0/10", "t"), NULL, {"invalid value '0/10': N must be"}},
+	{ARGV("--restart-window", "x/10", "t"), NULL, {"invalid value 'x/10': N must be"}},
+	{ARGV("--restart-window", "3/0", "t"), NULL, {"invalid value '3/0': W must be"}},
+	{ARGV("--restart-window", "3/-1", "t"), NULL, {"invalid value '3/-1': W must be"}},
+	{ARGV("t"), ENV("PET_RESTART_WINDOW=3/"), {"PET_RESTART_WINDOW: invalid value '3/'"}},
+	{ARGV("--no-restart-exit-codes", "0", "t"),
+	 NULL,
+	 {"--no-restart-exit-codes: invalid value '0'", "1 to 255"}},
+	{ARGV("--no-restart-exit-codes", "3,256", "t"),
+	 NULL,
+	 {"--no-restart-exit-codes: invalid value '3,256'"}},
+	{ARGV("--no-restart-exit-codes", "3,,4", "t"),
+	 NULL,
+	 {"--no-restart-exit-codes: invalid value '3,,4'"}},
+	{ARGV("--no-restart-exit-codes", "3,", "t"),
+	 NULL,
+	 {"--no-restart-exit-codes: invalid value '3,'"}},
+	{ARGV("--progress-attempts", "0", "t"),
+	 NULL,
+	 {"--progress-attempts: invalid value '0': must be >= 1"}},
+	{ARGV("--progress-attempts", "2", "t"),
+	 NULL,
+	 {"--progress-attempts needs --progress-file"}},
+	{ARGV("--exit-codes", "fancy", "t"),
+	 NULL,
+	 {"--exit-codes: invalid value 'fancy': expected torchrun or detailed"}},
+	{ARGV("t"), ENV("PET_EXIT_CODES=1"), {"PET_EXIT_CODES: invalid value '1'"}},
 	/* Bad PET_* values name the variable and the value. */
 	{ARGV("t"), ENV("PET_NNODES=x"), {"PET_NNODES: invalid value 'x': expected N or MIN:MAX"}},
 	{ARGV("t"), ENV("PET_NPROC_PER_NODE="), {"PET_NPROC_PER_NODE: invalid value ''"}},

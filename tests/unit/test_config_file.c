@@ -271,6 +271,23 @@ field(const struct config *cfg, const char *key)
 	if (strcmp(key, "role") == 0) {
 		return xstrdup(cfg->role);
 	}
+	if (strcmp(key, "term_timeout") == 0) {
+		return xasprintf("%d", cfg->term_timeout);
+	}
+	if (strcmp(key, "forward") == 0) {
+		return join_ints(cfg->forward_signals, cfg->n_forward_signals);
+	}
+	if (strcmp(key, "policy") == 0) {
+		return xasprintf(
+			"%g:%g %d/%g %s %s %d %s", cfg->restart_backoff_min,
+			cfg->restart_backoff_max, cfg->restart_window_n, cfg->restart_window_s,
+			cfg->n_no_restart_exit_codes ? "codes" : "-",
+			cfg->progress_file ? cfg->progress_file : "-", cfg->progress_attempts,
+			cfg->exit_codes_detailed ? "detailed" : "torchrun");
+	}
+	if (strcmp(key, "no_restart_codes") == 0) {
+		return join_ints(cfg->no_restart_exit_codes, cfg->n_no_restart_exit_codes);
+	}
 	if (strcmp(key, "backend") == 0) {
 		return xstrdup(cfg->rdzv_backend);
 	}
@@ -353,6 +370,21 @@ static const struct meaning_case meaning_cases[] = {
 	GOOD("entrypoint = t\n", NOARGS, NOENV, {"backend", "c10d"}, {"endpoint", "localhost:0"}),
 	GOOD("master-port = 29500\nentrypoint = t\n", NOARGS, NOENV, {"backend", "static"},
 	     {"endpoint", ""}),
+	/* The restart policy and the signal options (elasticd.conf(5)). */
+	GOOD("restart-backoff = 1:60\nrestart-window = 3/3600\nno-restart-exit-codes = 3,42\n"
+	     "progress-file = /srv/job/step\nprogress-attempts = 4\nexit-codes = detailed\n"
+	     "entrypoint = t\n",
+	     NOARGS, NOENV, {"policy", "1:60 3/3600 codes /srv/job/step 4 detailed"},
+	     {"no_restart_codes", "3,42"}),
+	GOOD("term-timeout = 1800\nforward-signals = SIGUSR2\nentrypoint = t\n", NOARGS, NOENV,
+	     {"term_timeout", "1800"}, {"forward", "12"}, {"shutdown_timeout", "30"}),
+	/* The environment beats the file, the command line beats both. */
+	GOOD("term-timeout = 1800\nrestart-backoff = 1:60\nentrypoint = t\n",
+	     ARGV("--restart-backoff", "2:4"), ENV("PET_TERM_TIMEOUT=7"), {"term_timeout", "7"},
+	     {"policy", "2:4 0/0 - - 3 torchrun"}),
+	BAD("restart-window = 3\nentrypoint = t\n", NOARGS, NOENV,
+	    F ":1: restart-window: invalid value '3': expected N/W: at most N failure restarts in "
+	      "W seconds (e.g. 3/3600)"),
 	/* Flags. */
 	GOOD("no-python = true\nentrypoint = ./a.out\n", NOARGS, NOENV, {"no_python", "true"}),
 	GOOD("no-python = false\nentrypoint = t\n", NOARGS, NOENV, {"no_python", "false"}),
