@@ -351,7 +351,11 @@ class RestartPolicyTest(lib.ElasticdTestCase):
         # Started with SIGUSR1 blocked, elasticd still hands its workers an
         # unblocked SIGUSR1 at its default.
         out = self.out_dir()
-        sh = self.write_sh("mask.sh", 'grep -E "^Sig(Blk|Ign)" /proc/$$/status > "$1/mask"\n')
+        # exec: grep reads its own mask, the one the worker exec'd with; a
+        # grep child reading /proc/$$ could catch dash with every signal
+        # blocked around its fork.
+        sh = self.write_sh("mask.sh",
+                           'exec grep -E "^Sig(Blk|Ign)" /proc/self/status > "$1/mask"\n')
         launcher = self.write_py("launch.py",
                                  "import os, signal, sys\n"
                                  "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n"
