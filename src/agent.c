@@ -406,6 +406,9 @@ agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why)
 		return;
 	}
 	a->exit_code = code;
+	if (reason == AGENT_REASON_SIGNAL) {
+		agent_report_signal(a);
+	}
 	agent_set_phase(a, AGENT_PHASE_DONE, reason, why);
 }
 
@@ -699,6 +702,7 @@ agent_report_failure(struct agent *a)
 		return;
 	}
 	root = errfile_root_cause(f, n);
+	agent_report_add_stderr(&f[root], group_worker(g, (size_t)f[root].local_rank));
 	title = xasprintf("%s FAILED", group_entrypoint_name(g));
 	table = errfile_format_table(title, f, n, root, host_fqdn());
 	{
@@ -709,17 +713,7 @@ agent_report_failure(struct agent *a)
 		log_raw(text, strlen(text));
 	}
 	if (own && *own) {
-		int r = f[root].data ? errfile_write_root_cause(own, &f[root]) : -ENOENT;
-
-		if (r == -ENOENT && !f[root].data) {
-			log_info(
-				"local_rank %d FAILED with no error file. Decorate your entrypoint "
-				"fn with @record for traceback info. See: "
-				"https://pytorch.org/docs/stable/elastic/errors.html",
-				f[root].local_rank);
-		} else if (r < 0) {
-			log_error("cannot write the error file %s: %s", own, strerror(-r));
-		}
+		agent_report_error_file(own, &f[root]);
 	}
 	free(title);
 	free(table);
