@@ -24,6 +24,7 @@
 #include "group.h"
 #include "log.h"
 #include "numa.h"
+#include "numa_crowd.h"
 #include "rdzv.h"
 #include "sd.h"
 #include "sentinel.h"
@@ -1350,6 +1351,18 @@ agent_resolve_nproc(const struct config *cfg, const struct numa_topology *t, int
 	return n;
 }
 
+/* Warn once when the plan binds more workers to some CPUs than they have
+ * (taskset -c 0 with two ranks). */
+static void
+agent_plan_warn_crowding(struct agent *a)
+{
+	_cleanup_free_ char *crowd = numa_plan_crowding(a->numa);
+
+	if (crowd) {
+		log_warn("--numa-binding %s: %s", a->cfg->numa_binding, crowd);
+	}
+}
+
 /* Find the GPUs (hwloc, when needed), resolve --nproc-per-node and plan each
  * local rank's binding into a->numa. Returns the number of local workers, or
  * -1 with *ret_exit and *reterr set. */
@@ -1365,7 +1378,7 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 	};
 	struct numa_topology *t = NULL;
 	char *err = NULL;
-	int ngpus = 0, n;
+	int ngpus = 0, n, r;
 
 	(void)numa_mode_from_string(cfg->numa_binding, &req.mode); /* config checked it */
 	if (agent_needs_topology(cfg)) {
@@ -1398,9 +1411,14 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 		return n;
 	}
 	req.nproc = n;
-	if (numa_plan_new(t, &req, &a->numa, &err) < 0) {
-		*reterr = xasprintf("--numa-binding %s: %s", cfg->numa_binding, err);
-		*ret_exit = AGENT_EXIT_FAILURE;
+	r = numa_plan_new(t, &req, &a->numa, &err);
+	if (r < 0) {
+		/* -ERANGE: more ranks than cores, a usage error (numa.h). */
+		*reterr = xasprintf("--numa-binding %s: %s%s", cfg->numa_binding, err,
+				    r == -ERANGE ? " Start fewer local ranks (--nproc-per-node), "
+						   "give elasticd more cores, or use another mode."
+						 : "");
+		*ret_exit = r == -ERANGE ? AGENT_EXIT_USAGE : AGENT_EXIT_FAILURE;
 		free(err);
 		numa_topology_free(t);
 		return -1;
@@ -1410,6 +1428,7 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 	} else if (numa_topology_gpu_note(t)) {
 		log_info("GPUs: %s", numa_topology_gpu_note(t));
 	}
+	agent_plan_warn_crowding(a);
 	for (size_t i = 0; i < a->numa->n; i++) {
 		const struct numa_binding *b = &a->numa->ranks[i];
 
