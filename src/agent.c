@@ -25,6 +25,7 @@
 #include "group.h"
 #include "log.h"
 #include "numa.h"
+#include "numa_crowd.h"
 #include "rdzv.h"
 #include "sd.h"
 #include "sentinel.h"
@@ -412,6 +413,9 @@ agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why)
 		return;
 	}
 	a->exit_code = code;
+	if (reason == AGENT_REASON_SIGNAL) {
+		agent_report_signal(a);
+	}
 	agent_set_phase(a, AGENT_PHASE_DONE, reason, why);
 }
 
@@ -705,6 +709,7 @@ agent_report_failure(struct agent *a)
 		return;
 	}
 	root = errfile_root_cause(f, n);
+	agent_report_add_stderr(&f[root], group_worker(g, (size_t)f[root].local_rank));
 	title = xasprintf("%s FAILED", group_entrypoint_name(g));
 	table = errfile_format_table(title, f, n, root, host_fqdn());
 	{
@@ -715,17 +720,7 @@ agent_report_failure(struct agent *a)
 		log_raw(text, strlen(text));
 	}
 	if (own && *own) {
-		int r = f[root].data ? errfile_write_root_cause(own, &f[root]) : -ENOENT;
-
-		if (r == -ENOENT && !f[root].data) {
-			log_info(
-				"local_rank %d FAILED with no error file. Decorate your entrypoint "
-				"fn with @record for traceback info. See: "
-				"https://pytorch.org/docs/stable/elastic/errors.html",
-				f[root].local_rank);
-		} else if (r < 0) {
-			log_error("cannot write the error file %s: %s", own, strerror(-r));
-		}
+		agent_report_error_file(own, &f[root]);
 	}
 	free(title);
 	free(table);
@@ -1611,6 +1606,18 @@ agent_resolve_nproc(const struct config *cfg, const struct numa_topology *t, int
 	return n;
 }
 
+/* Warn once when the plan binds more workers to some CPUs than they have
+ * (taskset -c 0 with two ranks). */
+static void
+agent_plan_warn_crowding(struct agent *a)
+{
+	_cleanup_free_ char *crowd = numa_plan_crowding(a->numa);
+
+	if (crowd) {
+		log_warn("--numa-binding %s: %s", a->cfg->numa_binding, crowd);
+	}
+}
+
 /* Find the GPUs (hwloc, when needed), resolve --nproc-per-node and plan each
  * local rank's binding into a->numa. Returns the number of local workers, or
  * -1 with *ret_exit and *reterr set. */
@@ -1626,7 +1633,7 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 	};
 	struct numa_topology *t = NULL;
 	char *err = NULL;
-	int ngpus = 0, n;
+	int ngpus = 0, n, r;
 
 	(void)numa_mode_from_string(cfg->numa_binding, &req.mode); /* config checked it */
 	if (agent_needs_topology(cfg)) {
@@ -1659,9 +1666,14 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 		return n;
 	}
 	req.nproc = n;
-	if (numa_plan_new(t, &req, &a->numa, &err) < 0) {
-		*reterr = xasprintf("--numa-binding %s: %s", cfg->numa_binding, err);
-		*ret_exit = AGENT_EXIT_FAILURE;
+	r = numa_plan_new(t, &req, &a->numa, &err);
+	if (r < 0) {
+		/* -ERANGE: more ranks than cores, a usage error (numa.h). */
+		*reterr = xasprintf("--numa-binding %s: %s%s", cfg->numa_binding, err,
+				    r == -ERANGE ? " Start fewer local ranks (--nproc-per-node), "
+						   "give elasticd more cores, or use another mode."
+						 : "");
+		*ret_exit = r == -ERANGE ? AGENT_EXIT_USAGE : AGENT_EXIT_FAILURE;
 		free(err);
 		numa_topology_free(t);
 		return -1;
@@ -1671,6 +1683,7 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 	} else if (numa_topology_gpu_note(t)) {
 		log_info("GPUs: %s", numa_topology_gpu_note(t));
 	}
+	agent_plan_warn_crowding(a);
 	for (size_t i = 0; i < a->numa->n; i++) {
 		const struct numa_binding *b = &a->numa->ranks[i];
 

@@ -90,3 +90,26 @@ struct agent {
 /* torch's _NodeDesc of this agent ("<fqdn>_<pid>_0"), for RdzvEvent messages
  * and the status. Made on first use; borrowed from the agent. */
 const char *agent_node_desc(struct agent *a);
+
+/* ---- agent_report.c: what a failure leaves behind -------------------------- */
+
+struct process_failure;
+struct worker;
+
+/* The failure table's traceback for f, worker w's failure, when w wrote no
+ * error file but its stderr went to a log file (-r/-t): the last lines of
+ * that file (logtail.h) in place of torch's "To enable traceback see: ...",
+ * after torch's "Signal N (NAME) received by PID P" for a signal. Otherwise
+ * f is left as it is. */
+void agent_report_add_stderr(struct process_failure *f, const struct worker *w);
+
+/* Fill the agent's own error file own (its TORCHELASTIC_ERROR_FILE) for the
+ * root cause: a copy of the worker's error file with "errorCode", as
+ * torchrun; for a worker without one, an entry made up in torch's format
+ * whose message carries f's traceback (the stderr lines, when there are).
+ * Logs what goes wrong. */
+void agent_report_error_file(const char *own, const struct process_failure *root);
+
+/* The agent is leaving because of signal a->signo: write torch's
+ * SignalException to its TORCHELASTIC_ERROR_FILE, when it has one. */
+void agent_report_signal(struct agent *a);

@@ -1123,6 +1123,15 @@ prepare_dir(const char *path, bool is_default, char **reterr)
 		*reterr = xasprintf("cannot create %s: %s", dir, strerror(-r));
 		return r;
 	}
+	if (stat(dir, &st) < 0) {
+		r = -errno;
+		*reterr = xasprintf("cannot check %s: %s", dir, strerror(-r));
+		return r;
+	}
+	r = ctl_dir_check(dir, st.st_mode, st.st_uid, reterr);
+	if (r < 0) {
+		return r;
+	}
 	if (is_default && strcmp(dir, private_tmp) == 0) {
 		if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
 		    (st.st_mode & 077) != 0) {

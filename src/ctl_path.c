@@ -1,7 +1,9 @@
 #include "ctl_path.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util.h"
 #include "wenv.h"
@@ -50,4 +52,23 @@ ctl_worker_dir_for(const char *socket_path)
 		n -= 5;
 	}
 	return xasprintf("%.*s.workers", (int)n, socket_path);
+}
+
+int
+ctl_dir_check(const char *dir, mode_t mode, uid_t owner, char **reterr)
+{
+	bool group = mode & S_IWGRP, others = mode & S_IWOTH;
+
+	if ((!group && !others) || ((mode & S_ISVTX) && owner == 0)) {
+		return 0;
+	}
+	*reterr = xasprintf("the directory %s is writable by %s (mode %04o), who could replace "
+			    "the socket; use a directory only its owner can write (chmod go-w "
+			    "%s), or a sticky one owned by root such as /tmp",
+			    dir,
+			    group && others ? "its group and others"
+			    : group         ? "its group"
+					    : "others",
+			    (unsigned)(mode & 07777), dir);
+	return -EPERM;
 }

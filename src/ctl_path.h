@@ -18,3 +18,10 @@ char *ctl_default_path(char *const *env, const char *run_id, uid_t euid);
  * path without a ".sock" suffix, plus ".workers" ("/run/elasticd/job1.sock"
  * → "/run/elasticd/job1.workers"). Pure; returns a malloc'd path. */
 char *ctl_worker_dir_for(const char *socket_path);
+
+/* Whether a control socket may be created in directory dir, whose mode
+ * (st_mode) and owner are given: not writable by its group or by others
+ * (they could replace the socket), unless it is sticky and owned by root,
+ * as /tmp. Returns 0, or -EPERM with *reterr (malloc'd) naming dir, who may
+ * write it and how to fix it. Pure. */
+int ctl_dir_check(const char *dir, mode_t mode, uid_t owner, char **reterr);

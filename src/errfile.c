@@ -894,3 +894,34 @@ errfile_write_root_cause(const char *dest_path, const struct process_failure *ro
 	json_decref(data);
 	return replace_file(dest_path, text, strlen(text));
 }
+
+int
+errfile_write_record(const char *dest_path, const char *message, const char *py_callstack,
+		     int64_t timestamp, int error_code)
+{
+	json_t *data = json_object();
+	json_t *msg = json_object();
+	json_t *extra = json_object();
+	_cleanup_free_ char *ts = xasprintf("%" PRId64, timestamp);
+	_cleanup_free_ char *text = NULL;
+
+	if (!message) {
+		message = "";
+	}
+	if (!py_callstack) {
+		py_callstack = "";
+	}
+	/* Unchecked: a worker's bytes need not be UTF-8; the encoder substitutes. */
+	json_object_set_new(msg, "message", json_stringn_nocheck(message, strlen(message)));
+	json_object_set_new(extra, "py_callstack",
+			    json_stringn_nocheck(py_callstack, strlen(py_callstack)));
+	json_object_set_new(extra, "timestamp", json_string(ts));
+	json_object_set_new(msg, "extraInfo", extra);
+	if (error_code != 0) {
+		json_object_set_new(msg, "errorCode", json_integer(error_code));
+	}
+	json_object_set_new(data, "message", msg);
+	text = errfile_json_dumps(data);
+	json_decref(data);
+	return replace_file(dest_path, text, strlen(text));
+}

@@ -93,6 +93,16 @@ char *errfile_format_table(const char *title, const struct process_failure *f, s
  * also gives -ENOENT. */
 int errfile_write_root_cause(const char *dest_path, const struct process_failure *root);
 
+/* Write an error file of elasticd's own making to dest_path, in the nested form
+ * torch's @record writes (json.dumps, keys in this order):
+ *   {"message": {"message": message, "extraInfo": {"py_callstack": py_callstack,
+ *    "timestamp": "<timestamp>"}, "errorCode": error_code}}
+ * "errorCode" only when error_code != 0 (torchrun adds it to a copied worker
+ * file; torch's own exceptions, such as SignalException, have none). Replaces
+ * dest_path as errfile_write_root_cause does. Returns 0 or -errno. */
+int errfile_write_record(const char *dest_path, const char *message, const char *py_callstack,
+			 int64_t timestamp, int error_code);
+
 /* Encode v exactly as Python's json.dumps(v) with its defaults: separators ", "
  * and ": ", ensure_ascii (lower-case \uXXXX escapes, surrogate pairs, DEL
  * escaped), floats as Python's repr, key order kept; no trailing newline. NULL

@@ -1156,6 +1156,10 @@ nodes_phrase(hwloc_const_bitmap_t nodes)
 	return xasprintf("NUMA node%s %s", hwloc_bitmap_weight(nodes) == 1 ? "" : "s", list);
 }
 
+/* How exclusive_cpus() says that a node has fewer cores than GPUs (torch's
+ * words); numa_plan_new() tells that error from the others by it. */
+#define SHORTAGE_PREFIX "There are only "
+
 static char *
 exclusive_cpus(const struct numa_topology *t, size_t gpu, hwloc_const_bitmap_t domain,
 	       hwloc_bitmap_t ret)
@@ -1169,8 +1173,8 @@ exclusive_cpus(const struct numa_topology *t, size_t gpu, hwloc_const_bitmap_t d
 	extra = cores.n % ngpus;
 	if (base < 1) {
 		_cleanup_free_ char *where = nodes_phrase(t->gpus[gpu].home);
-		char *err = xasprintf("There are only %zu physical cores on %s, but there are %zu "
-				      "GPUs associated with this NUMA node.",
+		char *err = xasprintf(SHORTAGE_PREFIX "%zu physical cores on %s, but there are %zu "
+						      "GPUs associated with this NUMA node.",
 				      cores.n, where, ngpus);
 
 		groups_release(&cores);
@@ -1391,12 +1395,14 @@ numa_plan_new(const struct numa_topology *t, const struct numa_request *req, str
 			continue;
 		}
 		if (!req->fallback) {
+			bool shortage = strncmp(err, SHORTAGE_PREFIX, strlen(SHORTAGE_PREFIX)) == 0;
+
 			*reterr = b->gpu ? xasprintf("local_rank %zu (GPU %s): %s", r, b->gpu, err)
 					 : xasprintf("local_rank %zu: %s", r, err);
 			free(err);
 			hwloc_bitmap_free(none);
 			numa_plan_free(p);
-			return -EINVAL;
+			return shortage ? -ERANGE : -EINVAL;
 		}
 		b->error = err;
 		binding_set_nodes(b, gpu < t->n_gpus ? t->gpus[gpu].home : none);

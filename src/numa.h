@@ -198,7 +198,9 @@ struct numa_request {
  * membind whose nodes are not, fails the plan. With fallback such a rank
  * runs unbound instead. CPU-less and GPU-memory NUMA nodes are never chosen.
  * Returns 0 and *ret (numa_plan_free), or -EINVAL with *reterr (malloc'd)
- * naming the local rank, its GPU and the reason. */
+ * naming the local rank, its GPU and the reason; -ERANGE (and *reterr) when
+ * exclusive finds fewer cores than GPUs on a node: more local ranks than the
+ * allowed CPUs can take, which the caller may treat as a usage error. */
 int numa_plan_new(const struct numa_topology *t, const struct numa_request *req,
 		  struct numa_plan **ret, char **reterr);
 

@@ -632,7 +632,8 @@ class E2E(Harness):
 
     def test_b3_failures_without_record_match_torchrun(self):
         """No error file: the table's traceback line is the signal or the
-        "To enable traceback" hint, and no agent error file is written."""
+        "To enable traceback" hint. torchrun writes no agent error file;
+        elasticd writes one of its own making with errorCode (issue 18)."""
         for case, action in (("exit3", "sys.exit(3)"),
                              ("sigkill", "os.kill(os.getpid(), signal.SIGKILL)")):
             with self.subTest(case=case):
@@ -644,12 +645,16 @@ class E2E(Harness):
                     self.assertEqual(r.rc, 1, str(r))
                     tables[agent] = failure_table(r.stderr)
                     self.assertIsNotNone(tables[agent], str(r))
-                    owns[agent] = os.path.exists(own)
+                    owns[agent] = own
                 self.assertEqual(normalize_table(tables["elasticd"]),
                                  normalize_table(tables["torchrun"]),
                                  "failure tables differ (elasticd first, torchrun second)")
-                self.assertEqual(owns["elasticd"], owns["torchrun"],
-                                 "agent error file written by one agent only")
+                self.assertFalse(os.path.exists(owns["torchrun"]))
+                with open(owns["elasticd"]) as f:
+                    data = json.load(f)
+                code = 3 if case == "exit3" else -9
+                self.assertEqual(data["message"]["errorCode"], code, data)
+                self.assertIn("failed with exitcode %d" % code, data["message"]["message"])
                 want = ("  exitcode  : 3 (pid: <PID>)" if case == "exit3"
                         else "  exitcode  : -9 (pid: <PID>)")
                 self.assertIn(want, normalize_table(tables["elasticd"]))

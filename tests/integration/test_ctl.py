@@ -804,6 +804,48 @@ class CtlTest(lib.ElasticdTestCase):
         self.assertRc(res, 1)
         self.assertIn("the path is too long for a Unix socket", res.err)
 
+    def test_directory_others_can_write_is_refused(self):
+        ran = self.path("ran")
+        for mode, who in ((0o777, "its group and others"), (0o773, "its group and others"),
+                          (0o757, "others"), (0o775, "its group")):
+            d = self.path("w%o" % mode)
+            os.mkdir(d)
+            os.chmod(d, mode)
+            sock = os.path.join(d, "ctl.sock")
+            res = self.run_elasticd("--standalone", "--control-socket", sock, "--no-python",
+                                    "touch", ran)
+            self.assertRc(res, 1)
+            self.assertIn("control socket: the directory %s is writable by %s (mode %04o), "
+                          "who could replace the socket; use a directory only its owner can "
+                          "write (chmod go-w %s), or a sticky one owned by root such as /tmp"
+                          % (d, who, mode, d), res.err)
+            self.assertFalse(os.path.exists(sock))
+            self.assertFalse(os.path.exists(ran), "no worker starts")
+        # Sticky but not owned by root: refused too.
+        d = self.path("sticky")
+        os.mkdir(d)
+        os.chmod(d, 0o1777)
+        if os.geteuid() == 0:
+            os.chown(d, NOBODY, NOBODY)
+        res = self.run_elasticd("--standalone", "--control-socket", os.path.join(d, "c.sock"),
+                                "--no-python", "true")
+        self.assertRc(res, 1)
+        self.assertIn("(mode 1777)", res.err)
+
+    def test_sticky_root_directory_is_accepted(self):
+        st = os.stat("/tmp")
+        if not (st.st_mode & stat.S_ISVTX and st.st_uid == 0 and st.st_mode & stat.S_IWOTH):
+            self.skipTest("/tmp is not a sticky root-owned directory others can write")
+        sock = "/tmp/elasticd-it-%s.sock" % self.marker[:12]
+        try:
+            res = self.run_elasticd("--standalone", "--control-socket", sock, "--no-python",
+                                    "true")
+        finally:
+            if os.path.exists(sock):
+                os.unlink(sock)
+        self.assertRc(res, 0)
+        self.assertIn("control socket: %s" % sock, res.err)
+
     def test_stale_socket_is_replaced(self):
         sock = self.path("c.sock")
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

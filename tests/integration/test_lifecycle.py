@@ -628,12 +628,7 @@ sys.exit(2)
         self.assertEqual(lib.read_json(own), {"message": "flat message 9c1d",
                                               "timestamp": 1700000001})
 
-    def test_agent_error_file_untouched_without_worker_file(self):
-        own = self.path("agent_error.json")
-        res = self.run_elasticd("--standalone", "--no-python", "/bin/sh", "-c", "exit 9",
-                                env=self.env(TORCHELASTIC_ERROR_FILE=own))
-        self.assertRc(res, 1)
-        self.assertFalse(os.path.exists(own))
+    # A worker without an error file: test_report.py.
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ class NumaTest(lib.ElasticdTestCase):
 
     def test_dry_run_dgx2_exclusive_fails_clearly(self):
         res = self.plan("--nproc-per-node", "gpu", "--numa-binding", "exclusive",
-                        "--topology-xml", DGX2, rc=1)
+                        "--topology-xml", DGX2, rc=2)
         self.assertIn("local_rank 0 (GPU 0000:34:00.0): There are only 2 physical cores on "
                       "NUMA node 0, but there are 8 GPUs associated with this NUMA node.",
                       res.err)
@@ -299,9 +299,33 @@ class NumaTest(lib.ElasticdTestCase):
     def test_taskset_too_few_cores_for_exclusive(self):
         with affinity({1}):
             res = self.plan("--nproc-per-node", "2", "--numa-binding", "exclusive",
-                            "--topology-xml", topo("host-1node"), rc=1)
+                            "--topology-xml", topo("host-1node"), rc=2)
         self.assertIn("There are only 1 physical cores on NUMA node 0, but there are 2 GPUs",
                       res.err)
+
+    def test_too_few_cores_for_exclusive_is_a_usage_error(self):
+        # A usage error (exit 2) before any worker starts, naming the counts.
+        with affinity({1}):
+            res, got = self.run_workers("--nproc-per-node", "2", "--numa-binding", "exclusive",
+                                        "--topology-xml", topo("host-1node"), rc=2)
+        self.assertEqual(got, {})
+        self.assertIn("--numa-binding exclusive: local_rank 0 (GPU 0000:01:00.0): There are "
+                      "only 1 physical cores on NUMA node 0, but there are 2 GPUs associated "
+                      "with this NUMA node. Start fewer local ranks (--nproc-per-node)", res.err)
+        self.assertFalse(os.path.exists(self.path("logs")) and
+                         any(self.attempts(d) for d in self.run_dirs(self.path("logs"))))
+
+    def test_taskset_warns_once_when_ranks_share_a_cpu(self):
+        args = ["--nproc-per-node", "2", "--numa-binding", "node",
+                "--topology-xml", topo("host-1node")]
+        res, _ = self.run_workers(*args)
+        self.assertNotIn("bound to CPU", res.err)
+        with affinity({0}):
+            res, got = self.run_workers(*args)
+        self.assertEqual({r: g["cpus"] for r, g in got.items()}, {0: "0", 1: "0"})
+        want = ("--numa-binding node: local_ranks 0 and 1 are both bound to CPU 0 alone "
+                "(2 workers on 1 CPU)")
+        self.assertEqual(res.err.count(want), 1, res.err)
 
     def test_taskset_node_without_cpus_is_an_error(self):
         args = ["--nproc-per-node", "2", "--numa-binding", "node",

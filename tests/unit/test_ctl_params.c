@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ctl.h"
 #include "ctl_handlers.h"
@@ -535,15 +536,53 @@ test_response_limits(void **state)
 	}
 }
 
+static void
+test_dir_check(void **state)
+{
+	static const struct {
+		mode_t mode;
+		uid_t owner;
+		const char *who; /* NULL: accepted */
+	} rows[] = {
+		{S_IFDIR | 0700, 1000, NULL},
+		{S_IFDIR | 0755, 1000, NULL},
+		{S_IFDIR | 0755, 0, NULL},
+		{S_IFDIR | 01777, 0, NULL},
+		{S_IFDIR | 01770, 0, NULL},
+		{S_IFDIR | 0777, 0, "its group and others"},
+		{S_IFDIR | 01777, 1000, "its group and others"},
+		{S_IFDIR | 0775, 1000, "its group"},
+		{S_IFDIR | 0757, 1000, "others"},
+		{S_IFDIR | 0703, 0, "others"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		char *err = NULL;
+		int r = ctl_dir_check("/d", rows[i].mode, rows[i].owner, &err);
+
+		if (!rows[i].who) {
+			assert_int_equal(r, 0);
+			assert_null(err);
+			continue;
+		}
+		assert_int_equal(r, -EPERM);
+		assert_non_null(strstr(err, rows[i].who));
+		assert_non_null(strstr(err, "chmod go-w /d"));
+		free(err);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_query_parse),    cmocka_unit_test(test_query_limits),
-		cmocka_unit_test(test_validate),       cmocka_unit_test(test_validate_required),
-		cmocka_unit_test(test_names),          cmocka_unit_test(test_handler_table),
-		cmocka_unit_test(test_default_path),   cmocka_unit_test(test_worker_dir),
-		cmocka_unit_test(test_response_parse), cmocka_unit_test(test_response_limits),
+		cmocka_unit_test(test_query_parse),     cmocka_unit_test(test_query_limits),
+		cmocka_unit_test(test_validate),        cmocka_unit_test(test_validate_required),
+		cmocka_unit_test(test_names),           cmocka_unit_test(test_handler_table),
+		cmocka_unit_test(test_default_path),    cmocka_unit_test(test_worker_dir),
+		cmocka_unit_test(test_dir_check),       cmocka_unit_test(test_response_parse),
+		cmocka_unit_test(test_response_limits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1162,6 +1162,33 @@ test_write_root_cause(void **state)
 }
 
 static void
+test_write_record(void **state)
+{
+	char *dest = tmp_path("record.json");
+	char *got;
+
+	(void)state;
+	assert_int_equal(errfile_write_record(dest, "SignalException: Process 7 got signal: 15",
+					      "x.SignalException\n", 1700000000, 0),
+			 0);
+	got = slurp(dest);
+	assert_string_equal(got, "{\"message\": {\"message\": \"SignalException: Process 7 got "
+				 "signal: 15\", \"extraInfo\": {\"py_callstack\": "
+				 "\"x.SignalException\\n\", \"timestamp\": \"1700000000\"}}}");
+	free(got);
+	/* errorCode last; bytes that are not UTF-8 become U+FFFD. */
+	assert_int_equal(errfile_write_record(dest, "bad \xff byte", NULL, 5, -9), 0);
+	got = slurp(dest);
+	assert_string_equal(got, "{\"message\": {\"message\": \"bad \\ufffd byte\", "
+				 "\"extraInfo\": {\"py_callstack\": \"\", \"timestamp\": "
+				 "\"5\"}, \"errorCode\": -9}}");
+	free(got);
+	assert_int_equal(errfile_write_record("/nonexistent/dir/e.json", "m", "s", 0, 1), -ENOENT);
+	unlink(dest);
+	free(dest);
+}
+
+static void
 test_write_root_cause_errors(void **state)
 {
 	char *dest = tmp_path("out2.json");
@@ -1235,6 +1262,7 @@ main(void)
 		cmocka_unit_test(test_format_table_odd_arguments),
 		cmocka_unit_test(test_write_root_cause),
 		cmocka_unit_test(test_write_root_cause_errors),
+		cmocka_unit_test(test_write_record),
 		cmocka_unit_test(test_json_dumps),
 	};
 

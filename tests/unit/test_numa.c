@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "numa.h"
+#include "numa_crowd.h"
 #include "spawn.h"
 #include "util.h"
 #include "wenv.h"
@@ -519,7 +520,10 @@ check_plan_case(size_t c, const struct plan_case *tc)
 	}
 	r = numa_plan_new(t, &req, &p, &err);
 	if (tc->error) {
-		if (r != -EINVAL || !err || !strstr(err, tc->error)) {
+		/* Fewer cores than GPUs is -ERANGE, the rest -EINVAL. */
+		int want = strstr(tc->error, "physical cores on") ? -ERANGE : -EINVAL;
+
+		if (r != want || !err || !strstr(err, tc->error)) {
 			fail_msg("case %zu (%s %s): expected error '%s', got %d '%s'", c, tc->topo,
 				 numa_mode_to_string(tc->mode), tc->error, r, err ? err : "");
 		}
@@ -977,6 +981,74 @@ test_xml_comment_refused(void **state)
 	assert_int_equal(unsetenv("HWLOC_LIBXML_IMPORT"), 0);
 }
 
+/* A plan whose rank i is bound to cpus[i] (list form of CPUs < 8; NULL: unbound). */
+static struct numa_plan *
+crowd_plan(const char *const *cpus, size_t n)
+{
+	struct numa_plan *p = xcalloc(1, sizeof(*p));
+
+	p->n = n;
+	p->ranks = xcalloc(n + 1, sizeof(*p->ranks));
+	for (size_t i = 0; i < n; i++) {
+		struct numa_binding *b = &p->ranks[i];
+
+		if (!cpus[i]) {
+			continue;
+		}
+		b->cpus = xstrdup(cpus[i]);
+		b->cpu_mask_size = CPU_ALLOC_SIZE(8);
+		b->cpu_mask = xcalloc(1, b->cpu_mask_size);
+		for (const char *c = cpus[i]; *c; c++) {
+			if (*c >= '0' && *c <= '7') {
+				CPU_SET_S((size_t)(*c - '0'), b->cpu_mask_size, b->cpu_mask);
+			}
+		}
+	}
+	return p;
+}
+
+static void
+test_plan_crowding(void **state)
+{
+	static const struct {
+		const char *cpus[4];
+		size_t n;
+		const char *want;
+	} rows[] = {
+		{{"0", "0"},
+		 2,
+		 "local_ranks 0 and 1 are both bound to CPU 0 alone (2 workers on 1 CPU)"},
+		{{"0", "1"}, 2, NULL},
+		{{"01", "01"}, 2, NULL},
+		{{"01", "01", "01"},
+		 3,
+		 "local_ranks 0, 1 and 2 are all bound to CPUs 01 (3 workers on 2 CPUs)"},
+		{{"0", NULL, "0", "1"},
+		 4,
+		 "local_ranks 0 and 2 are both bound to CPU 0 alone (2 workers on 1 CPU)"},
+		{{"0", "1", "0", "1"},
+		 4,
+		 "local_ranks 0 and 2 are both bound to CPU 0 alone (2 workers on 1 CPU); "
+		 "local_ranks 1 and 3 are both bound to CPU 1 alone (2 workers on 1 CPU)"},
+		{{NULL, NULL}, 2, NULL},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		struct numa_plan *p = crowd_plan(rows[i].cpus, rows[i].n);
+		char *got = numa_plan_crowding(p);
+
+		if (rows[i].want) {
+			assert_non_null(got);
+			assert_string_equal(got, rows[i].want);
+		} else {
+			assert_null(got);
+		}
+		free(got);
+		numa_plan_free(p);
+	}
+}
+
 int
 main(void)
 {
@@ -996,6 +1068,7 @@ main(void)
 		cmocka_unit_test(test_apply_refused_in_child),
 		cmocka_unit_test(test_cuda_device_order),
 		cmocka_unit_test(test_xml_comment_refused),
+		cmocka_unit_test(test_plan_crowding),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
