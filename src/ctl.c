@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/queue.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -858,6 +859,30 @@ static const struct ctl_route routes[] = {
 	{"/ranks/", ROUTE_PREFIX, M_GET | M_POST, "GET, POST", serve_rank},
 };
 
+/* Whether req carries Content-Length headers that disagree: its framing is
+ * ambiguous (RFC 9112 6.3), while evhttp keeps every header and reads the
+ * body by the first. */
+static bool
+content_length_conflict(struct evhttp_request *req)
+{
+	struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+	const char *first = NULL;
+	struct evkeyval *kv;
+
+	TAILQ_FOREACH(kv, h, next)
+	{
+		if (evutil_ascii_strcasecmp(kv->key, "Content-Length") != 0) {
+			continue;
+		}
+		if (!first) {
+			first = kv->value;
+		} else if (strcmp(first, kv->value) != 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 static void
 request_cb(struct evhttp_request *req, void *arg)
 {
@@ -867,6 +892,10 @@ request_cb(struct evhttp_request *req, void *arg)
 	unsigned method;
 
 	if (!conn) {
+		return;
+	}
+	if (content_length_conflict(req)) {
+		reply_text(req, 400, true, "Bad request: Content-Length headers disagree");
 		return;
 	}
 	if (!conn->allowed) {
