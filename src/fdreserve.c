@@ -24,6 +24,15 @@ struct fdreserve {
 	void *arg;
 };
 
+/* When any guarded listener last paused (one process, one descriptor table). */
+static uint64_t last_pause_usec;
+
+bool
+fdreserve_peers_pressing(uint64_t now)
+{
+	return last_pause_usec && now - last_pause_usec < FDRESERVE_TELL_S * USEC_PER_SEC;
+}
+
 /* RLIMIT_NOFILE's soft limit (INT_MAX when unlimited or unknown). */
 static long
 nofile_limit(void)
@@ -76,6 +85,7 @@ pause_listener(struct fdreserve *r, const char *why)
 	}
 	r->paused = true;
 	r->pauses++;
+	last_pause_usec = now_usec();
 	evconnlistener_disable(r->listener);
 	evtimer_add(r->timer, &tv);
 	if (r->cb && ratelimit_pass(&r->tell, now_usec(), &untold)) {

@@ -50,5 +50,11 @@ long fdreserve_limit(const struct fdreserve *r);
 /* Pauses so far. */
 uint64_t fdreserve_pauses(const struct fdreserve *r);
 
+/* Whether peers press on the reserve now: some guarded listener of this
+ * process paused within the last FDRESERVE_TELL_S seconds (at now, a
+ * now_usec()). For a caller that gets EMFILE and must tell a shortage that
+ * peers cause, and that passes, from one of its own, that does not. */
+bool fdreserve_peers_pressing(uint64_t now);
+
 /* Free (the listener is left as it is). Accepts NULL. */
 void fdreserve_free(struct fdreserve *r);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "fdreserve.h"
 #include "linefilter.h"
 #include "log.h"
 #include "numa.h"
@@ -75,10 +76,12 @@ struct group {
 	struct ratelimit spawn_tell;
 };
 
-/* A worker that cannot be started for lack of file descriptors (EMFILE,
- * ENFILE: peers, or a burst of pipes, hold them for now) is tried again after
+/* A worker that cannot be started for lack of file descriptors that others
+ * hold for now (ENFILE: the system's table is full; EMFILE while peers press
+ * on the descriptor reserve, fdreserve.h) is tried again after
  * SPAWN_RETRY_MS, for up to SPAWN_RETRY_MAX_S; then the group fails as for
- * any other start failure. Never a restart burnt per millisecond. */
+ * any other start failure. Never a restart burnt per millisecond. EMFILE
+ * with no peers pressing is the job's own shortage: it fails at once. */
 #define SPAWN_RETRY_MS 500
 #define SPAWN_RETRY_MAX_S 300
 /* At most one "still cannot start" line per this many seconds. */
@@ -603,7 +606,9 @@ spawn_may_retry(struct group *g, int r)
 {
 	uint64_t now = now_usec();
 
-	if (r != -EMFILE && r != -ENFILE) {
+	/* EMFILE with no peers at the reserve is the job's own (RLIMIT_NOFILE
+	 * too low for its workers): it would not pass. */
+	if (r != -ENFILE && !(r == -EMFILE && fdreserve_peers_pressing(now))) {
 		return false;
 	}
 	if (!g->short_since) {
