@@ -187,28 +187,6 @@ class StoreLimitsTest(lib.ElasticdTestCase):
         a.signal(signal.SIGTERM)
         a.wait(30)
 
-    def test_spawn_short_of_descriptors_is_retried_not_restarted(self):
-        # Under RLIMIT_NOFILE 40, 8 teed workers (log files, pipes) do not
-        # fit: the ranks that get EMFILE are tried again every 500 ms while
-        # the shortage lasts, instead of failing the group and burning every
-        # restart within a millisecond. The agent still obeys a stop.
-        self.wdir = self.path("w")
-        os.makedirs(self.wdir, exist_ok=True)
-        script = self.write_py("worker.py", WORKER)
-        a = self.start("--standalone", "--nproc-per-node", "8", "--max-restarts", "3",
-                       "--tee", "3", "--log-dir", self.path("logs"), script, self.wdir,
-                       nofile=40)
-        self.assertTrue(a.wait_stderr("yet: Too many open files; trying again", 15),
-                        a.stderr_text())
-        time.sleep(2.0)
-        self.assertIsNone(a.proc.poll(), a.stderr_text())
-        a.signal(signal.SIGTERM)
-        res = a.wait(30)
-        self.assertRc(res, 128 + signal.SIGTERM)
-        self.assertNotIn("will restart worker group", res.err)
-        # Told at a bounded rate, not once per try.
-        self.assertEqual(res.err.count("trying again every"), 1, res.err)
-
     def _getnumkeys(self, port):
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
