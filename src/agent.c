@@ -674,6 +674,14 @@ rdzv_progress_cb(const char *msg, void *arg)
 	sd_notify_status(a->sd, "%s", msg);
 }
 
+static void
+rdzv_warn_cb(const char *msg, void *arg)
+{
+	struct agent *a = arg;
+
+	log_warn("[%s] %s", a->cfg->role, msg);
+}
+
 /* ---- failure report ---------------------------------------------------- */
 
 static void
@@ -1980,6 +1988,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 		.failed = rdzv_failed_cb,
 		.finished = rdzv_finished_cb,
 		.progress = rdzv_progress_cb,
+		.warn = rdzv_warn_cb,
 	};
 	enum events_sink sink = EVENTS_SINK_NULL;
 	bool log_file_given = cfg->event_log_file && *cfg->event_log_file;

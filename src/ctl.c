@@ -10,14 +10,15 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/queue.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "ctl_params.h"
 #include "ctl_proxy.h"
 #include "events.h"
+#include "fdreserve.h"
 #include "log.h"
 #include "util.h"
 #include "wenv.h"
@@ -36,8 +38,6 @@
 /* Age after which a socket nobody answers on in the default directory is
  * taken for one a killed agent left, seconds. */
 #define CTL_STALE_AGE_S 60
-/* How long the listener pauses when accept(2) runs out of descriptors. */
-#define CTL_ACCEPT_PAUSE_S 1
 /* Bytes a follower may send while it streams (read only to see it leave). */
 #define CTL_STREAM_READ_MAX 4096
 
@@ -58,8 +58,7 @@ struct ctl {
 	struct ctl_agent agent; /* what the handlers reach the agent through */
 	struct evhttp *http;
 	struct evconnlistener *listener; /* owned by http */
-	struct event *accept_timer;      /* re-enables a paused listener */
-	long fd_limit;                   /* RLIMIT_NOFILE: its last quarter is supervision's */
+	struct fdreserve *fdres;         /* pauses the listener at the descriptor reserve */
 	struct event *reap_ev;           /* ends and drops streams outside callbacks */
 	char *path;
 	char *worker_dir; /* NULL: --no-worker-server */
@@ -860,6 +859,30 @@ static const struct ctl_route routes[] = {
 	{"/ranks/", ROUTE_PREFIX, M_GET | M_POST, "GET, POST", serve_rank},
 };
 
+/* Whether req carries Content-Length headers that disagree: its framing is
+ * ambiguous (RFC 9112 6.3), while evhttp keeps every header and reads the
+ * body by the first. */
+static bool
+content_length_conflict(struct evhttp_request *req)
+{
+	struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+	const char *first = NULL;
+	struct evkeyval *kv;
+
+	TAILQ_FOREACH(kv, h, next)
+	{
+		if (evutil_ascii_strcasecmp(kv->key, "Content-Length") != 0) {
+			continue;
+		}
+		if (!first) {
+			first = kv->value;
+		} else if (strcmp(first, kv->value) != 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 static void
 request_cb(struct evhttp_request *req, void *arg)
 {
@@ -869,6 +892,10 @@ request_cb(struct evhttp_request *req, void *arg)
 	unsigned method;
 
 	if (!conn) {
+		return;
+	}
+	if (content_length_conflict(req)) {
+		reply_text(req, 400, true, "Bad request: Content-Length headers disagree");
 		return;
 	}
 	if (!conn->allowed) {
@@ -915,16 +942,18 @@ ctl_of_http(const struct evhttp *http)
 	return NULL;
 }
 
-/* Stop accepting for CTL_ACCEPT_PAUSE_S, saying why. */
+/* The listener paused for lack of descriptors (fdreserve, at a bounded rate). */
 static void
-listener_pause(struct ctl *c, const char *why)
+listener_paused_cb(const char *why, uint64_t untold, void *arg)
 {
-	struct timeval tv = {.tv_sec = CTL_ACCEPT_PAUSE_S};
-
-	evconnlistener_disable(c->listener);
-	c->stats.accept_pauses++;
-	log_warn("control socket: %s; not accepting connections for %d s", why, CTL_ACCEPT_PAUSE_S);
-	evtimer_add(c->accept_timer, &tv);
+	if (untold) {
+		log_warn("control socket: %s; not accepting connections for %d s (%" PRIu64
+			 " more pauses since the last line)",
+			 why, FDRESERVE_PAUSE_S, untold);
+	} else {
+		log_warn("control socket: %s; not accepting connections for %d s", why,
+			 FDRESERVE_PAUSE_S);
+	}
 }
 
 /* accept(2) failed for a reason other than a client that went away: out of
@@ -934,61 +963,29 @@ static void
 listener_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct ctl *c = ctl_of_http(arg);
-	_cleanup_free_ char *why = NULL;
 
 	if (!c) {
 		evconnlistener_disable(lev);
 		return;
 	}
-	why = xasprintf("cannot accept a connection: %s", strerror(EVUTIL_SOCKET_ERROR()));
-	listener_pause(c, why);
-}
-
-/* RLIMIT_NOFILE's soft limit (INT_MAX when unlimited or unknown). */
-static long
-fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
-	    rl.rlim_cur > INT_MAX) {
-		return INT_MAX;
-	}
-	return (long)rl.rlim_cur;
+	fdreserve_accept_failed(c->fdres, EVUTIL_SOCKET_ERROR());
+	c->stats.accept_pauses = fdreserve_pauses(c->fdres);
 }
 
 /* evhttp makes each accepted connection's bufferevent here: the one place
  * that sees every connection, also those that never send a request. When
- * the lowest free descriptor is in the reserve (the last quarter of
- * RLIMIT_NOFILE), stop accepting for a while: idle clients must not take
- * the descriptors that starting workers and the rendezvous need. */
+ * the lowest free descriptor is in the reserve (fdreserve.h), stop accepting
+ * for a while: idle clients must not take the descriptors that starting
+ * workers and the rendezvous need. */
 static struct bufferevent *
 conn_bev_cb(struct event_base *base, void *arg)
 {
 	struct ctl *c = arg;
-	int probe = fcntl(evconnlistener_get_fd(c->listener), F_DUPFD_CLOEXEC, 0);
 
-	if (probe >= 0) {
-		close(probe);
-	}
-	if (probe < 0 || probe >= c->fd_limit - c->fd_limit / 4) {
-		_cleanup_free_ char *why =
-			xasprintf("descriptors %ld and up are kept for the workers and the "
-				  "rendezvous (RLIMIT_NOFILE %ld)",
-				  c->fd_limit - c->fd_limit / 4, c->fd_limit);
-
-		listener_pause(c, why);
-	}
+	(void)fdreserve_admit(c->fdres, -1);
+	c->stats.accept_pauses = fdreserve_pauses(c->fdres);
 	/* Options 0, as evhttp's own: the connection closes its socket. */
 	return bufferevent_socket_new(base, -1, 0);
-}
-
-static void
-accept_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct ctl *c = arg;
-
-	evconnlistener_enable(c->listener);
 }
 
 /* Whether a process answers on the socket path: 1 yes, 0 no (stale), -errno. */
@@ -1102,6 +1099,7 @@ ctl_listen(struct ctl *c, const char *path, int mode, char **reterr)
 	}
 	evhttp_bind_listener(c->http, c->listener);
 	evconnlistener_set_error_cb(c->listener, listener_error_cb);
+	c->fdres = fdreserve_new(c->base, c->listener, listener_paused_cb, c);
 	c->path = xstrdup(path);
 	return 0;
 }
@@ -1271,9 +1269,8 @@ static void
 ctl_setup_http(struct ctl *c)
 {
 	c->http = evhttp_new(c->base);
-	c->accept_timer = evtimer_new(c->base, accept_timer_cb, c);
 	c->reap_ev = event_new(c->base, -1, 0, reap_cb, c);
-	if (!c->http || !c->accept_timer || !c->reap_ev || !c->turn_ev) {
+	if (!c->http || !c->reap_ev || !c->turn_ev) {
 		abort();
 	}
 	evhttp_set_max_headers_size(c->http, CTL_HEADERS_MAX);
@@ -1325,7 +1322,6 @@ ctl_new(struct event_base *base, const struct ctl_agent *agent, const struct con
 	}
 	mode = cfg->control_socket_mode ? cfg->control_socket_mode : c->has_group ? 0660 : 0600;
 	ctl_setup_http(c);
-	c->fd_limit = fd_limit();
 	c->next_live = live_ctls;
 	live_ctls = c;
 
@@ -1454,9 +1450,7 @@ ctl_free(struct ctl *c)
 	if (c->events_sub) {
 		events_unsubscribe(c->agent.events, c->events_sub);
 	}
-	if (c->accept_timer) {
-		event_free(c->accept_timer);
-	}
+	fdreserve_free(c->fdres);
 	if (c->reap_ev) {
 		event_free(c->reap_ev);
 	}

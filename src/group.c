@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "fdreserve.h"
 #include "linefilter.h"
 #include "log.h"
 #include "numa.h"
@@ -67,7 +68,24 @@ struct group {
 	struct event *escape_timer;
 	pid_t *watched;
 	size_t n_watched;
+	/* Out of descriptors while starting: the first rank not started yet,
+	 * when the shortage began, the retry timer and its log lines. */
+	size_t next_rank;
+	uint64_t short_since;
+	struct event *spawn_timer;
+	struct ratelimit spawn_tell;
 };
+
+/* A worker that cannot be started for lack of file descriptors that others
+ * hold for now (ENFILE: the system's table is full; EMFILE while peers press
+ * on the descriptor reserve, fdreserve.h) is tried again after
+ * SPAWN_RETRY_MS, for up to SPAWN_RETRY_MAX_S; then the group fails as for
+ * any other start failure. Never a restart burnt per millisecond. EMFILE
+ * with no peers pressing is the job's own shortage: it fails at once. */
+#define SPAWN_RETRY_MS 500
+#define SPAWN_RETRY_MAX_S 300
+/* At most one "still cannot start" line per this many seconds. */
+#define SPAWN_TELL_S 10
 
 /* How often a running group looks for processes that escaped into a process
  * group of their own and were re-parented to the agent. Only a SIGKILLed
@@ -533,6 +551,10 @@ group_begin_stop(struct group *g, int sig, int timeout_s)
 	if (g->phase == GROUP_RUNNING) {
 		g->phase = GROUP_STOPPING;
 	}
+	if (g->spawn_timer) {
+		/* Ranks not started yet stay so (pid 0: nothing to stop). */
+		evtimer_del(g->spawn_timer);
+	}
 	for (size_t i = 0; i < g->n; i++) {
 		struct worker *w = g->workers[i];
 
@@ -579,10 +601,65 @@ group_decide(struct group *g, enum worker_state state)
 	}
 }
 
-int
-group_start(struct group *g)
+/* Whether start error r (-errno) may pass: descriptors are short for now. */
+static bool
+spawn_may_retry(struct group *g, int r)
 {
-	for (size_t i = 0; i < g->n; i++) {
+	uint64_t now = now_usec();
+
+	/* EMFILE with no peers at the reserve is the job's own (RLIMIT_NOFILE
+	 * too low for its workers): it would not pass. */
+	if (r != -ENFILE && !(r == -EMFILE && fdreserve_peers_pressing(now))) {
+		return false;
+	}
+	if (!g->short_since) {
+		g->short_since = now;
+	}
+	return now - g->short_since < SPAWN_RETRY_MAX_S * USEC_PER_SEC;
+}
+
+/* Local rank i could not be started with -errno r: a failed worker, and the
+ * group's outcome is FAILED. */
+static void
+spawn_failed(struct group *g, size_t i, int r)
+{
+	struct worker *w = g->workers[i];
+
+	log_error("[%s] cannot start local_rank %zu (%s): %s", g->cfg->role, i, g->argvs[i][0],
+		  strerror(-r));
+	/* Count it as a worker that failed to exec. */
+	w->reaped = true;
+	w->failed = true;
+	w->exitcode = SPAWN_EXIT_CANNOT_EXEC;
+	w->exec_errno = -r;
+	w->exit_wall = time(NULL);
+	g->state = WORKER_STATE_HEALTHY;
+	group_decide(g, WORKER_STATE_FAILED);
+}
+
+/* Descriptors are short: try local rank i again after a pause. */
+static void
+spawn_defer(struct group *g, size_t i, int r)
+{
+	struct timeval tv = {0, SPAWN_RETRY_MS * 1000};
+	uint64_t untold;
+
+	if (ratelimit_pass(&g->spawn_tell, now_usec(), &untold)) {
+		log_warn("[%s] cannot start local_rank %zu (%s) yet: %s; trying again every %d ms "
+			 "for up to %d s",
+			 g->cfg->role, i, g->argvs[i][0], strerror(-r), SPAWN_RETRY_MS,
+			 SPAWN_RETRY_MAX_S);
+	}
+	g->next_rank = i;
+	evtimer_add(g->spawn_timer, &tv);
+}
+
+/* Start local ranks next_rank.. in order. Returns 0 (all started, or the rest
+ * deferred) or -errno of a start failure that failed the group. */
+static int
+group_spawn_rest(struct group *g)
+{
+	for (size_t i = g->next_rank; i < g->n; i++) {
 		struct worker *w = g->workers[i];
 		struct spawn_args a = {
 			.argv = g->argvs[i],
@@ -604,20 +681,45 @@ group_start(struct group *g)
 		};
 		int r = worker_start(w, g->base, &a, &echo);
 
+		if (r < 0 && spawn_may_retry(g, r)) {
+			spawn_defer(g, i, r);
+			return 0;
+		}
 		if (r < 0) {
-			log_error("[%s] cannot start local_rank %zu (%s): %s", g->cfg->role, i,
-				  g->argvs[i][0], strerror(-r));
-			/* Count it as a worker that failed to exec. */
-			w->reaped = true;
-			w->failed = true;
-			w->exitcode = SPAWN_EXIT_CANNOT_EXEC;
-			w->exec_errno = -r;
-			w->exit_wall = time(NULL);
-			g->state = WORKER_STATE_HEALTHY;
-			group_decide(g, WORKER_STATE_FAILED);
+			spawn_failed(g, i, r);
 			return r;
 		}
 		sentinel_watch(g->sentinel, w->pid);
+	}
+	if (g->short_since) {
+		log_info("[%s] every worker started, %.1f s late for lack of file descriptors",
+			 g->cfg->role, (double)(now_usec() - g->short_since) / USEC_PER_SEC);
+	}
+	g->next_rank = g->n;
+	g->short_since = 0;
+	return 0;
+}
+
+static void
+spawn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct group *g = arg;
+
+	if (g->phase == GROUP_RUNNING) {
+		(void)group_spawn_rest(g);
+	}
+}
+
+int
+group_start(struct group *g)
+{
+	int r;
+
+	g->spawn_timer = evtimer_new(g->base, spawn_timer_cb, g);
+	g->spawn_tell.interval_usec = SPAWN_TELL_S * USEC_PER_SEC;
+	r = group_spawn_rest(g);
+	if (r < 0) {
+		return r;
 	}
 	g->state = WORKER_STATE_HEALTHY;
 	if (g->sentinel) {
@@ -751,6 +853,9 @@ group_free(struct group *g)
 	}
 	if (g->escape_timer) {
 		event_free(g->escape_timer);
+	}
+	if (g->spawn_timer) {
+		event_free(g->spawn_timer);
 	}
 	free(g->watched);
 	free(g->escaped);

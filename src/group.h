@@ -76,8 +76,15 @@ struct group *group_new(struct event_base *base, const struct group_spec *spec,
 			const struct group_callbacks *cb, char **reterr);
 
 /* Start every worker. A worker that cannot be started at all (fork failed,
- * log file not writable) fails the group at once. Returns 0 or -errno of the
- * first failure (the group then stops what it started and reports FAILED). */
+ * log file not writable) fails the group at once. One that cannot be started
+ * for lack of descriptors others hold for now (ENFILE; EMFILE while peers
+ * press on the descriptor reserve, fdreserve_peers_pressing) is tried again
+ * every 500 ms, with the ranks after it, for up to 300 s (a warning every
+ * 10 s at most): meanwhile the group is HEALTHY and those ranks have pid 0;
+ * past that, it fails as any other. EMFILE with no peers pressing is the
+ * job's own shortage and fails at once. Returns 0 (started, or some
+ * deferred) or -errno of the failure (the group then stops what it started
+ * and reports FAILED). */
 int group_start(struct group *g);
 
 /* Record a reaped child. Returns false when pid is not one of this group's

@@ -323,6 +323,29 @@ rdzv_progress(struct rdzv *r, const char *fmt, ...)
 }
 
 void
+rdzv_warn(struct rdzv *r, const char *fmt, ...)
+{
+	void (*cb)(const char *, void *) = r->cb.warn ? r->cb.warn : r->cb.progress;
+	va_list ap;
+	char *msg;
+
+	if (!cb) {
+		return;
+	}
+	va_start(ap, fmt);
+	msg = xvasprintf(fmt, ap);
+	va_end(ap);
+	cb(msg, r->cb.arg);
+	free(msg);
+}
+
+void
+rdzv_store_notice(const char *msg, void *arg)
+{
+	rdzv_warn(arg, "%s", msg);
+}
+
+void
 rdzv_record_step(struct rdzv *r, enum node_state s, const char *fn, const char *fmt, ...)
 {
 	va_list ap;

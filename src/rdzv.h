@@ -63,6 +63,10 @@ struct rdzv_callbacks {
 	/* A line worth logging while the rendezvous waits or changes state (who
 	 * joined, how many are awaited, NodeState transitions). */
 	void (*progress)(const char *msg, void *arg);
+	/* A line worth a warning: something the job goes on without, e.g. a
+	 * store the backend hosts refused or dropped a peer (at a bounded
+	 * rate). NULL: told to progress instead. */
+	void (*warn)(const char *msg, void *arg);
 };
 
 /* rdzv_next's err when this node was a spare (redundancy list) and the
@@ -175,6 +179,13 @@ void rdzv_tell(struct rdzv *r, enum rdzv_tell what, int err, int n, const char *
 
 /* A line for cb.progress (printf format); nothing when it is NULL. */
 void rdzv_progress(struct rdzv *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A line for cb.warn (printf format); cb.progress when that is NULL. */
+void rdzv_warn(struct rdzv *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A tcpstore_server_notice_fn for a store a backend hosts: arg is the
+ * struct rdzv; the line goes to rdzv_warn. */
+void rdzv_store_notice(const char *msg, void *arg);
 
 /* The one place a dynamic backend's NodeState changes: the RdzvEvent of
  * rdzv_record_step (except for fn "next_rendezvous", whose events the agent

@@ -1179,6 +1179,7 @@ leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 			return;
 		}
 		tcpstore_server_set_merge_attempts(c->worker_server, true);
+		tcpstore_server_set_notice_cb(c->worker_server, rdzv_store_notice, c->r);
 	}
 	snprintf(port, sizeof(port), "%d",
 		 agent_store ? tcpstore_server_port(c->worker_server) : rdzv_free_port());
@@ -1990,6 +1991,8 @@ c10d_init(struct rdzv *r, char **reterr)
 	c->fold_timer = evtimer_new(r->base, fold_timer_cb, c);
 	if (c->server) {
 		char *k = xasprintf("%s/coordinator", c->key), *jp = xasprintf("%s/j/", c->key);
+
+		tcpstore_server_set_notice_cb(c->server, rdzv_store_notice, r);
 
 		/* We admit the others: say so before anybody connects. */
 		c->coordinator = true;

@@ -137,6 +137,9 @@ struct etcdr {
 	struct event *retry_timer;
 	struct event *boot_timer;
 	struct event *ka_timer;
+	/* Keep-alives failing (etcd unreachable): since when, and the warnings. */
+	uint64_t ka_fail_since;
+	struct ratelimit ka_tell;
 	bool ka_pending;
 	uint64_t err_logged;
 	char *boot_err; /* why the boot's last try failed */
@@ -1521,6 +1524,37 @@ lease_lost(struct etcdr *c)
 	}
 }
 
+/* Every etcd member is out of reach while this node is in: the workers keep
+ * running (nothing they do needs etcd), but the rendezvous is degraded: no
+ * node can join, leave or be found dead until etcd answers, and this node's
+ * lease runs out after its TTL. Say so: a warning at once and then at most
+ * every KA_TELL_S, and a _keep_alive FAILED event per failed heartbeat. */
+#define KA_TELL_S 60
+
+static void
+ka_failed(struct etcdr *c, const char *errmsg)
+{
+	uint64_t now = now_usec();
+
+	rdzv_record_step(
+		c->r, NODE_STATE_FAILED, "_keep_alive",
+		"The node '%s' has failed to send a keep-alive heartbeat to the rendezvous "
+		"'%s' due to an error: %s",
+		c->me.name, c->r->cfg->rdzv_id, errmsg);
+	if (!c->ka_fail_since) {
+		c->ka_fail_since = now;
+		c->ka_tell = (struct ratelimit){.interval_usec = KA_TELL_S * USEC_PER_SEC};
+	}
+	if (!ratelimit_pass(&c->ka_tell, now, NULL)) {
+		return;
+	}
+	rdzv_warn(c->r,
+		  "rendezvous degraded: etcd unreachable for %.0f s (%s); the workers keep "
+		  "running, no node can join or leave, and this node's lease expires %d s "
+		  "after its last keep-alive",
+		  (double)(now - c->ka_fail_since) / USEC_PER_SEC, errmsg, (int)c->ttl);
+}
+
 static void
 ka_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
@@ -1535,10 +1569,15 @@ ka_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		return;
 	}
 	if (err < 0 && err != -ENOENT) {
-		rdzv_progress(c->r, "lease keep-alive: %s", errmsg);
+		ka_failed(c, errmsg);
 	} else if (err == -ENOENT) {
 		lease_lost(c);
 		return;
+	}
+	if (err == 0 && c->ka_fail_since) {
+		rdzv_warn(c->r, "rendezvous back: etcd answered after %.0f s unreachable",
+			  (double)(now_usec() - c->ka_fail_since) / USEC_PER_SEC);
+		c->ka_fail_since = 0;
 	}
 	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
 }

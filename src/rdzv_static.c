@@ -86,6 +86,7 @@ static_init(struct rdzv *r, char **reterr)
 		free(err);
 		/* Port 0 asks for an ephemeral port; the workers need the real one. */
 		s->master_port = tcpstore_server_port(s->store);
+		tcpstore_server_set_notice_cb(s->store, rdzv_store_notice, r);
 	}
 	return 0;
 }

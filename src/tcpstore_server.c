@@ -19,60 +19,8 @@
 #include "tcpstore_proto.h"
 #include "tcpstore_queue.h"
 #include "tcpstore_table.h"
+#include "tcpstore_server_int.h"
 #include "util.h"
-
-/* Stop reading a connection's requests while this much output is queued. */
-#define OUTPUT_PAUSE (1u << 20)
-
-struct wait_rec;
-
-/* One key of one pending WAIT, linked on the key's entry. */
-struct tcpstore_wait_node {
-	TAILQ_ENTRY(tcpstore_wait_node) link;
-	struct wait_rec *rec;
-	struct tcpstore_entry *e; /* NULL once fired */
-};
-
-/* The (at most one) pending WAIT of a connection. */
-struct wait_rec {
-	struct conn *c;
-	size_t remaining; /* nodes not fired yet */
-	size_t n;
-	struct tcpstore_wait_node nodes[];
-};
-
-struct conn {
-	LIST_ENTRY(conn) link;
-	struct tcpstore_server *s;
-	struct bufferevent *bev;
-	struct event *stall;
-	bool dialect_known;
-	enum tcpstore_dialect dialect;
-	size_t need; /* bytes the next parse needs */
-	struct wait_rec *wait;
-	bool paused;
-	bool closing;
-};
-
-struct tcpstore_server {
-	struct event_base *base;
-	struct evconnlistener *listener;
-	int port;
-	struct tcpstore_server_limits lim;
-	struct tcpstore_limits plim;
-	struct tcpstore_table t;
-	LIST_HEAD(, conn) conns;
-	size_t nconns;
-	LIST_HEAD(, conn) closed; /* freed by the reaper on the next loop turn */
-	struct event *reaper;
-	struct tcpstore_server_stats stats;
-	bool merge_attempts;
-	void (*idle_cb)(void *arg);
-	void *idle_arg;
-	char *set_prefix; /* tcpstore_server_on_set */
-	tcpstore_server_set_fn set_cb;
-	void *set_arg;
-};
 
 void
 tcpstore_server_limits_default(struct tcpstore_server_limits *ret)
@@ -85,6 +33,7 @@ tcpstore_server_limits_default(struct tcpstore_server_limits *ret)
 	ret->max_output = (size_t)64 << 20;
 	ret->frame_stall_ms = 60000;
 	ret->max_queue_len = 1u << 20;
+	ret->max_partial_bytes = (size_t)64 << 20;
 }
 
 /* ---- connections ------------------------------------------------------- */
@@ -111,6 +60,7 @@ reaper_cb(evutil_socket_t fd, short what, void *arg)
 		LIST_REMOVE(c, link);
 		conn_free(c);
 	}
+	tcpstore_guard_reaped(s);
 	if (s->nconns == 0 && s->idle_cb) {
 		s->idle_cb(s->idle_arg);
 	}
@@ -144,10 +94,8 @@ wait_drop(struct conn *c)
 	c->wait = NULL;
 }
 
-/* Close c (protocol error, limit, EOF). Freed on the next loop turn: we may be
- * inside its own callbacks. */
-static void
-conn_close(struct conn *c, bool violation)
+void
+tcpstore_conn_close(struct conn *c, bool violation)
 {
 	struct tcpstore_server *s = c->s;
 
@@ -159,6 +107,8 @@ conn_close(struct conn *c, bool violation)
 		s->stats.dropped++;
 	}
 	wait_drop(c);
+	tcpstore_guard_closing(c, evbuffer_get_length(bufferevent_get_input(c->bev)) +
+					  evbuffer_get_length(bufferevent_get_output(c->bev)));
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	if (c->stall) {
 		event_del(c->stall);
@@ -181,7 +131,7 @@ conn_write(struct conn *c, const void *data, size_t len)
 	evbuffer_add(out, data, len);
 	if (evbuffer_get_length(out) > c->s->lim.max_output) {
 		/* A peer that does not read its replies. */
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 	}
 }
 
@@ -339,7 +289,7 @@ reply_missing(struct conn *c)
 	/* 1.13 closes the connection on GET of a missing key; 2.x (libuv)
 	 * answers an empty value. */
 	if (c->dialect == TCPSTORE_DIALECT_LEGACY) {
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 	} else {
 		reply_vec(c, NULL, 0);
 	}
@@ -416,7 +366,7 @@ static void
 handle_set(struct conn *c, const struct tcpstore_req *req)
 {
 	if (!store_set(c->s, &req->key, req->value.data, req->value.len)) {
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 	}
 }
 
@@ -438,7 +388,7 @@ handle_compare_set(struct conn *c, const struct tcpstore_req *req)
 		return;
 	}
 	if (!store_set(c->s, &req->key, req->desired.data, req->desired.len)) {
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 		return;
 	}
 	reply_vec(c, req->desired.data, req->desired.len);
@@ -469,7 +419,7 @@ handle_add(struct conn *c, const struct tcpstore_req *req)
 
 		if (tcpstore_parse_i64(e->val, e->vlen, &old) < 0) {
 			/* 1.13: std::stoll throws, the connection closes. */
-			conn_close(c, true);
+			tcpstore_conn_close(c, true);
 			return;
 		}
 		v = (int64_t)((uint64_t)old + (uint64_t)req->delta);
@@ -478,7 +428,7 @@ handle_add(struct conn *c, const struct tcpstore_req *req)
 	/* The adder hears first, then the waiters (1.13's order). */
 	reply_i64(c, v);
 	if (!store_set(c->s, &req->key, (const uint8_t *)num, (size_t)n)) {
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 	}
 }
 
@@ -521,7 +471,7 @@ handle_append(struct conn *c, const struct tcpstore_req *req)
 		return;
 	}
 	if (e->vlen + req->value.len > s->lim.max_value) {
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 		return;
 	}
 	buf = xmalloc(e->vlen + req->value.len + 1);
@@ -530,7 +480,7 @@ handle_append(struct conn *c, const struct tcpstore_req *req)
 	ok = store_set(s, &req->key, buf, e->vlen + req->value.len);
 	free(buf);
 	if (!ok) {
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 	}
 }
 
@@ -553,7 +503,7 @@ handle_multi_set(struct conn *c, const struct tcpstore_req *req)
 {
 	for (size_t i = 0; i < req->n; i++) {
 		if (!store_set(c->s, &req->keys[i], req->values[i].data, req->values[i].len)) {
-			conn_close(c, true);
+			tcpstore_conn_close(c, true);
 			return;
 		}
 	}
@@ -575,7 +525,7 @@ handle_queue_push(struct conn *c, const struct tcpstore_req *req)
 	if ((e->queue && tcpstore_queue_len(e->queue) >= s->lim.max_queue_len) ||
 	    s->t.bytes + tcpstore_table_queue_cost(e, req->value.len) > s->lim.max_store_bytes) {
 		tcpstore_table_maybe_free(&s->t, e);
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 		return;
 	}
 	tcpstore_table_queue_push(&s->t, e, req->value.data, req->value.len);
@@ -623,7 +573,7 @@ handle(struct conn *c, const struct tcpstore_req *req)
 	switch (req->cmd) {
 	case TCPSTORE_CMD_VALIDATE:
 		if (req->u32 != TCPSTORE_VALIDATE_MAGIC) {
-			conn_close(c, true);
+			tcpstore_conn_close(c, true);
 		}
 		return;
 	case TCPSTORE_CMD_PING:
@@ -652,7 +602,7 @@ handle(struct conn *c, const struct tcpstore_req *req)
 		return;
 	case TCPSTORE_CMD_WATCH_KEY:
 		/* Nothing in torch's Python, elastic or gloo calls watchKey. */
-		conn_close(c, true);
+		tcpstore_conn_close(c, true);
 		return;
 	case TCPSTORE_CMD_DELETE_KEY:
 		handle_delete_key(c, req);
@@ -695,7 +645,7 @@ conn_arm_stall(struct conn *c)
 }
 
 static void
-conn_process(struct conn *c)
+conn_parse(struct conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 	struct evbuffer *out = bufferevent_get_output(c->bev);
@@ -731,7 +681,7 @@ conn_process(struct conn *c)
 		}
 		r = tcpstore_req_decode(p, len, c->dialect, &c->s->plim, &req, &used);
 		if (r < 0) {
-			conn_close(c, true);
+			tcpstore_conn_close(c, true);
 			return;
 		}
 		if (r == 0) {
@@ -761,6 +711,17 @@ conn_process(struct conn *c)
 	}
 }
 
+/* Answer every complete request c sent; what is left, an unfinished frame,
+ * counts against the budget of all connections. */
+static void
+conn_process(struct conn *c)
+{
+	conn_parse(c);
+	if (!c->closing) {
+		tcpstore_guard_account(c, evbuffer_get_length(bufferevent_get_input(c->bev)));
+	}
+}
+
 static void
 conn_read_cb(struct bufferevent *bev, void *arg)
 {
@@ -785,7 +746,7 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct conn *c = arg;
 
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		conn_close(c, false);
+		tcpstore_conn_close(c, false);
 	}
 }
 
@@ -793,7 +754,7 @@ static void
 conn_stall_cb(evutil_socket_t fd, short what, void *arg)
 {
 	/* Half a frame for too long: slowloris, or a dead peer. */
-	conn_close(arg, true);
+	tcpstore_conn_close(arg, true);
 }
 
 static void
@@ -803,9 +764,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 	struct conn *c;
 	int one = 1;
 
-	if (s->nconns >= s->lim.max_connections) {
-		s->stats.refused++;
-		close(fd);
+	if (!tcpstore_guard_admit(s, fd)) {
 		return;
 	}
 	s->stats.accepted++;
@@ -813,6 +772,8 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 	c = xcalloc(1, sizeof(*c));
 	c->s = s;
 	c->need = 1;
+	c->seq = s->next_seq++;
+	tcpstore_guard_name_peer(c, sa, salen);
 	c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!c->bev) {
 		close(fd);
@@ -825,6 +786,14 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	LIST_INSERT_HEAD(&s->conns, c, link);
 	s->nconns++;
+}
+
+static void
+accept_error_cb(struct evconnlistener *l, void *arg)
+{
+	/* Out of descriptors or memory: pause instead of spinning on a
+	 * listening socket that stays readable. */
+	tcpstore_guard_accept_failed(arg, EVUTIL_SOCKET_ERROR());
 }
 
 struct tcpstore_server *
@@ -863,6 +832,8 @@ tcpstore_server_new(struct event_base *base, const char *host, int port,
 		tcpstore_server_free(s);
 		return NULL;
 	}
+	evconnlistener_set_error_cb(s->listener, accept_error_cb);
+	tcpstore_guard_init(s);
 	return s;
 }
 
@@ -962,6 +933,7 @@ tcpstore_server_free(struct tcpstore_server *s)
 		reaper_cb(-1, 0, s);
 		event_free(s->reaper);
 	}
+	tcpstore_guard_release(s);
 	tcpstore_table_release(&s->t);
 	free(s->set_prefix);
 	free(s);

@@ -15,8 +15,11 @@
  *
  * Everything a peer controls is bounded: key and value sizes, keys per
  * request, values per queue, total bytes stored, connections, bytes queued for a peer that does
- * not read, and the time a frame may stay half-received. A violation closes
- * that connection only. */
+ * not read, the time a frame may stay half-received, and the bytes of
+ * unfinished frames held for all connections together. A violation closes
+ * that connection only. Descriptors: the listener pauses when the next
+ * connection would take one of those kept for supervision (fdreserve.h), and
+ * memory of a closed connection's buffers goes back to the system. */
 #pragma once
 
 #include <stdbool.h>
@@ -35,6 +38,10 @@ struct tcpstore_server_limits {
 	size_t max_output;       /* bytes queued for one peer before it is dropped (64 MiB) */
 	unsigned frame_stall_ms; /* a started frame must complete within (default 60000) */
 	size_t max_queue_len;    /* values queued under one key (default 1 Mi) */
+	/* Bytes of unfinished frames held, all connections together (default
+	 * 64 MiB; 0: no bound but max_value per connection). Past it, the
+	 * connection holding the most is closed. */
+	size_t max_partial_bytes;
 };
 
 /* The defaults above. */
@@ -71,10 +78,12 @@ size_t tcpstore_server_pending_output(const struct tcpstore_server *s);
 
 /* Counters since creation, for tests and the benchmark. */
 struct tcpstore_server_stats {
-	uint64_t accepted; /* connections accepted */
-	uint64_t refused;  /* connections closed at once: over max_connections */
-	uint64_t dropped;  /* connections closed for a protocol or limit violation */
-	uint64_t requests; /* requests handled */
+	uint64_t accepted;      /* connections accepted */
+	uint64_t refused;       /* connections closed at once: over max_connections */
+	uint64_t dropped;       /* connections closed for a protocol or limit violation */
+	uint64_t requests;      /* requests handled */
+	uint64_t over_budget;   /* of dropped: closed over max_partial_bytes */
+	uint64_t accept_pauses; /* listener paused at the descriptor reserve or on accept errors */
 };
 void tcpstore_server_stats(const struct tcpstore_server *s, struct tcpstore_server_stats *ret);
 
@@ -82,6 +91,15 @@ void tcpstore_server_stats(const struct tcpstore_server *s, struct tcpstore_serv
  * (never from inside a connection's own callbacks); cb NULL: stop. For an
  * owner that waits for its clients to leave before it closes the server. */
 void tcpstore_server_set_idle_cb(struct tcpstore_server *s, void (*cb)(void *arg), void *arg);
+
+/* What the server has to say about peers it refused or dropped (a
+ * connection closed over max_partial_bytes, the listener paused for lack of
+ * descriptors): one line, at a bounded rate, for the owner to log; msg is
+ * valid during the call only. Called from the loop; it must not call back
+ * into the server. cb NULL: not told. */
+typedef void (*tcpstore_server_notice_fn)(const char *msg, void *arg);
+void tcpstore_server_set_notice_cb(struct tcpstore_server *s, tcpstore_server_notice_fn cb,
+				   void *arg);
 
 /* Called after a key starting with the prefix is stored (SET, COMPARE_SET,
  * ADD, APPEND, MULTI_SET, tcpstore_server_put), with the key and its new

@@ -558,3 +558,19 @@ uuid4_string(char ret[37])
 		 b[13], b[14], b[15]);
 	return 0;
 }
+
+bool
+ratelimit_pass(struct ratelimit *rl, uint64_t now, uint64_t *ret_suppressed)
+{
+	if (rl->passed && now - rl->last_usec < rl->interval_usec) {
+		rl->suppressed++;
+		return false;
+	}
+	if (ret_suppressed) {
+		*ret_suppressed = rl->suppressed;
+	}
+	rl->suppressed = 0;
+	rl->last_usec = now;
+	rl->passed = true;
+	return true;
+}

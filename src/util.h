@@ -107,3 +107,18 @@ const char *host_fqdn(void);
  * terminating NUL, as Python's str(uuid.uuid4()) (getrandom(2)). Returns 0 or
  * -errno. */
 int uuid4_string(char ret[37]);
+
+/* A message at a bounded rate: at most one per interval_usec. Zero-initialise,
+ * then set interval_usec. */
+struct ratelimit {
+	uint64_t interval_usec;
+	uint64_t last_usec;  /* when one last passed */
+	uint64_t suppressed; /* held back since */
+	bool passed;         /* one passed already */
+};
+
+/* Whether a message at now (now_usec()) may go out: the first always, then at
+ * most one per interval. When it may, *ret_suppressed (may be NULL) gets the
+ * number held back since the last one that went out; when not, this one is
+ * counted as held back. */
+bool ratelimit_pass(struct ratelimit *rl, uint64_t now, uint64_t *ret_suppressed);

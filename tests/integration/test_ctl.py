@@ -973,6 +973,27 @@ class CtlTest(lib.ElasticdTestCase):
         self.assertStatus(curl(sock, "/handler/ping"), 200, "pong")
         self.stop(a, sock)
 
+    def test_conflicting_content_length_is_refused(self):
+        # Two Content-Length headers that disagree: the framing is ambiguous
+        # (request smuggling), so 400 and the connection closes.
+        a, sock = self.start_agent(nproc=1)
+        s = connect(sock)
+        s.sendall(b"POST /handler/ping HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Content-Length: 0\r\nContent-Length: 5\r\n\r\nhello")
+        status, body = read_reply(s)
+        self.assertEqual(status, 400, body)
+        self.assertIn(b"Content-Length", body)
+        s.settimeout(5)
+        self.assertEqual(s.recv(100), b"")  # closed
+        s.close()
+        # The same header twice with one value is fine.
+        s = connect(sock)
+        s.sendall(b"POST /handler/ping HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Content-Length: 0\r\nContent-Length: 0\r\n\r\n")
+        self.assertEqual(read_reply(s), (200, b"pong"))
+        s.close()
+        self.stop(a, sock)
+
     def test_connection_limit(self):
         a, sock = self.start_agent(nproc=1)
         conns = []

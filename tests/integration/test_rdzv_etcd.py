@@ -260,6 +260,31 @@ class EtcdTest(lib.ElasticdTestCase):
         self.assertIn("join timeout of 8 s", r.err)
         self.assertLess(time.monotonic() - t, 25)
 
+    def test_every_member_down_while_workers_run_is_degraded_not_fatal(self):
+        # etcd gone while the workers run: they keep running (they need no
+        # etcd), the agent says the rendezvous is degraded once (then at most
+        # once a minute) and records _keep_alive FAILED events, and once the
+        # workers end it passes the exit barrier as it can and exits 0.
+        self.start_etcd(1)
+        ev = self.path("events.jsonl")
+        a = self.agent("1", body="sleep 6; exit 0", conf=FAST + ",exit_barrier_timeout=3",
+                       extra=("--event-log-file", ev))
+        self.wait_dumps(1, timeout=30)
+        self.etcd.kill(0)
+        t = time.monotonic()
+        self.assertTrue(a.wait_stderr("rendezvous degraded: etcd unreachable", 10),
+                        a.stderr_text())
+        self.assertLess(time.monotonic() - t, 5)
+        r = a.wait(120)
+        self.assertRc(r, 0)
+        self.assertEqual(r.err.count("rendezvous degraded"), 1, r.err)
+        self.assertNotIn("Sending process", r.err)  # the worker was never stopped
+        with open(ev) as f:
+            events = [json.loads(line) for line in f if line.strip()]
+        failed = [e for e in events if e.get("name", "").endswith("_keep_alive")
+                  and e.get("node_state") == "FAILED"]
+        self.assertTrue(failed, events[-5:])
+
     def test_bad_endpoint(self):
         r = self.run_elasticd("--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
                               "https://127.0.0.1:2379", "--no-python", "/bin/true")

@@ -156,6 +156,24 @@ test_strv(void **state)
 	assert_null(strv_copy(NULL));
 }
 
+static void
+test_ratelimit(void **state)
+{
+	struct ratelimit rl = {.interval_usec = 10};
+	uint64_t held = 99;
+
+	assert_true(ratelimit_pass(&rl, 1000, &held));
+	assert_int_equal(held, 0);
+	assert_false(ratelimit_pass(&rl, 1001, &held));
+	assert_false(ratelimit_pass(&rl, 1009, &held));
+	assert_true(ratelimit_pass(&rl, 1010, &held));
+	assert_int_equal(held, 2);
+	assert_true(ratelimit_pass(&rl, 2000, NULL));
+	assert_false(ratelimit_pass(&rl, 2000, NULL));
+	assert_true(ratelimit_pass(&rl, 2010, &held));
+	assert_int_equal(held, 1);
+}
+
 int
 main(void)
 {
@@ -163,6 +181,7 @@ main(void)
 		cmocka_unit_test(test_parse_int),       cmocka_unit_test(test_parse_double),
 		cmocka_unit_test(test_signals),         cmocka_unit_test(test_endpoint),
 		cmocka_unit_test(test_bytes_printable), cmocka_unit_test(test_strv),
+		cmocka_unit_test(test_ratelimit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
