@@ -62,6 +62,12 @@ void agent_free(struct agent *a);
  * elasticd-ctl(7) documents each field. */
 struct json_t *agent_status_json(struct agent *a);
 
+/* The nodes handler's JSON object, a new reference: run_id and
+ * rdzv_snapshot_json() of this node's copy of the rendezvous state (no store
+ * read). NULL with *reterr (malloc'd) for a backend without shared state
+ * (static). */
+struct json_t *agent_nodes_json(struct agent *a, char **reterr);
+
 /* The counters, states and labels the metrics handler shows (ctl.h), into
  * *ret (every field; the strings are borrowed from the agent). */
 void agent_get_stats(struct agent *a, struct ctl_agent_stats *ret);

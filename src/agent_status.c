@@ -11,6 +11,7 @@
 #include "config.h"
 #include "group.h"
 #include "numa.h"
+#include "rdzv_snapshot.h"
 #include "util.h"
 #include "version.h"
 #include "worker.h"
@@ -158,6 +159,24 @@ agent_status_json(struct agent *a)
 		json_array_append_new(workers, agent_worker_json(a, group_worker(a->group, i)));
 	}
 	json_object_set_new(o, "workers", workers);
+	return o;
+}
+
+json_t *
+agent_nodes_json(struct agent *a, char **reterr)
+{
+	struct rdzv_snapshot snap = {0};
+	json_t *o;
+
+	if (!a->rdzv || rdzv_snapshot(a->rdzv, &snap) < 0) {
+		*reterr = xasprintf("the %s rendezvous keeps no shared state: each node knows "
+				    "only itself (--node-rank)",
+				    a->cfg->rdzv_backend);
+		return NULL;
+	}
+	o = rdzv_snapshot_json(&snap, (int64_t)wall_usec());
+	json_object_set_new(o, "run_id", json_str_or_null(a->cfg->rdzv_id));
+	rdzv_snapshot_release(&snap);
 	return o;
 }
 

@@ -135,6 +135,10 @@ struct ctl_agent_ops {
 	/* Send sig to local rank's process group (every worker for -1): 0, or
 	 * -ESRCH / -ENOENT / -errno with *reterr (malloc'd). */
 	int (*signal)(void *agent, int local_rank, int sig, char **reterr);
+	/* The whole job's membership as this node's rendezvous copy holds it
+	 * (elasticd-ctl(7) "nodes"), a new reference; read-only. NULL with
+	 * *reterr (malloc'd) when the backend has no shared state. */
+	struct json_t *(*nodes)(void *agent, char **reterr);
 };
 
 /* The agent a control plane serves. Borrowed: must outlive the ctl. */

@@ -55,6 +55,19 @@ handle_status(struct ctl_call *call)
 	return ctl_call_json(call, j, false);
 }
 
+/* The job's membership from this node's copy of the rendezvous state. */
+static int
+handle_nodes(struct ctl_call *call)
+{
+	_cleanup_free_ char *err = NULL;
+	json_t *j = call->agent->ops->nodes(call->agent->agent, &err);
+
+	if (!j) {
+		return ctl_call_error(call, "%s", err);
+	}
+	return ctl_call_json(call, j, false);
+}
+
 /* ---- events ----------------------------------------------------------------- */
 
 enum { EVENTS_SINCE, EVENTS_LIMIT, EVENTS_FOLLOW };
@@ -643,6 +656,8 @@ const struct ctl_handler ctl_handlers[] = {
 	 "recorded events as JSON lines; follow=true streams new ones"},
 	{"logs", true, false, logs_params, ARRAY_SIZE(logs_params), handle_logs,
 	 "the end of a worker's stdout.log or stderr.log"},
+	{"nodes", true, true, NULL, 0, handle_nodes,
+	 "the job's membership as this node's rendezvous copy holds it, as JSON"},
 	{"metrics", true, true, NULL, 0, handle_metrics,
 	 "counters and states, Prometheus text format"},
 	{"dump_traceback", true, false, NULL, 0, handle_dump_traceback,

@@ -38,6 +38,11 @@ const struct ectl_command ectl_commands[] = {
 	 "Asks every worker's own server (torch's worker_main()) for its\n"
 	 "dump_traceback, and prints one section per local rank."},
 	{"metrics", ECTL_CMD_METRICS, 0, 0, 0, "", "the agent's Prometheus metrics", NULL},
+	{"nodes", ECTL_CMD_NODES, 0, 0, 0, "", "the whole job's membership, from any node",
+	 "The rendezvous as this node's agent last read it from the store:\n"
+	 "participants with their group ranks, the wait list, spares (the\n"
+	 "redundancy list), quarantined nodes, and each node's heartbeat age\n"
+	 "(c10d) or lease (etcd). --json prints the agent's nodes object."},
 	{"ping", ECTL_CMD_VERB, 0, 0, -1, "", "check that the agent answers", NULL},
 	{"loglevel", ECTL_CMD_VERB, 0, 0, -1, "[level=debug|info|warning|error]",
 	 "show or set the agent's log level", NULL},
@@ -245,6 +250,7 @@ parse_positional(struct ectl_args *a, const char **pos, int n, char **reterr)
 	case ECTL_CMD_STOP:
 	case ECTL_CMD_DUMP:
 	case ECTL_CMD_METRICS:
+	case ECTL_CMD_NODES:
 		return 0;
 	}
 	return 0;

@@ -277,6 +277,111 @@ ectl_fmt_status(FILE *f, json_t *status, bool color)
 	return 0;
 }
 
+/* ---- nodes ------------------------------------------------------------------ */
+
+enum { NCOL_LIST, NCOL_RANK, NCOL_NODE, NCOL_HEARTBEAT, NCOL_ALIVE, NCOL_N };
+
+static const char *const nodes_header[NCOL_N] = {
+	[NCOL_LIST] = "LIST",           [NCOL_RANK] = "RANK",   [NCOL_NODE] = "NODE",
+	[NCOL_HEARTBEAT] = "HEARTBEAT", [NCOL_ALIVE] = "ALIVE",
+};
+
+/* One member's row; self (may be NULL) is marked with " *". */
+static void
+member_row(json_t *m, const char *list, const char *self, char **cells, const char **colors)
+{
+	json_t *age = json_object_get(m, "heartbeat_age_s");
+	const char *node = json_string_value(json_object_get(m, "node"));
+	bool alive = json_is_true(json_object_get(m, "alive"));
+	char buf[32];
+
+	cells[NCOL_LIST] = xstrdup(list);
+	cells[NCOL_RANK] = scalar(m, "group_rank");
+	cells[NCOL_NODE] = xasprintf("%s%s", node ? node : "?",
+				     node && self && strcmp(node, self) == 0 ? " *" : "");
+	cells[NCOL_HEARTBEAT] =
+		json_is_number(age) ? xasprintf("%s ago", ectl_fmt_duration(json_number_value(age),
+									    buf, sizeof(buf)))
+				    : NULL;
+	cells[NCOL_ALIVE] = xstrdup(alive ? "yes" : "no");
+	colors[NCOL_ALIVE] = alive ? ECTL_GREEN : ECTL_RED;
+}
+
+/* "key:  value" lines about the rendezvous. */
+static void
+print_rdzv(FILE *f, json_t *s)
+{
+	_cleanup_free_ char *run_id = scalar(s, "run_id");
+	_cleanup_free_ char *backend = scalar(s, "backend");
+	_cleanup_free_ char *node = scalar(s, "node");
+	_cleanup_free_ char *round = scalar(s, "round");
+	json_t *age = json_object_get(s, "state_age_s");
+	const char *liveness = json_string_value(json_object_get(s, "liveness"));
+	char buf[32];
+
+	fprintf(f, "job:       %s (%s)\n", run_id ? run_id : "-", backend ? backend : "-");
+	fprintf(f, "node:      %s (*)\n", node ? node : "-");
+	fprintf(f, "round:     %s, %s%s\n", round ? round : "-",
+		json_is_true(json_object_get(s, "complete")) ? "complete" : "gathering",
+		json_is_true(json_object_get(s, "closed")) ? ", closed" : "");
+	if (json_is_number(age)) {
+		fprintf(f, "state:     this node's copy, read %s ago\n",
+			ectl_fmt_duration(json_number_value(age), buf, sizeof(buf)));
+	} else {
+		fputs("state:     this node's copy, never read\n", f);
+	}
+	fprintf(f, "liveness:  %s\n",
+		liveness && strcmp(liveness, "lease") == 0
+			? "leases (alive while the lease lasts; no heartbeat time)"
+			: "heartbeats (as of the copy)");
+}
+
+int
+ectl_fmt_nodes(FILE *f, json_t *nodes, bool color)
+{
+	static const struct {
+		const char *key, *list;
+	} lists[] = {
+		{"participants", "participant"}, {"wait_list", "waiting"}, {"spares", "spare"}};
+	const char *self = json_string_value(json_object_get(nodes, "node"));
+	size_t n = 0, row = 0;
+
+	if (!json_is_object(nodes)) {
+		return -EINVAL;
+	}
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+		n += json_array_size(json_object_get(nodes, lists[l].key));
+	}
+	char **cells = xcalloc(n * NCOL_N + 1, sizeof(*cells));
+	const char **colors = xcalloc(n * NCOL_N + 1, sizeof(*colors));
+	struct ectl_table t = {NCOL_N, n, nodes_header, (const char **)cells, colors};
+
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+		size_t i;
+		json_t *m;
+
+		json_array_foreach(json_object_get(nodes, lists[l].key), i, m)
+		{
+			member_row(m, lists[l].list, self, cells + row * NCOL_N,
+				   colors + row * NCOL_N);
+			row++;
+		}
+	}
+	print_rdzv(f, nodes);
+	fprintf(f, "quarantined: %zu\n\n", json_array_size(json_object_get(nodes, "quarantined")));
+	if (n == 0) {
+		fputs("no nodes in the rendezvous yet\n", f);
+	} else {
+		ectl_table_print(f, &t, color);
+	}
+	for (size_t i = 0; i < n * NCOL_N; i++) {
+		free(cells[i]);
+	}
+	free(cells);
+	free(colors);
+	return 0;
+}
+
 /* ---- text for a terminal ---------------------------------------------------- */
 
 /* The length of the valid UTF-8 sequence of 2 to 4 bytes at s (n bytes

@@ -36,6 +36,13 @@ void ectl_table_print(FILE *f, const struct ectl_table *t, bool color);
  * the OUTPUT column. Returns 0, or -EINVAL when status is not an object. */
 int ectl_fmt_status(FILE *f, json_t *status, bool color);
 
+/* Print the nodes handler's object (elasticd-ctl(7) "nodes"): the job,
+ * this node (marked "*"), round, the copy's age and the liveness kind, the
+ * number quarantined, then one row per participant (group rank order),
+ * waiting node and spare: list, group rank, node, heartbeat age, alive.
+ * Returns 0, or -EINVAL when nodes is not an object. */
+int ectl_fmt_nodes(FILE *f, json_t *nodes, bool color);
+
 /* text[0..len) with what a terminal would act on made visible, each such
  * byte as "\xHH" (lower-case hex): C0 controls but '\n' and '\t', DEL,
  * C1 controls (bytes 0x80-0x9f that are not part of a valid UTF-8

@@ -253,6 +253,23 @@ cmd_dump(const struct ctx *c)
 	return r;
 }
 
+static int
+cmd_nodes(const struct ctx *c)
+{
+	json_t *n;
+	int r = run_json(c, "GET", "nodes", &n);
+
+	if (r != 0 || !n) {
+		return r;
+	}
+	if (ectl_fmt_nodes(stdout, n, use_color()) < 0) {
+		fprintf(stderr, "elasticctl: nodes: the reply is not a JSON object\n");
+		r = EXIT_AGENT;
+	}
+	json_decref(n);
+	return r;
+}
+
 /* Events arrive as JSON lines, possibly split anywhere: print whole lines,
  * each at most EVENT_LINE_MAX bytes. */
 struct event_stream {
@@ -511,6 +528,8 @@ run_command(const struct ctx *c)
 		return cmd_dump(c);
 	case ECTL_CMD_METRICS:
 		return cmd_metrics(c);
+	case ECTL_CMD_NODES:
+		return cmd_nodes(c);
 	case ECTL_CMD_VERB:
 		return cmd_verb(c);
 	case ECTL_CMD_HELP:

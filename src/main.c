@@ -65,6 +65,12 @@ ctl_signal(void *agent, int local_rank, int sig, char **reterr)
 	return agent_signal_worker(agent, local_rank, sig, reterr);
 }
 
+static json_t *
+ctl_nodes(void *agent, char **reterr)
+{
+	return agent_nodes_json(agent, reterr);
+}
+
 static const struct ctl_agent_ops agent_ctl_ops = {
 	.status = ctl_status,
 	.stats = ctl_stats,
@@ -72,6 +78,7 @@ static const struct ctl_agent_ops agent_ctl_ops = {
 	.restart = ctl_restart,
 	.stop = ctl_stop,
 	.signal = ctl_signal,
+	.nodes = ctl_nodes,
 };
 
 /* ---- start and stop --------------------------------------------------------- */

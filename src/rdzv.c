@@ -216,6 +216,15 @@ rdzv_leave(struct rdzv *r, uint64_t timeout_usec, void (*done)(void *arg), void 
 	return err;
 }
 
+int
+rdzv_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
+{
+	if (!r->ops->snapshot) {
+		return -EOPNOTSUPP;
+	}
+	return r->ops->snapshot(r, ret);
+}
+
 void
 rdzv_free(struct rdzv *r)
 {

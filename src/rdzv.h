@@ -19,6 +19,7 @@ struct config;
 struct event_base;
 struct rdzv;
 struct rdzv_notice;
+struct rdzv_snapshot;
 
 /* What one completed round gives the agent. */
 struct rdzv_result {
@@ -94,6 +95,10 @@ struct rdzv_backend_ops {
 	 * let a store host's clients finish; cb.finished reports it. NULL:
 	 * shutdown() when close, then finished at once. Returns 0 or -errno. */
 	int (*finish)(struct rdzv *r, bool close);
+	/* Optional. A deep copy of the backend's local copy of the state into
+	 * *ret (rdzv_snapshot.h), read-only: no I/O, nothing changes. NULL: the
+	 * backend has no shared state (static). Returns 0 or -errno. */
+	int (*snapshot)(struct rdzv *r, struct rdzv_snapshot *ret);
 };
 
 struct rdzv {
@@ -141,6 +146,13 @@ int rdzv_finish(struct rdzv *r, bool close);
  * (nothing to leave: static) or -EALREADY; done does not run then. */
 int rdzv_leave(struct rdzv *r, uint64_t timeout_usec, void (*done)(void *arg), void *arg);
 void rdzv_free(struct rdzv *r);
+
+/* What this node knows of the whole job's membership: its sync loop's last
+ * copy of the rendezvous state, with its age (no store read: the copy
+ * follows every change waiting nodes must hear of). Returns 0 with *ret
+ * (rdzv_snapshot_release), or -EOPNOTSUPP for a backend without shared
+ * state (static). */
+int rdzv_snapshot(struct rdzv *r, struct rdzv_snapshot *ret);
 
 /* Release the members of a result filled by a backend. */
 void rdzv_result_release(struct rdzv_result *res);

@@ -55,6 +55,7 @@
 #include "events.h"
 #include "rdzv.h"
 #include "rdzv_dynamic.h"
+#include "rdzv_snapshot.h"
 #include "rdzv_state.h"
 #include "tcpstore_client.h"
 #include "tcpstore_server.h"
@@ -98,6 +99,7 @@ struct c10d {
 	struct rdzv_state st;
 	char *token;
 	size_t token_len;
+	int64_t read_usec; /* wall clock of the copy's last read or write, 0: never */
 	bool dirty;
 	bool notable;
 	char *pending; /* the value a compare-and-set in flight tries to write */
@@ -345,6 +347,7 @@ adopt(struct c10d *c, const uint8_t *value, size_t len, bool ours)
 	bool notable = false;
 	size_t dropped;
 
+	c->read_usec = (int64_t)wall_usec();
 	if (ours) {
 		/* The store holds what we just wrote: our copy is it already. */
 		free(c->token);
@@ -2077,6 +2080,24 @@ c10d_free(struct rdzv *r)
 	r->backend = NULL;
 }
 
+/* The local copy as it is: heartbeats folded by the store host. */
+static int
+c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
+{
+	struct c10d *c = backend(r);
+
+	*ret = (struct rdzv_snapshot){
+		.backend = "c10d",
+		.self = xstrdup(c->me.name),
+		.read_usec = c->read_usec > 0 ? c->read_usec : -1,
+		.liveness = RDZV_LIVENESS_HEARTBEAT,
+		.heartbeat_timeout_usec = (uint64_t)c->settings.keep_alive_interval_usec *
+					  (uint64_t)c->settings.keep_alive_max_attempt,
+	};
+	rdzv_state_copy(&ret->st, &c->st);
+	return 0;
+}
+
 const struct rdzv_backend_ops rdzv_c10d_ops = {
 	.name = "c10d",
 	.init = c10d_init,
@@ -2086,4 +2107,5 @@ const struct rdzv_backend_ops rdzv_c10d_ops = {
 	.free = c10d_free,
 	.exit_barrier = c10d_exit_barrier,
 	.finish = c10d_finish,
+	.snapshot = c10d_snapshot,
 };

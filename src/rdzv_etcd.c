@@ -76,6 +76,7 @@
 #include "events.h"
 #include "rdzv.h"
 #include "rdzv_dynamic.h"
+#include "rdzv_snapshot.h"
 #include "rdzv_state.h"
 #include "util.h"
 
@@ -148,6 +149,7 @@ struct etcdr {
 	struct rdzv_state st;
 	int64_t mod_rev;           /* of the state key; 0: absent */
 	int64_t rev;               /* header revision of the last read */
+	int64_t read_usec;         /* wall clock of the last read or write, 0: never */
 	char **dead;               /* nodes known to have lost their lease */
 	bool alive_stale;          /* the next read takes the a/ range (after a reset) */
 	struct rdzv_node *joiners; /* j/ requests, in order of request */
@@ -611,6 +613,7 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 	rdzv_state_stamp_members(&st, (int64_t)wall_usec()); /* liveness: the leases */
 	rdzv_state_release(&c->st);
 	c->st = st;
+	c->read_usec = (int64_t)wall_usec();
 	c->rev = resp->revision;
 	if ((r = planned(resp, c->rd_alive))) {
 		dead_from_alive(c, r);
@@ -834,6 +837,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 	if (resp->succeeded) {
 		c->mod_rev = resp->revision;
 		c->rev = resp->revision;
+		c->read_usec = (int64_t)wall_usec();
 		c->notable = false;
 		if (drops_intent) {
 			c->intent = false;
@@ -2113,6 +2117,30 @@ etcdr_free(struct rdzv *r)
 	r->backend = NULL;
 }
 
+/* The local copy as it is, with the nodes known to have lost their lease. */
+static int
+etcdr_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
+{
+	struct etcdr *c = backend(r);
+	size_t n = 0;
+
+	*ret = (struct rdzv_snapshot){
+		.backend = "etcd",
+		.self = xstrdup(c->me.name),
+		.read_usec = c->read_usec > 0 ? c->read_usec : -1,
+		.liveness = RDZV_LIVENESS_LEASE,
+	};
+	rdzv_state_copy(&ret->st, &c->st);
+	while (c->dead && c->dead[n]) {
+		n++;
+	}
+	ret->dead = xcalloc(n + 1, sizeof(*ret->dead));
+	for (size_t i = 0; i < n; i++) {
+		ret->dead[i] = xstrdup(c->dead[i]);
+	}
+	return 0;
+}
+
 const struct rdzv_backend_ops rdzv_etcd_ops = {
 	.name = "etcd",
 	.init = etcdr_init,
@@ -2122,4 +2150,5 @@ const struct rdzv_backend_ops rdzv_etcd_ops = {
 	.free = etcdr_free,
 	.exit_barrier = etcdr_exit_barrier,
 	.finish = etcdr_finish,
+	.snapshot = etcdr_snapshot,
 };

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 
 CTL_WORKER = os.path.join(lib.SOURCE_ROOT, "tests", "ctl_worker.py")
-HANDLERS = ["ping", "status", "events", "logs", "metrics", "dump_traceback", "restart", "stop",
+HANDLERS = ["ping", "status", "events", "logs", "nodes", "metrics", "dump_traceback", "restart", "stop",
             "signal", "loglevel"]
 STATUS_KEYS = ["run_id", "node", "hostname", "pid", "version", "role", "rdzv_backend",
                "node_state", "round", "group_rank", "group_world_size", "world_size",

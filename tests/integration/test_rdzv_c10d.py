@@ -18,6 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lib  # noqa: E402
+import ectl_nodes  # noqa: E402
 
 # Dumps what the worker got, then runs the rest of its command line.
 DUMP = r"""
@@ -130,6 +131,13 @@ class C10dTest(lib.ElasticdTestCase):
             for r in results:
                 self.assertIn("Done waiting for other agents", r.err)
         self.assertNoLeftovers()
+
+    def test_nodes_from_every_agent(self):
+        socks = [self.path("a%d.sock" % i) for i in range(3)]
+        agents = [self.agent("3", body="sleep 60", extra=("--control-socket", s))
+                  for s in socks]
+        ectl_nodes.check_nodes(self, socks, "c10d", "heartbeat")
+        ectl_nodes.stop(agents)
 
     def test_crowd_starting_together(self):
         # Eight agents at once, each job longer than the keep-alive window:

@@ -18,6 +18,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import ectl_nodes  # noqa: E402
 import lib  # noqa: E402
 from etcd_cluster import Etcd, free_port  # noqa: E402
 
@@ -112,6 +113,14 @@ class EtcdTest(lib.ElasticdTestCase):
         for r in self.wait_all(a):
             self.assertRc(r, 0)
         self.check_world(self.worker_dumps(), 2)
+
+    def test_nodes_from_every_agent(self):
+        self.start_etcd(1)
+        socks = [self.path("a%d.sock" % i) for i in range(3)]
+        agents = [self.agent("3", body="sleep 60", extra=("--control-socket", s))
+                  for s in socks]
+        ectl_nodes.check_nodes(self, socks, "etcd", "lease")
+        ectl_nodes.stop(agents)
 
     def test_stale_closed_run_is_cleaned(self):
         self.start_etcd(1)

@@ -29,6 +29,8 @@
 
 struct fake_agent {
 	int restarts, stops, stop_sig, signals, signal_rank, signal_sig;
+	int nodes;
+	bool nodes_err;
 	int restart_err; /* what restart returns */
 	bool have_group;
 	char log_path[128];
@@ -109,6 +111,20 @@ fake_signal(void *agent, int local_rank, int sig, char **reterr)
 	return 0;
 }
 
+static json_t *
+fake_nodes(void *agent, char **reterr)
+{
+	struct fake_agent *f = agent;
+
+	f->nodes++;
+	if (f->nodes_err) {
+		*reterr = xstrdup("no shared state");
+		return NULL;
+	}
+	return json_pack("{s:s, s:[{s:s, s:i}]}", "backend", "c10d", "participants", "node",
+			 "a_1_0", "group_rank", 0);
+}
+
 static const struct ctl_agent_ops fake_ops = {
 	.status = fake_status,
 	.stats = fake_stats,
@@ -116,6 +132,7 @@ static const struct ctl_agent_ops fake_ops = {
 	.restart = fake_restart,
 	.stop = fake_stop,
 	.signal = fake_signal,
+	.nodes = fake_nodes,
 };
 
 /* ---- a control plane on a temporary socket -------------------------------- */
@@ -245,6 +262,25 @@ test_ping(void **state)
 }
 
 static void
+test_nodes_through_ops(void **state)
+{
+	struct fixture *fx = *state;
+	_cleanup_free_ char *r = request(fx, "GET", "/handler/nodes");
+	json_t *j = json_loads(body_of(r), 0, NULL);
+	_cleanup_free_ char *r2 = NULL;
+
+	assert_int_equal(status_of(r), 200);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "backend")), "c10d");
+	json_decref(j);
+	assert_int_equal(fx->fake.nodes, 1);
+	fx->fake.nodes_err = true;
+	r2 = request(fx, "POST", "/handler/nodes");
+	assert_int_equal(status_of(r2), 500);
+	assert_non_null(strstr(body_of(r2), "no shared state"));
+}
+
+static void
 test_status_through_ops(void **state)
 {
 	struct fixture *fx = *state;
@@ -357,6 +393,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ping, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_status_through_ops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nodes_through_ops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metrics_typed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_stop_signal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_worker_views, setup, teardown),

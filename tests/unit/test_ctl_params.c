@@ -322,9 +322,9 @@ test_names(void **state)
 static void
 test_handler_table(void **state)
 {
-	static const char *const expected[] = {"ping",    "status",         "events",  "logs",
-					       "metrics", "dump_traceback", "restart", "stop",
-					       "signal",  "loglevel"};
+	static const char *const expected[] = {"ping",  "status",  "events",         "logs",
+					       "nodes", "metrics", "dump_traceback", "restart",
+					       "stop",  "signal",  "loglevel"};
 
 	assert_int_equal(ctl_n_handlers, ARRAY_SIZE(expected));
 	for (size_t i = 0; i < ctl_n_handlers; i++) {
@@ -351,6 +351,7 @@ test_handler_table(void **state)
 	assert_false(ctl_handler_find("stop")->read_only);
 	assert_false(ctl_handler_find("signal")->read_only);
 	assert_false(ctl_handler_find("loglevel")->read_only);
+	assert_true(ctl_handler_find("nodes")->read_only);
 	assert_true(ctl_handler_find("status")->read_only);
 }
 

@@ -326,6 +326,62 @@ test_new_lines(void **state)
 	assert_int_equal(ectl_fmt_complete("ab"), 0);
 }
 
+static const char nodes_json[] =
+	"{\"run_id\": \"job1\", \"backend\": \"c10d\", \"node\": \"b_20_0\", \"round\": 4, "
+	"\"complete\": true, \"closed\": false, \"state_age_s\": 3.2, \"liveness\": "
+	"\"heartbeat\", \"participants\": ["
+	"{\"node\": \"b_20_0\", \"group_rank\": 0, \"heartbeat_age_s\": 2.0, \"alive\": true},"
+	"{\"node\": \"a_10_0\", \"group_rank\": 1, \"heartbeat_age_s\": 75.0, \"alive\": false}],"
+	"\"wait_list\": [{\"node\": \"d_40_0\", \"heartbeat_age_s\": null, \"alive\": true}],"
+	"\"spares\": [{\"node\": \"e_50_0\", \"heartbeat_age_s\": 0.5, \"alive\": true}],"
+	"\"quarantined\": []}";
+
+static const char nodes_text[] = "job:       job1 (c10d)\n"
+				 "node:      b_20_0 (*)\n"
+				 "round:     4, complete\n"
+				 "state:     this node's copy, read 3s ago\n"
+				 "liveness:  heartbeats (as of the copy)\n"
+				 "quarantined: 0\n"
+				 "\n"
+				 "LIST         RANK  NODE      HEARTBEAT   ALIVE\n"
+				 "participant  0     b_20_0 *  2s ago      yes\n"
+				 "participant  1     a_10_0    1m 15s ago  no\n"
+				 "waiting      -     d_40_0    -           yes\n"
+				 "spare        -     e_50_0    0s ago      yes\n";
+
+static void
+test_nodes(void **state)
+{
+	json_t *n = json_loads(nodes_json, 0, NULL);
+	json_t *lease = json_pack("{s:s, s:s, s:n, s:b, s:[]}", "backend", "etcd", "liveness",
+				  "lease", "state_age_s", "closed", true, "participants");
+	json_t *not_object = json_array();
+	char *out;
+	int r;
+
+	assert_non_null(n);
+	CAPTURE(out, r = ectl_fmt_nodes(_f, n, false));
+	assert_int_equal(r, 0);
+	assert_string_equal(out, nodes_text);
+	free(out);
+	CAPTURE(out, r = ectl_fmt_nodes(_f, n, true));
+	assert_non_null(strstr(out, "\033[31mno\033[0m"));
+	assert_non_null(strstr(out, "\033[32myes\033[0m"));
+	free(out);
+	CAPTURE(out, r = ectl_fmt_nodes(_f, lease, false));
+	assert_non_null(strstr(out, "round:     -, gathering, closed\n"));
+	assert_non_null(strstr(out, "never read\n"));
+	assert_non_null(strstr(out, "liveness:  leases"));
+	assert_non_null(strstr(out, "\nno nodes in the rendezvous yet\n"));
+	free(out);
+	CAPTURE(out, r = ectl_fmt_nodes(_f, not_object, false));
+	assert_int_equal(r, -EINVAL);
+	free(out);
+	json_decref(n);
+	json_decref(lease);
+	json_decref(not_object);
+}
+
 int
 main(void)
 {
@@ -334,7 +390,7 @@ main(void)
 		cmocka_unit_test(test_events),       cmocka_unit_test(test_events_visible),
 		cmocka_unit_test(test_visible),      cmocka_unit_test(test_dump),
 		cmocka_unit_test(test_dump_visible), cmocka_unit_test(test_duration),
-		cmocka_unit_test(test_new_lines),
+		cmocka_unit_test(test_new_lines),    cmocka_unit_test(test_nodes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
