@@ -1166,6 +1166,12 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	struct agent *a = arg;
 	struct agent_decide_in in;
 
+	if (a->phase == AGENT_PHASE_DONE) {
+		/* The exit was chosen meanwhile (a signal found the group gone
+		 * before this deferred call ran): nothing left to decide. */
+		log_debug("%s: the group stopped after the exit was chosen, ignoring", __func__);
+		return;
+	}
 	/* The group's FileTimer goes with it (torchrun stops its watchdog). */
 	filetimer_server_free(a->ftimer);
 	a->ftimer = NULL;
