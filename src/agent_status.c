@@ -141,8 +141,6 @@ agent_status_json(struct agent *a)
 		world_size += a->round.nodes[i].local_world_size;
 	}
 	json_object_set_new(o, "run_id", json_str_or_null(a->cfg->rdzv_id));
-	json_object_set_new(o, "phase", json_string(agent_phase_name(a->phase)));
-	json_object_set_new(o, "drain", agent_drain_json(a));
 	json_object_set_new(o, "node", json_str_or_null(agent_node_desc(a)));
 	json_object_set_new(o, "hostname", json_str_or_null(host_fqdn()));
 	json_object_set_new(o, "pid", json_integer(getpid()));
@@ -170,6 +168,8 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "max_restarts", json_integer(a->cfg->max_restarts));
 	json_object_set_new(o, "remaining_restarts", json_integer(a->remaining_restarts));
 	agent_policy_json(a, o);
+	json_object_set_new(o, "phase", json_string(agent_phase_name(a->phase)));
+	json_object_set_new(o, "drain", agent_drain_json(a));
 	json_object_set_new(o, "uptime_s",
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));
