@@ -477,6 +477,118 @@ agent_enter_stopping_signal(struct agent *a)
 	agent_exit(a, 128 + sig, AGENT_REASON_SIGNAL, "nothing to stop");
 }
 
+/* Send sig to every worker's process group that still has members; returns
+ * how many got it. */
+static int
+agent_signal_groups(struct agent *a, int sig)
+{
+	int sent = 0;
+
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		struct worker *w = group_worker(a->group, i);
+
+		if (w->pid > 0 && worker_group_alive(w) && worker_signal(w, sig) == 0) {
+			sent++;
+		}
+	}
+	return sent;
+}
+
+/* elasticd.agent.drain: the notice sent to n_sent worker process groups (0:
+ * none ran), the grace, and the phase the drain began in. */
+static void
+agent_record_drain(struct agent *a, enum agent_phase from, int n_sent)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.agent.drain", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	elastic_event_set_string(&ev, "signal", signal_name(a->drain_signo));
+	elastic_event_set_int(&ev, "timeout_s", a->drain_timeout_s);
+	elastic_event_set_int(&ev, "workers_signalled", n_sent);
+	elastic_event_set_string(&ev, "phase", agent_phase_name(from));
+	agent_record(a, &ev);
+}
+
+/* Leave the rendezvous for good but open (as after a signal), so that the
+ * others re-form without this node and without spending a restart. DONE
+ * waits for it (agent_left_cb). */
+static void
+agent_drain_leave(struct agent *a)
+{
+	a->leaving = a->rdzv && rdzv_leave(a->rdzv, 5 * USEC_PER_SEC, agent_left_cb, a) == 0;
+	log_info("[%s] drain: leaving the rendezvous%s", a->cfg->role,
+		 a->leaving ? "; the other nodes re-form without this one" : " (nothing to leave)");
+}
+
+/* The drain's grace is over and workers still run: stop them (SIGTERM,
+ * SIGKILL after --shutdown-timeout); the decision then exits 1. */
+static void
+agent_drain_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	a->drain_deadline_usec = 0;
+	if (a->phase != AGENT_PHASE_DRAINING || !a->group || group_is_done(a->group) ||
+	    group_state(a->group) != WORKER_STATE_HEALTHY) {
+		return;
+	}
+	log_warn("[%s] drain: the workers did not exit within %d s of %s; stopping them "
+		 "(SIGTERM, SIGKILL after %d s)",
+		 a->cfg->role, a->drain_timeout_s, signal_name(a->drain_signo),
+		 a->cfg->shutdown_timeout);
+	agent_set_phase(a, AGENT_PHASE_DRAINING, AGENT_REASON_DRAIN_FAILED, "drain grace over");
+	agent_record_group_stopping(a, SIGTERM, "drain grace over", a->cfg->shutdown_timeout);
+	group_stop(a->group, SIGTERM);
+}
+
+/* Entering DRAINING from old: a group that runs gets the notice and the grace
+ * (agent_drain_timer_cb); one being stopped already is left to stop; the
+ * group's end is decided as usual (agent_decide's DRAINING rows). With no
+ * group (rendezvous, restart backoff) leave at once and exit 0. */
+static void
+agent_enter_draining(struct agent *a, enum agent_phase old)
+{
+	bool running =
+		a->group && !group_is_done(a->group) && group_state(a->group) != WORKER_STATE_INIT;
+	struct timeval tv = {a->drain_timeout_s, 0};
+	int sent;
+
+	if (a->backoff_timer) {
+		evtimer_del(a->backoff_timer);
+	}
+	a->next_attempt_usec = 0;
+	if (running && old == AGENT_PHASE_RUNNING) {
+		sent = agent_signal_groups(a, a->drain_signo);
+		agent_record_drain(a, old, sent);
+		log_info("[%s] drain: sent %s to %d worker process group%s; leaving the job once "
+			 "they exit (stopped after %d s)",
+			 a->cfg->role, signal_name(a->drain_signo), sent, sent == 1 ? "" : "s",
+			 a->drain_timeout_s);
+		agent_notify_stopping(a, "draining: %s sent, waiting up to %d s for the workers",
+				      signal_name(a->drain_signo), a->drain_timeout_s);
+		if (!a->drain_timer) {
+			a->drain_timer = evtimer_new(a->base, agent_drain_timer_cb, a);
+		}
+		a->drain_deadline_usec = now_usec() + (uint64_t)a->drain_timeout_s * USEC_PER_SEC;
+		evtimer_add(a->drain_timer, &tv);
+		return;
+	}
+	agent_record_drain(a, old, 0);
+	if (running) {
+		log_info("[%s] drain: the worker group is stopping already; leaving the job once "
+			 "it has stopped",
+			 a->cfg->role);
+		agent_notify_stopping(a, "draining: waiting for the worker group to stop");
+		return;
+	}
+	log_info("[%s] drain: no worker group runs (%s)", a->cfg->role, agent_phase_name(old));
+	agent_drain_leave(a);
+	agent_exit(a, AGENT_EXIT_SUCCESS, AGENT_REASON_DRAIN, "nothing to drain");
+}
+
 /* The one place the agent's phase changes: log `old -> new (why)`, then the
  * entry action and the phase's event (the join attempt's RdzvEvent,
  * elasticd.group.stopping, elasticd.agent.restart, elasticd.agent.exit). A
@@ -508,6 +620,9 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 		return;
 	case AGENT_PHASE_STOPPING_SIGNAL:
 		agent_enter_stopping_signal(a);
+		return;
+	case AGENT_PHASE_DRAINING:
+		agent_enter_draining(a, old);
 		return;
 	case AGENT_PHASE_DONE:
 		agent_notify_stopping(a, "exiting with status %d", a->exit_code);
@@ -594,6 +709,7 @@ rdzv_finished_cb(int err, const char *errmsg, void *arg)
 		agent_exit(a, a->exit_code, a->reason, "left the rendezvous");
 		return;
 	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_DRAINING:
 	case AGENT_PHASE_DONE:
 		return;
 	case AGENT_PHASE_INIT:
@@ -633,6 +749,7 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 
 	switch (a->phase) {
 	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_DRAINING: /* leaving anyway: the workers keep their grace */
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
 	case AGENT_PHASE_DONE:
@@ -920,6 +1037,8 @@ agent_log_no_restart(struct agent *a)
 	case AGENT_REASON_REQUESTED:
 	case AGENT_REASON_RDZV_FAILED:
 	case AGENT_REASON_SIGNAL:
+	case AGENT_REASON_DRAIN:
+	case AGENT_REASON_DRAIN_FAILED:
 	case AGENT_REASON_UNEXPECTED:
 		return;
 	}
@@ -1021,6 +1140,18 @@ agent_exit_stopped(struct agent *a)
 			  worker_state_name(group_state(a->group)));
 		agent_record_failed(a, "the worker group is in an unexpected state after stopping");
 		break;
+	case AGENT_REASON_DRAIN:
+		log_info("[%s] drain: the workers exited; leaving the job (exit status %d)",
+			 a->cfg->role, d->exit_code);
+		agent_drain_leave(a);
+		break;
+	case AGENT_REASON_DRAIN_FAILED:
+		agent_report_failure(a);
+		log_warn("[%s] drain: the workers did not all exit 0 within the grace; leaving the "
+			 "job (exit status %d)",
+			 a->cfg->role, d->exit_code);
+		agent_drain_leave(a);
+		break;
 	case AGENT_REASON_NONE:
 	case AGENT_REASON_SUCCEEDED:
 	case AGENT_REASON_WORKER_FAILED:
@@ -1043,6 +1174,12 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	struct agent *a = arg;
 	struct agent_decide_in in;
 
+	if (a->phase == AGENT_PHASE_DONE) {
+		/* The exit was chosen meanwhile (a signal found the group gone
+		 * before this deferred call ran): nothing left to decide. */
+		log_debug("%s: the group stopped after the exit was chosen, ignoring", __func__);
+		return;
+	}
 	/* The group's FileTimer goes with it (torchrun stops its watchdog). */
 	filetimer_server_free(a->ftimer);
 	a->ftimer = NULL;
@@ -1254,6 +1391,7 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 	case AGENT_PHASE_RESTARTING:
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_DRAINING:
 		log_debug("%s: a rendezvous result in phase %s, ignoring", __func__,
 			  agent_phase_name(a->phase));
 		return;
@@ -1380,6 +1518,7 @@ agent_on_signal(struct agent *a, int sig)
 	case AGENT_PHASE_RESTARTING:
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_DRAINING:
 		break;
 	}
 	a->signo = sig;
@@ -1424,15 +1563,8 @@ agent_reopen_logs(struct agent *a)
 static void
 agent_forward_signal(struct agent *a, int sig)
 {
-	int sent = 0;
+	int sent = agent_signal_groups(a, sig);
 
-	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
-		struct worker *w = group_worker(a->group, i);
-
-		if (w->pid > 0 && worker_group_alive(w) && worker_signal(w, sig) == 0) {
-			sent++;
-		}
-	}
 	a->stats.signals_forwarded++;
 	log_info("Received %s: forwarded to %d worker process group%s (--forward-signals); "
 		 "supervision goes on",
@@ -2118,6 +2250,9 @@ agent_free(struct agent *a)
 	if (a->sigev) {
 		event_free(a->sigev);
 	}
+	if (a->drain_timer) {
+		event_free(a->drain_timer);
+	}
 	if (a->backoff_timer) {
 		event_free(a->backoff_timer);
 	}
@@ -2149,6 +2284,9 @@ int
 agent_request_restart(struct agent *a, char **reterr)
 {
 	switch (a->phase) {
+	case AGENT_PHASE_DRAINING:
+		*reterr = xstrdup("the agent is draining");
+		return -EBUSY;
 	case AGENT_PHASE_STOPPING_SIGNAL:
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
@@ -2182,6 +2320,53 @@ agent_request_restart(struct agent *a, char **reterr)
 	log_info("[%s] restart requested over the control socket; will restart worker group",
 		 a->cfg->role);
 	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_REQUESTED, "restart requested");
+	return 0;
+}
+
+/* Why a drain cannot begin now (a static string), or NULL. */
+static const char *
+agent_drain_refusal(const struct agent *a)
+{
+	switch (a->phase) {
+	case AGENT_PHASE_DRAINING:
+		return "the agent is draining already";
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_DONE:
+		return "the agent is stopping";
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+		return "the job is finishing";
+	case AGENT_PHASE_STOPPING_GROUP:
+		return a->reason == AGENT_REASON_RDZV_FAILED ? "the rendezvous failed" : NULL;
+	case AGENT_PHASE_RUNNING:
+		return a->group && group_state(a->group) == WORKER_STATE_SUCCEEDED
+			       ? "the worker group succeeded: the job is finishing"
+			       : NULL;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RESTARTING:
+		return NULL;
+	}
+	return NULL;
+}
+
+int
+agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr)
+{
+	const char *refusal = agent_drain_refusal(a);
+
+	if (refusal) {
+		*reterr = xstrdup(refusal);
+		return a->phase == AGENT_PHASE_DRAINING ? -EALREADY : -EBUSY;
+	}
+	if (sig <= 0) {
+		sig = a->cfg->n_forward_signals > 0 ? a->cfg->forward_signals[0] : SIGUSR1;
+	}
+	a->drain_signo = sig;
+	a->drain_timeout_s = timeout_s >= 0 ? timeout_s : a->cfg->term_timeout;
+	log_warn("[%s] drain requested over the control socket (notice %s, grace %d s)",
+		 a->cfg->role, signal_name(sig), a->drain_timeout_s);
+	agent_set_phase(a, AGENT_PHASE_DRAINING, AGENT_REASON_DRAIN, "drain requested");
 	return 0;
 }
 

@@ -88,6 +88,17 @@ int agent_worker_view(struct agent *a, int local_rank, struct ctl_worker_view *r
  * stopping, agent stopping or finishing). */
 int agent_request_restart(struct agent *a, char **reterr);
 
+/* Drain this node out of the job (elasticd-ctl(7), drain): send sig (<= 0:
+ * the first of --forward-signals, else SIGUSR1) to every worker's process
+ * group, wait up to timeout_s seconds (< 0: --term-timeout) for the workers to
+ * exit, stop those still running (SIGTERM, SIGKILL after --shutdown-timeout),
+ * leave the rendezvous open so that the other nodes re-form without spending
+ * a restart, and exit: 0 when every worker exited 0, else 1. In rendezvous or
+ * a restart backoff it leaves at once and exits 0. Returns 0, or -EALREADY
+ * (draining) / -EBUSY (stopping, finishing, the rendezvous failed) with
+ * *reterr (malloc'd). */
+int agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr);
+
 /* Stop the agent exactly as if the handled signal sig (SIGTERM) had arrived:
  * the workers get sig, SIGKILL after the shutdown timeout, and elasticd exits
  * 128 + sig. A second request while stopping kills the workers at once, as a

@@ -29,6 +29,8 @@ agent_phase_name(enum agent_phase p)
 		return "closing";
 	case AGENT_PHASE_STOPPING_SIGNAL:
 		return "stopping-on-signal";
+	case AGENT_PHASE_DRAINING:
+		return "draining";
 	case AGENT_PHASE_DONE:
 		return "done";
 	}
@@ -61,6 +63,10 @@ agent_reason_name(enum agent_reason r)
 		return "no-restart exit code";
 	case AGENT_REASON_NO_PROGRESS:
 		return "no progress";
+	case AGENT_REASON_DRAIN:
+		return "drained";
+	case AGENT_REASON_DRAIN_FAILED:
+		return "drained, workers did not exit 0 in time";
 	case AGENT_REASON_UNEXPECTED:
 		return "unexpected worker group state";
 	}
@@ -149,6 +155,15 @@ static const struct rule rules[] = {
 	 * rendezvous stays open, so the job can re-form without us). */
 	{BIT(AGENT_PHASE_STOPPING_SIGNAL), ANY, ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_SIGNAL,
 	 false, false, EXIT_SIGNAL_CODE},
+	/* Drained (the drain verb): the workers had the grace to exit 0. The
+	 * agent leaves the rendezvous open, so the others re-form for free. One
+	 * that failed or had to be stopped after the grace: exit 1. */
+	{BIT(AGENT_PHASE_DRAINING), BIT(AGENT_REASON_DRAIN_FAILED), ANY, ANY, AGENT_ACTION_EXIT,
+	 AGENT_REASON_DRAIN_FAILED, false, false, EXIT_FAILURE_CODE},
+	{BIT(AGENT_PHASE_DRAINING), ANY, FAILED, ANY, AGENT_ACTION_EXIT, AGENT_REASON_DRAIN_FAILED,
+	 false, false, EXIT_FAILURE_CODE},
+	{BIT(AGENT_PHASE_DRAINING), ANY, BIT(AGENT_OUTCOME_SUCCEEDED) | BIT(AGENT_OUTCOME_STOPPED),
+	 ANY, AGENT_ACTION_EXIT, AGENT_REASON_DRAIN, false, false, EXIT_SUCCESS_CODE},
 	/* The rendezvous could not go on: the workers are stopped, exit 1. */
 	{ANY, BIT(AGENT_REASON_RDZV_FAILED), ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_RDZV_FAILED,
 	 false, false, EXIT_FAILURE_CODE},
@@ -373,6 +388,7 @@ agent_node_state(enum agent_phase p, enum agent_reason reason, int exit_code, bo
 		return have_round ? NODE_STATE_RUNNING : NODE_STATE_INIT;
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_DRAINING:
 		return have_round ? NODE_STATE_RUNNING : NODE_STATE_INIT;
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
@@ -400,6 +416,7 @@ agent_group_view_state(enum agent_phase p, enum agent_reason reason, bool have_g
 	case AGENT_PHASE_STOPPING_GROUP:
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_DRAINING:
 	case AGENT_PHASE_DONE:
 		return gs;
 	}

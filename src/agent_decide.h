@@ -34,6 +34,7 @@
  *                                |                 \-> CLOSING -> DONE (fail)
  *                                \-> EXIT_BARRIER -> CLOSING -> DONE (success)
  *   any but DONE -> STOPPING_SIGNAL -> DONE
+ *   INIT, RENDEZVOUS, RUNNING, STOPPING_GROUP, RESTARTING -> DRAINING -> DONE
  *
  * plus RENDEZVOUS -> CLOSING (the rendezvous failed) or -> DONE (a spare node
  * whose job ended), and DONE from any phase on an error the agent cannot get
@@ -47,6 +48,7 @@ enum agent_phase {
 	AGENT_PHASE_EXIT_BARRIER,    /* the group succeeded; waiting for the other nodes */
 	AGENT_PHASE_CLOSING,         /* leaving the rendezvous, then exiting */
 	AGENT_PHASE_STOPPING_SIGNAL, /* a handled signal (or a stop request) stops the workers */
+	AGENT_PHASE_DRAINING,        /* drain: notice sent, waiting for the workers, then leave */
 	AGENT_PHASE_DONE,            /* the exit status is chosen; the loop ends */
 };
 
@@ -66,6 +68,8 @@ enum agent_reason {
 	AGENT_REASON_WINDOW,          /* a worker failed; --restart-window's N restarts are spent */
 	AGENT_REASON_NO_RESTART_CODE, /* a worker exited with a --no-restart-exit-codes code */
 	AGENT_REASON_NO_PROGRESS,     /* --progress-file did not advance over K failed attempts */
+	AGENT_REASON_DRAIN,           /* drained on request: the workers exited 0 (or none ran) */
+	AGENT_REASON_DRAIN_FAILED,    /* drained, but a worker failed or outlived the grace */
 	AGENT_REASON_UNEXPECTED,      /* the group in a state it cannot stop in: a bug (last) */
 };
 

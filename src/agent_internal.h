@@ -76,6 +76,12 @@ struct agent {
 	struct agent_progress progress; /* the no-progress rule (--progress-file) */
 	uint64_t rng;                   /* the backoff's jitter: xorshift64*, seeded per process */
 
+	/* A drain under way (agent_request_drain, phase DRAINING). */
+	struct event *drain_timer;    /* the grace: stop the workers when it ends */
+	int drain_signo;              /* the notice sent to the workers */
+	int drain_timeout_s;          /* the grace, seconds */
+	uint64_t drain_deadline_usec; /* CLOCK_MONOTONIC: when it ends; 0: no grace running */
+
 	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
 	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */
 

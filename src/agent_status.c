@@ -112,6 +112,23 @@ agent_policy_json(const struct agent *a, json_t *o)
 			    cfg->progress_file ? json_integer(a->progress.stalled) : json_null());
 }
 
+/* drain: null, or while draining {signal, timeout_s, remaining_s} (the
+ * grace left; null once it is over or when no group ran). */
+static json_t *
+agent_drain_json(const struct agent *a)
+{
+	uint64_t now = now_usec();
+
+	if (a->phase != AGENT_PHASE_DRAINING) {
+		return json_null();
+	}
+	return json_pack("{s:s, s:i, s:o}", "signal", signal_name(a->drain_signo), "timeout_s",
+			 a->drain_timeout_s, "remaining_s",
+			 a->drain_deadline_usec > now
+				 ? json_real((double)(a->drain_deadline_usec - now) / USEC_PER_SEC)
+				 : json_null());
+}
+
 json_t *
 agent_status_json(struct agent *a)
 {
@@ -152,6 +169,8 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "max_restarts", json_integer(a->cfg->max_restarts));
 	json_object_set_new(o, "remaining_restarts", json_integer(a->remaining_restarts));
 	agent_policy_json(a, o);
+	json_object_set_new(o, "phase", json_string(agent_phase_name(a->phase)));
+	json_object_set_new(o, "drain", agent_drain_json(a));
 	json_object_set_new(o, "uptime_s",
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));

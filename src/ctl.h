@@ -130,6 +130,11 @@ struct ctl_agent_ops {
 	/* Re-form the group without spending a restart: 0, or -EBUSY with
 	 * *reterr (malloc'd) when no group runs. */
 	int (*restart)(void *agent, char **reterr);
+	/* Drain this node out of the job: send the notice sig (0: the agent's
+	 * default) to the workers, wait up to timeout_s (< 0: the agent's
+	 * --term-timeout) for them to exit, leave the rendezvous, exit. 0, or
+	 * -EALREADY / -EBUSY with *reterr (malloc'd) when it cannot begin. */
+	int (*drain)(void *agent, int sig, int timeout_s, char **reterr);
 	/* Stop as if the handled signal sig had arrived. */
 	void (*stop)(void *agent, int sig);
 	/* Send sig to local rank's process group (every worker for -1): 0, or

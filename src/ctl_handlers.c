@@ -221,6 +221,39 @@ handle_stop(struct ctl_call *call)
 	return 0;
 }
 
+enum { DRAIN_SIGNAL, DRAIN_TIMEOUT };
+
+/* Longest drain grace a client may ask for, seconds (a week). */
+#define DRAIN_TIMEOUT_MAX (7 * 24 * 3600)
+
+static const struct ctl_param_spec drain_params[] = {
+	[DRAIN_SIGNAL] = {.name = "signal",
+			  .type = CTL_PARAM_SIGNAL,
+			  .help = "the notice (default: the first of --forward-signals)"},
+	[DRAIN_TIMEOUT] = {.name = "timeout",
+			   .type = CTL_PARAM_INT,
+			   .min = 0,
+			   .max = DRAIN_TIMEOUT_MAX,
+			   .help = "seconds the workers get to exit (default: --term-timeout)"},
+};
+
+static int
+handle_drain(struct ctl_call *call)
+{
+	const struct ctl_param_value *v = call->args;
+	int sig = v[DRAIN_SIGNAL].set ? (int)v[DRAIN_SIGNAL].i : 0;
+	int timeout_s = v[DRAIN_TIMEOUT].set ? (int)v[DRAIN_TIMEOUT].i : -1;
+	_cleanup_free_ char *err = NULL;
+
+	if (call->agent->ops->drain(call->agent->agent, sig, timeout_s, &err) < 0) {
+		return ctl_call_error(call, "%s", err);
+	}
+	evbuffer_add_printf(call->body,
+			    "draining: the workers get the notice, then this node leaves the "
+			    "job; elasticd exits 0 once every worker has exited 0\n");
+	return 0;
+}
+
 enum { SIGNAL_RANK, SIGNAL_SIGNAL };
 
 static const struct ctl_param_spec signal_params[] = {
@@ -664,6 +697,8 @@ const struct ctl_handler ctl_handlers[] = {
 	 "every worker's Python stacks, from the workers' own servers"},
 	{"restart", false, false, NULL, 0, handle_restart,
 	 "re-form the worker group now, without spending a restart"},
+	{"drain", false, false, drain_params, ARRAY_SIZE(drain_params), handle_drain,
+	 "send the workers the notice, wait for them, leave the job for good"},
 	{"stop", false, false, NULL, 0, handle_stop, "stop the workers and exit, as on SIGTERM"},
 	{"signal", false, false, signal_params, ARRAY_SIZE(signal_params), handle_signal,
 	 "send a signal to a worker's process group (or every worker's)"},

@@ -46,8 +46,13 @@ const struct ectl_command ectl_commands[] = {
 	{"ping", ECTL_CMD_VERB, 0, 0, -1, "", "check that the agent answers", NULL},
 	{"loglevel", ECTL_CMD_VERB, 0, 0, -1, "[level=debug|info|warning|error]",
 	 "show or set the agent's log level", NULL},
-	{"drain", ECTL_CMD_VERB, 0, 0, -1, "[NAME=VALUE...]",
-	 "let this node leave the job at the next round (newer agents)", NULL},
+	{"drain", ECTL_CMD_VERB, 0, 0, -1, "[signal=SIG] [timeout=SECONDS]",
+	 "notify the workers, wait for them, leave the job for good",
+	 "Sends the workers SIG (default: the agent's first --forward-signals),\n"
+	 "waits up to SECONDS (default: its --term-timeout) for them to exit,\n"
+	 "stops those still running, and leaves the rendezvous so that the\n"
+	 "other nodes re-form without spending a restart. The agent exits 0\n"
+	 "when every worker exited 0, else 1."},
 	{"exclude", ECTL_CMD_VERB, 0, 0, -1, "[NAME=VALUE...]",
 	 "keep a node out of the job (newer agents)", NULL},
 	{"readmit", ECTL_CMD_VERB, 0, 0, -1, "[NAME=VALUE...]",

@@ -53,6 +53,12 @@ ctl_restart(void *agent, char **reterr)
 	return agent_request_restart(agent, reterr);
 }
 
+static int
+ctl_drain(void *agent, int sig, int timeout_s, char **reterr)
+{
+	return agent_request_drain(agent, sig, timeout_s, reterr);
+}
+
 static void
 ctl_stop(void *agent, int sig)
 {
@@ -76,6 +82,7 @@ static const struct ctl_agent_ops agent_ctl_ops = {
 	.stats = ctl_stats,
 	.worker = ctl_worker,
 	.restart = ctl_restart,
+	.drain = ctl_drain,
 	.stop = ctl_stop,
 	.signal = ctl_signal,
 	.nodes = ctl_nodes,

@@ -25,13 +25,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 
 CTL_WORKER = os.path.join(lib.SOURCE_ROOT, "tests", "ctl_worker.py")
-HANDLERS = ["ping", "status", "events", "logs", "nodes", "metrics", "dump_traceback", "restart", "stop",
-            "signal", "loglevel"]
+HANDLERS = ["ping", "status", "events", "logs", "nodes", "metrics", "dump_traceback", "restart",
+            "drain", "stop", "signal", "loglevel"]
 STATUS_KEYS = ["run_id", "node", "hostname", "pid", "version", "role", "rdzv_backend",
                "node_state", "round", "group_rank", "group_world_size", "world_size",
                "local_world_size", "master_addr", "master_port", "worker_state", "restart_count",
                "max_restarts", "remaining_restarts", "next_attempt_in_s", "restarts_in_window",
-               "attempts_without_progress", "uptime_s", "run_dir", "workers",
+               "attempts_without_progress", "phase", "drain", "uptime_s", "run_dir", "workers",
                "control_socket"]
 WORKER_KEYS = ["local_rank", "global_rank", "role_rank", "pid", "state", "exitcode",
                "exit_status", "signal", "start_time", "exit_time", "gpu", "numa_nodes", "cpus",

@@ -323,14 +323,28 @@ class ElasticctlTest(lib.ElasticdTestCase):
         self.assertCtl(r, 1)
         self.assertIn("elasticctl: loglevel: Invalid value for level", r.err)
         # A verb elasticctl knows and this agent does not (it is older).
-        r = self.ctl("-s", sock, "drain")
+        r = self.ctl("-s", sock, "exclude")
         self.assertCtl(r, 1)
-        self.assertIn("has no 'drain' handler (it is older than this elasticctl); it answers: "
+        self.assertIn("has no 'exclude' handler (it is older than this elasticctl); it answers: "
                       "ping, status,", r.err)
         # Neither knows it.
         r = self.ctl("-s", sock, "frobnicate", "x=1")
         self.assertCtl(r, 2)
         self.assertIn("has no 'frobnicate' handler; it answers: ping,", r.err)
+
+    def test_drain(self):
+        # The workers take SIGTERM as their notice and exit 0: the agent exits 0.
+        a, sock = self.start_agent(nproc=1)
+        self.wait_workers(sock, n=1)
+        r = self.ctl("-s", sock, "drain", "signal=TERM", "timeout=30")
+        self.assertCtl(r, 0)
+        self.assertIn("draining", r.out)
+        res = a.wait(30)
+        self.assertRc(res, 0)
+        self.assertIn("drain: the workers exited; leaving the job (exit status 0)", res.err)
+        r = self.ctl("help", "drain")
+        self.assertCtl(r, 0)
+        self.assertIn("timeout=", r.out)
 
     def test_usage(self):
         for args, flag in [(["logs", "0", "-n", "x"], "-n: expected an integer"),

@@ -193,6 +193,28 @@ static const struct decide_case decide_cases[] = {
 	{"detailed: the rendezvous failed is 1",
 	 {P(STOPPING_GROUP), R(RDZV_FAILED), O(STOPPED), 0, 3, 3, .detailed_exit = true},
 	 {A(EXIT), R(RDZV_FAILED), false, 1}},
+	/* Drain (the drain verb): leave the job, never restart. */
+	{"drained: the workers exited 0 after the notice, exit 0",
+	 {P(DRAINING), R(DRAIN), O(SUCCEEDED), 0, 3, 3},
+	 {A(EXIT), R(DRAIN), false, 0}},
+	{"drained while a re-form stopped the group: exit 0",
+	 {P(DRAINING), R(DRAIN), O(STOPPED), 0, 3, 3},
+	 {A(EXIT), R(DRAIN), false, 0}},
+	{"drained with no restart left: still exit 0, nothing spent",
+	 {P(DRAINING), R(DRAIN), O(SUCCEEDED), 0, 0, 3, .detailed_exit = true},
+	 {A(EXIT), R(DRAIN), false, 0}},
+	{"drained, a worker failed after the notice: exit 1, no restart",
+	 {P(DRAINING), R(DRAIN), O(FAILED), 0, 3, 3},
+	 {A(EXIT), R(DRAIN_FAILED), false, 1}},
+	{"drained, a worker outlived the grace and was stopped: exit 1",
+	 {P(DRAINING), R(DRAIN_FAILED), O(STOPPED), 0, 3, 3},
+	 {A(EXIT), R(DRAIN_FAILED), false, 1}},
+	{"drained, a no-restart exit code does not matter",
+	 {P(DRAINING), R(DRAIN), O(FAILED), 0, 3, 3, .no_restart_code = true},
+	 {A(EXIT), R(DRAIN_FAILED), false, 1}},
+	{"drained, group still HEALTHY after stopping: a bug, exit 1",
+	 {P(DRAINING), R(DRAIN), O(UNEXPECTED), 0, 3, 3},
+	 {A(EXIT), R(UNEXPECTED), false, 1}},
 	/* Bugs. */
 	{"group still HEALTHY after stopping: exit 1",
 	 {P(RUNNING), R(NONE), O(UNEXPECTED), 0, 3, 3},
@@ -251,6 +273,10 @@ test_decide_total(void **state)
 						     !(left & 2)));
 					/* Only a failure restart waits. */
 					assert_true((d.delay_usec > 0) == d.spends_restart);
+					/* A drain never restarts, whatever ended it. */
+					if (p == AGENT_PHASE_DRAINING) {
+						assert_int_equal(d.action, AGENT_ACTION_EXIT);
+					}
 					if (p == AGENT_PHASE_STOPPING_SIGNAL) {
 						assert_int_equal(d.action, AGENT_ACTION_EXIT);
 						assert_int_equal(d.exit_code, 128 + SIGTERM);
@@ -303,6 +329,9 @@ static const struct node_case node_cases[] = {
 	{P(CLOSING), R(SUCCEEDED), 0, true, NODE_STATE_SUCCEEDED},
 	{P(CLOSING), R(WORKER_FAILED), 1, true, NODE_STATE_FAILED},
 	{P(CLOSING), R(RDZV_FAILED), 1, false, NODE_STATE_FAILED},
+	{P(DRAINING), R(DRAIN), 0, true, NODE_STATE_RUNNING},
+	{P(DRAINING), R(DRAIN), 0, false, NODE_STATE_INIT},
+	{P(DONE), R(DRAIN), 0, true, NODE_STATE_SUCCEEDED},
 	{P(DONE), R(NONE), 0, false, NODE_STATE_SUCCEEDED},
 	{P(DONE), R(SIGNAL), 143, true, NODE_STATE_FAILED},
 };
@@ -341,6 +370,8 @@ static const struct view_case view_cases[] = {
 	{P(CLOSING), R(WORKER_FAILED), true, WORKER_STATE_FAILED, WORKER_STATE_FAILED},
 	{P(EXIT_BARRIER), R(SUCCEEDED), true, WORKER_STATE_SUCCEEDED, WORKER_STATE_SUCCEEDED},
 	{P(STOPPING_SIGNAL), R(SIGNAL), true, WORKER_STATE_STOPPED, WORKER_STATE_STOPPED},
+	{P(DRAINING), R(DRAIN), true, WORKER_STATE_HEALTHY, WORKER_STATE_HEALTHY},
+	{P(DRAINING), R(DRAIN), true, WORKER_STATE_SUCCEEDED, WORKER_STATE_SUCCEEDED},
 };
 
 static void
@@ -371,6 +402,8 @@ test_names(void **state)
 	assert_string_equal(agent_reason_name(R(MEMBERSHIP)), "membership change");
 	assert_string_equal(agent_reason_name(R(REQUESTED)), "requested over the control socket");
 	assert_string_equal(agent_reason_name(R(EXHAUSTED)), "restarts exhausted");
+	assert_string_equal(agent_phase_name(P(DRAINING)), "draining");
+	assert_string_equal(agent_reason_name(R(DRAIN)), "drained");
 }
 
 /* --restart-window: restarts less than W old count; unused slots do not. */

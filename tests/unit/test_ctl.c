@@ -31,6 +31,7 @@ struct fake_agent {
 	int restarts, stops, stop_sig, signals, signal_rank, signal_sig;
 	int nodes;
 	bool nodes_err;
+	int drains, drain_sig, drain_timeout, drain_err;
 	int restart_err; /* what restart returns */
 	bool have_group;
 	char log_path[128];
@@ -91,6 +92,20 @@ fake_restart(void *agent, char **reterr)
 	return f->restart_err;
 }
 
+static int
+fake_drain(void *agent, int sig, int timeout_s, char **reterr)
+{
+	struct fake_agent *f = agent;
+
+	f->drains++;
+	f->drain_sig = sig;
+	f->drain_timeout = timeout_s;
+	if (f->drain_err) {
+		*reterr = xstrdup("the agent is draining already");
+	}
+	return f->drain_err;
+}
+
 static void
 fake_stop(void *agent, int sig)
 {
@@ -130,6 +145,7 @@ static const struct ctl_agent_ops fake_ops = {
 	.stats = fake_stats,
 	.worker = fake_worker,
 	.restart = fake_restart,
+	.drain = fake_drain,
 	.stop = fake_stop,
 	.signal = fake_signal,
 	.nodes = fake_nodes,
@@ -358,6 +374,45 @@ test_restart_stop_signal(void **state)
 }
 
 static void
+test_drain(void **state)
+{
+	struct fixture *fx = *state;
+	char *r;
+
+	/* Defaults: the agent's notice (0) and grace (-1). */
+	r = request(fx, "POST", "/handler/drain");
+	assert_int_equal(status_of(r), 200);
+	assert_int_equal(fx->fake.drains, 1);
+	assert_int_equal(fx->fake.drain_sig, 0);
+	assert_int_equal(fx->fake.drain_timeout, -1);
+	free(r);
+	r = request(fx, "POST", "/handler/drain?signal=USR2&timeout=30");
+	assert_int_equal(status_of(r), 200);
+	assert_int_equal(fx->fake.drain_sig, SIGUSR2);
+	assert_int_equal(fx->fake.drain_timeout, 30);
+	free(r);
+	/* Refused before the agent: GET, a bad signal, a grace out of range. */
+	r = request(fx, "GET", "/handler/drain");
+	assert_int_equal(status_of(r), 405);
+	free(r);
+	r = request(fx, "POST", "/handler/drain?signal=NOPE");
+	assert_int_equal(status_of(r), 400);
+	free(r);
+	r = request(fx, "POST", "/handler/drain?timeout=-1");
+	assert_int_equal(status_of(r), 400);
+	free(r);
+	r = request(fx, "POST", "/handler/drain?timeout=604801");
+	assert_int_equal(status_of(r), 400);
+	free(r);
+	assert_int_equal(fx->fake.drains, 2);
+	fx->fake.drain_err = -EALREADY;
+	r = request(fx, "POST", "/handler/drain");
+	assert_int_equal(status_of(r), 500);
+	assert_string_equal(body_of(r), "Handler drain failed: the agent is draining already");
+	free(r);
+}
+
+static void
 test_worker_views(void **state)
 {
 	struct fixture *fx = *state;
@@ -396,6 +451,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_nodes_through_ops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metrics_typed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_stop_signal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_worker_views, setup, teardown),
 	};
 

@@ -324,7 +324,7 @@ test_handler_table(void **state)
 {
 	static const char *const expected[] = {"ping",  "status",  "events",         "logs",
 					       "nodes", "metrics", "dump_traceback", "restart",
-					       "stop",  "signal",  "loglevel"};
+					       "drain", "stop",    "signal",         "loglevel"};
 
 	assert_int_equal(ctl_n_handlers, ARRAY_SIZE(expected));
 	for (size_t i = 0; i < ctl_n_handlers; i++) {
@@ -348,6 +348,7 @@ test_handler_table(void **state)
 	assert_null(ctl_handler_find("PING"));
 	/* What changes the agent's state needs POST. */
 	assert_false(ctl_handler_find("restart")->read_only);
+	assert_false(ctl_handler_find("drain")->read_only);
 	assert_false(ctl_handler_find("stop")->read_only);
 	assert_false(ctl_handler_find("signal")->read_only);
 	assert_false(ctl_handler_find("loglevel")->read_only);
