@@ -61,6 +61,8 @@ agent_reason_name(enum agent_reason r)
 		return "no-restart exit code";
 	case AGENT_REASON_NO_PROGRESS:
 		return "no progress";
+	case AGENT_REASON_HANG:
+		return "worker hang";
 	case AGENT_REASON_UNEXPECTED:
 		return "unexpected worker group state";
 	}
@@ -100,6 +102,17 @@ agent_outcome_of(enum worker_state s)
 		return AGENT_OUTCOME_UNEXPECTED;
 	}
 	return AGENT_OUTCOME_UNEXPECTED;
+}
+
+enum agent_outcome
+agent_outcome_after(enum worker_state s, enum agent_reason stop_reason)
+{
+	enum agent_outcome o = agent_outcome_of(s);
+
+	if (stop_reason == AGENT_REASON_HANG && o == AGENT_OUTCOME_STOPPED) {
+		return AGENT_OUTCOME_FAILED;
+	}
+	return o;
 }
 
 /* ---- the decision table ---------------------------------------------------- */
