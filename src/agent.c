@@ -22,6 +22,8 @@
 #include "errfile.h"
 #include "events.h"
 #include "filetimer_server.h"
+#include "agent_hang.h"
+#include "hang.h"
 #include "group.h"
 #include "log.h"
 #include "numa.h"
@@ -805,15 +807,16 @@ static void
 agent_report_failure(struct agent *a)
 {
 	struct group *g = a->group;
-	size_t n = 0, root;
+	size_t n = 0, root, hung_at = SIZE_MAX;
 	struct process_failure *f = xcalloc(group_size(g), sizeof(*f));
 	const char *own = wenv_get(a->env, "TORCHELASTIC_ERROR_FILE");
 	char *title, *table;
 
 	for (size_t i = 0; i < group_size(g); i++) {
 		struct worker *w = group_worker(g, i);
+		bool hung = a->hung && (int)i == a->hang_fired.local_rank;
 
-		if (!w->failed) {
+		if (!w->failed && !hung) {
 			continue;
 		}
 		process_failure_init(&f[n], w->local_rank, w->global_rank, w->pid, w->exitcode,
@@ -827,14 +830,22 @@ agent_report_failure(struct agent *a)
 			f[n].message = xasprintf("elasticd could not execute the worker: %s",
 						 strerror(w->exec_errno));
 		}
+		if (hung) {
+			hung_at = n;
+		}
 		n++;
 	}
 	if (n == 0) {
 		free(f);
 		return;
 	}
-	root = errfile_root_cause(f, n);
-	agent_report_add_stderr(&f[root], group_worker(g, (size_t)f[root].local_rank));
+	root = hung_at < n ? hung_at : errfile_root_cause(f, n);
+	if (hung_at < n) {
+		free(f[root].message);
+		f[root].message = xstrdup(a->hang_cause);
+	} else {
+		agent_report_add_stderr(&f[root], group_worker(g, (size_t)f[root].local_rank));
+	}
 	title = xasprintf("%s FAILED", group_entrypoint_name(g));
 	table = errfile_format_table(title, f, n, root, host_fqdn());
 	{
@@ -884,6 +895,43 @@ group_outcome_cb(struct group *g, enum worker_state state, void *arg)
 		agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_WORKER_FAILED,
 				"a worker failed");
 	}
+}
+
+/* elasticd.worker.hang: the rule that fired on worker w. */
+static void
+agent_record_hang(struct agent *a, const struct hang_fired *f, const struct worker *w)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.worker.hang", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_int(&ev, "attempt", a->restart_count);
+	elastic_event_set_string(&ev, "rule", hang_rule_name(f->rule));
+	elastic_event_set_int(&ev, "local_rank", f->local_rank);
+	elastic_event_set_int(&ev, "global_rank", w->global_rank);
+	elastic_event_set_int(&ev, "pid", (long long)w->pid);
+	elastic_event_set_double(&ev, "idle_s", f->idle_s);
+	elastic_event_set_double(&ev, "limit_s", f->limit_s);
+	elastic_event_set_string(&ev, "reason", a->hang_cause);
+	agent_record(a, &ev);
+}
+
+void
+agent_on_hang(struct agent *a, const struct hang_fired *f)
+{
+	const struct worker *w = group_worker(a->group, (size_t)f->local_rank);
+	struct hang_rules rules = agent_hang_rules(a);
+
+	a->hung = true;
+	a->hang_fired = *f;
+	free(a->hang_cause);
+	a->hang_cause = hang_describe(&rules, f);
+	a->stats.hangs[f->rule]++;
+	log_error("[%s] %s (pid %d, idle %.1f s): stopping the worker group", a->cfg->role,
+		  a->hang_cause, (int)w->pid, f->idle_s);
+	agent_record_hang(a, f, w);
+	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_HANG, a->hang_cause);
 }
 
 /* ---- the restart policy ------------------------------------------------ */
@@ -972,7 +1020,7 @@ agent_decide_inputs(struct agent *a, struct agent_decide_in *in)
 	*in = (struct agent_decide_in){
 		.phase = a->phase,
 		.stop_reason = a->reason,
-		.outcome = agent_outcome_of(group_state(a->group)),
+		.outcome = agent_outcome_after(group_state(a->group), a->reason),
 		.signo = a->signo,
 		.remaining_restarts = a->remaining_restarts,
 		.max_restarts = cfg->max_restarts,
@@ -1039,6 +1087,7 @@ agent_log_no_restart(struct agent *a)
 	case AGENT_REASON_SIGNAL:
 	case AGENT_REASON_DRAIN:
 	case AGENT_REASON_DRAIN_FAILED:
+	case AGENT_REASON_HANG:
 	case AGENT_REASON_UNEXPECTED:
 		return;
 	}
@@ -1162,6 +1211,7 @@ agent_exit_stopped(struct agent *a)
 	case AGENT_REASON_WINDOW:
 	case AGENT_REASON_NO_RESTART_CODE:
 	case AGENT_REASON_NO_PROGRESS:
+	case AGENT_REASON_HANG:
 		break;
 	}
 	agent_exit(a, d->exit_code, d->reason, "workers stopped");
@@ -1180,9 +1230,12 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 		log_debug("%s: the group stopped after the exit was chosen, ignoring", __func__);
 		return;
 	}
-	/* The group's FileTimer goes with it (torchrun stops its watchdog). */
+	/* The group's FileTimer goes with it (torchrun stops its watchdog), and
+	 * so does its hang watch. */
 	filetimer_server_free(a->ftimer);
 	a->ftimer = NULL;
+	agent_hang_free(a->hang);
+	a->hang = NULL;
 	agent_decide_inputs(a, &in);
 	a->decision = agent_decide(&in);
 	log_debug("%s: %s (%s)%s, delay %.3f s", __func__, agent_action_name(a->decision.action),
@@ -1288,6 +1341,11 @@ agent_start_group(struct agent *a)
 	char *attempt_dir = NULL, *err = NULL;
 	uint64_t assign_start;
 
+	agent_hang_free(a->hang);
+	a->hang = NULL;
+	a->hung = false;
+	free(a->hang_cause);
+	a->hang_cause = NULL;
 	group_free(a->group);
 	a->group = NULL;
 	filetimer_server_free(a->ftimer);
@@ -1316,6 +1374,7 @@ agent_start_group(struct agent *a)
 	a->group_start_usec = now_usec();
 	agent_set_phase(a, AGENT_PHASE_RUNNING, AGENT_REASON_NONE, "workers started");
 	group_start(a->group);
+	a->hang = agent_hang_new(a);
 	sd_notify_status(a->sd,
 			 "running round %d with %d workers (group rank %d of %d nodes, attempt %d)",
 			 a->round.round, a->local_world_size, a->round.group_rank,
@@ -2236,6 +2295,8 @@ agent_free(struct agent *a)
 	if (!a) {
 		return;
 	}
+	agent_hang_free(a->hang);
+	free(a->hang_cause);
 	group_free(a->group);
 	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);

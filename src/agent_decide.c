@@ -67,6 +67,8 @@ agent_reason_name(enum agent_reason r)
 		return "drained";
 	case AGENT_REASON_DRAIN_FAILED:
 		return "drained, workers did not exit 0 in time";
+	case AGENT_REASON_HANG:
+		return "worker hang";
 	case AGENT_REASON_UNEXPECTED:
 		return "unexpected worker group state";
 	}
@@ -106,6 +108,17 @@ agent_outcome_of(enum worker_state s)
 		return AGENT_OUTCOME_UNEXPECTED;
 	}
 	return AGENT_OUTCOME_UNEXPECTED;
+}
+
+enum agent_outcome
+agent_outcome_after(enum worker_state s, enum agent_reason stop_reason)
+{
+	enum agent_outcome o = agent_outcome_of(s);
+
+	if (stop_reason == AGENT_REASON_HANG && o == AGENT_OUTCOME_STOPPED) {
+		return AGENT_OUTCOME_FAILED;
+	}
+	return o;
 }
 
 /* ---- the decision table ---------------------------------------------------- */

@@ -70,6 +70,7 @@ enum agent_reason {
 	AGENT_REASON_NO_PROGRESS,     /* --progress-file did not advance over K failed attempts */
 	AGENT_REASON_DRAIN,           /* drained on request: the workers exited 0 (or none ran) */
 	AGENT_REASON_DRAIN_FAILED,    /* drained, but a worker failed or outlived the grace */
+	AGENT_REASON_HANG,            /* a hang rule fired (hang.h): the agent stops the group */
 	AGENT_REASON_UNEXPECTED,      /* the group in a state it cannot stop in: a bug (last) */
 };
 
@@ -88,6 +89,12 @@ enum agent_outcome {
 
 /* The outcome a group in WorkerState s stopped with. */
 enum agent_outcome agent_outcome_of(enum worker_state s);
+
+/* The outcome of a group in WorkerState s that the agent was stopping for
+ * stop_reason: as agent_outcome_of, except that a group stopped because a
+ * hang rule fired failed (its attempt is a failure, with the restart
+ * policy's rules). Pure. */
+enum agent_outcome agent_outcome_after(enum worker_state s, enum agent_reason stop_reason);
 
 /* What the agent does once the group has stopped. */
 enum agent_action {

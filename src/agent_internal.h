@@ -9,6 +9,7 @@
 
 #include "agent_decide.h"
 #include "ctl.h"
+#include "hang.h"
 #include "rdzv.h"
 
 struct config;
@@ -21,6 +22,8 @@ struct group;
 struct numa_plan;
 struct sd_notifier;
 struct sentinel;
+
+struct agent_hang;
 
 struct agent {
 	struct event_base *base;
@@ -42,6 +45,10 @@ struct agent {
 	char **round_roles; /* owned copies of round.nodes[].role */
 	struct group *group;
 	struct filetimer_server *ftimer; /* torch's FileTimer for the group, NULL: off */
+	struct agent_hang *hang;         /* the hang rules' watch of the group, NULL: off */
+	bool hung;                       /* a hang rule fired in this attempt ... */
+	struct hang_fired hang_fired;    /* ... this one ... */
+	char *hang_cause;                /* ... with this root cause (hang_describe) */
 
 	/* What the agent is doing (agent_set_phase), and why it entered it. */
 	enum agent_phase phase;
@@ -96,6 +103,10 @@ struct agent {
 /* torch's _NodeDesc of this agent ("<fqdn>_<pid>_0"), for RdzvEvent messages
  * and the status. Made on first use; borrowed from the agent. */
 const char *agent_node_desc(struct agent *a);
+
+/* A hang rule fired (agent_hang.c): record it (log, event, metrics) and stop
+ * the group; its attempt then counts as a failure with f as root cause. */
+void agent_on_hang(struct agent *a, const struct hang_fired *f);
 
 /* ---- agent_report.c: what a failure leaves behind -------------------------- */
 

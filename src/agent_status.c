@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent_hang.h"
 #include "config.h"
 #include "group.h"
 #include "numa.h"
@@ -129,6 +130,32 @@ agent_drain_json(const struct agent *a)
 				 : json_null());
 }
 
+/* "hang_rules": "off", or the rules; "hang_watch": whether a timer watches
+ * the group; "hang": the root cause of this attempt's hang, or null. */
+static void
+agent_hang_json(const struct agent *a, json_t *o)
+{
+	struct hang_rules r = agent_hang_rules(a);
+	json_t *rules;
+
+	if (!hang_rules_on(&r)) {
+		rules = json_string("off");
+	} else {
+		rules = json_object();
+		json_object_set_new(rules, "silence_s",
+				    r.silence_s > 0 ? json_real(r.silence_s) : json_null());
+		json_object_set_new(rules, "cadence", json_str_or_null(r.cadence));
+		json_object_set_new(rules, "cadence_interval_s",
+				    r.cadence ? json_real(r.cadence_s) : json_null());
+		json_object_set_new(rules, "cadence_start_s",
+				    r.cadence_start_s > 0 ? json_real(r.cadence_start_s)
+							  : json_null());
+	}
+	json_object_set_new(o, "hang_rules", rules);
+	json_object_set_new(o, "hang_watch", json_boolean(a->hang != NULL));
+	json_object_set_new(o, "hang", json_str_or_null(a->hung ? a->hang_cause : NULL));
+}
+
 json_t *
 agent_status_json(struct agent *a)
 {
@@ -174,8 +201,13 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "uptime_s",
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));
+	agent_hang_json(a, o);
 	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
-		json_array_append_new(workers, agent_worker_json(a, group_worker(a->group, i)));
+		json_t *w = agent_worker_json(a, group_worker(a->group, i));
+		json_t *h = agent_hang_rank_json(a->hang, (int)i, now_usec());
+
+		json_object_set_new(w, "hang", h ? h : json_null());
+		json_array_append_new(workers, w);
 	}
 	json_object_set_new(o, "workers", workers);
 	return o;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "config_file.h"
+#include "hang.h"
 #include "config_policy.h"
 #include "numa.h"
 #include "util.h"
@@ -204,6 +205,7 @@ enum option_kind {
 enum option_group {
 	GROUP_WORKERS,
 	GROUP_RESTARTS,
+	GROUP_HANG,
 	GROUP_RDZV,
 	GROUP_LOGS,
 	GROUP_SIGNALS,
@@ -933,6 +935,52 @@ static const struct config_option options[] = {
 			"elasticd(8)).",
 	},
 
+	/* Hang detection (hang.h): no PET_ variables, as other elasticd-only
+	 * options outside torchrun's restart policy. */
+	{
+		.name = "hang-silence",
+		.kind = OPT_VALUE,
+		.def = "0",
+		.set = set_seconds,
+		.offset = offsetof(struct config, hang_silence),
+		.group = GROUP_HANG,
+		.metavar = "SECONDS",
+		.help = "A rank that wrote output and then writes no byte to stdout or stderr "
+			"for this long is hung: the attempt fails (0: off; needs -r or -t).",
+	},
+	{
+		.name = "hang-cadence",
+		.kind = OPT_VALUE,
+		.set = set_string,
+		.offset = offsetof(struct config, hang_cadence),
+		.group = GROUP_HANG,
+		.metavar = "REGEX",
+		.help = "A POSIX extended regular expression (e.g. 'step [0-9]+') that must "
+			"match a line of each rank at least every --hang-cadence-interval "
+			"seconds once it has matched once.",
+	},
+	{
+		.name = "hang-cadence-interval",
+		.kind = OPT_VALUE,
+		.def = "0",
+		.set = set_seconds,
+		.offset = offsetof(struct config, hang_cadence_interval),
+		.group = GROUP_HANG,
+		.metavar = "SECONDS",
+		.help = "The longest gap between two --hang-cadence matches.",
+	},
+	{
+		.name = "hang-cadence-start",
+		.kind = OPT_VALUE,
+		.def = "0",
+		.set = set_seconds,
+		.offset = offsetof(struct config, hang_cadence_start),
+		.group = GROUP_HANG,
+		.metavar = "SECONDS",
+		.help = "The first --hang-cadence match must come within this long of the "
+			"rank's start (0: no limit).",
+	},
+
 	/* Rendezvous. */
 	{
 		.name = "nnodes",
@@ -1303,11 +1351,9 @@ static const struct config_option options[] = {
 };
 
 static const char *const group_titles[GROUP_COUNT] = {
-	[GROUP_WORKERS] = "Workers",
-	[GROUP_RESTARTS] = "Restart policy",
-	[GROUP_RDZV] = "Rendezvous",
-	[GROUP_LOGS] = "Logs and output",
-	[GROUP_SIGNALS] = "Signals and shutdown",
+	[GROUP_WORKERS] = "Workers",      [GROUP_RESTARTS] = "Restart policy",
+	[GROUP_HANG] = "Hang detection",  [GROUP_RDZV] = "Rendezvous",
+	[GROUP_LOGS] = "Logs and output", [GROUP_SIGNALS] = "Signals and shutdown",
 	[GROUP_OTHER] = "Other",
 };
 
@@ -1972,6 +2018,13 @@ check_all(struct config *ret, const enum option_source *src, char **reterr)
 		*reterr = xstrdup("--numa-membind needs --numa-binding");
 		return -EINVAL;
 	}
+	r = hang_rules_check(&(struct hang_rules){ret->hang_silence, ret->hang_cadence,
+						  ret->hang_cadence_interval,
+						  ret->hang_cadence_start},
+			     reterr);
+	if (r < 0) {
+		return r;
+	}
 	return config_check_policy(ret, given(src, "term-timeout"), given(src, "forward-signals"),
 				   given(src, "progress-attempts"), reterr);
 }
@@ -2099,6 +2152,7 @@ config_release(struct config *cfg)
 	free(cfg->forward_signals);
 	free(cfg->no_restart_exit_codes);
 	free(cfg->progress_file);
+	free(cfg->hang_cadence);
 	free(cfg->event_log_handler);
 	free(cfg->event_log_file);
 	free(cfg->control_socket);

@@ -153,6 +153,12 @@ struct config {
 	char **args; /* NULL-terminated strv, may be empty; never NULL after CONFIG_RUN */
 
 	char *config_file; /* --config FILE as given, or NULL */
+
+	/* Zero-code hang rules (hang.h); 0 / NULL: off. */
+	double hang_silence;          /* --hang-silence SECONDS */
+	char *hang_cadence;           /* --hang-cadence REGEX */
+	double hang_cadence_interval; /* --hang-cadence-interval SECONDS */
+	double hang_cadence_start;    /* --hang-cadence-start SECONDS */
 };
 
 /* What config_parse asks the caller to do. */

@@ -77,6 +77,7 @@ struct ctl_agent_counters {
 	uint64_t worker_starts;       /* worker processes started */
 	uint64_t worker_exits;        /* worker processes reaped */
 	uint64_t file_timer_expired;  /* pids whose torch FileTimer expired (filetimer_server.h) */
+	uint64_t hangs[3];            /* hang rules fired, by enum hang_rule (hang.h) */
 	/* Workers that failed (exited non-zero, or could not start, before any
 	 * stop), by exit code: index exitcode - CTL_EXITCODE_MIN. */
 	uint64_t worker_failures[CTL_EXITCODE_MAX - CTL_EXITCODE_MIN + 1];

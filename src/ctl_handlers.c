@@ -476,6 +476,14 @@ metrics_workers(struct evbuffer *b, const struct ctl_agent_counters *as)
 	metric_u64(b, "elasticd_file_timer_expired_total", "counter",
 		   "Worker pids whose torch FileTimer (TORCHELASTIC_TIMER_FILE) expired.",
 		   as->file_timer_expired);
+	metric_head(b, "elasticd_worker_hangs_total", "counter",
+		    "Hang rules that fired (--hang-silence, --hang-cadence), by rule.");
+	for (size_t r = 0; r < ARRAY_SIZE(as->hangs); r++) {
+		static const char *const names[] = {"silence", "cadence", "cadence-start"};
+
+		evbuffer_add_printf(b, "elasticd_worker_hangs_total{rule=\"%s\"} %llu\n", names[r],
+				    (unsigned long long)as->hangs[r]);
+	}
 }
 
 /* The event recorder and the control plane itself. */

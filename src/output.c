@@ -182,6 +182,8 @@ struct tee {
 	bool done;
 	void (*eof_cb)(struct tee *t, void *arg);
 	void *arg;
+	void (*watch)(const char *buf, size_t len, void *arg); /* tee_watch */
+	void *watch_arg;
 };
 
 /* A line on its way to the console: keep it for filtered_fd if it matches. */
@@ -202,6 +204,9 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 	char *out = NULL;
 	size_t out_len = 0;
 
+	if (len > 0 && t->watch) {
+		t->watch(buf, len, t->watch_arg);
+	}
 	if (t->file_fd >= 0) {
 		(void)write_all(t->file_fd, buf, len);
 	}
@@ -306,6 +311,13 @@ tee_duplicate(struct tee *t, int fd, char *const *needles)
 	t->needles = needles;
 	t->prefixer.line_cb = tee_line_cb;
 	t->prefixer.line_arg = t;
+}
+
+void
+tee_watch(struct tee *t, void (*cb)(const char *buf, size_t len, void *arg), void *arg)
+{
+	t->watch = cb;
+	t->watch_arg = arg;
 }
 
 void

@@ -62,6 +62,11 @@ struct tee *tee_new(struct event_base *base, int pipe_fd, int file_fd, struct co
  * per read. Call right after tee_new, before the loop runs. */
 void tee_duplicate(struct tee *t, int fd, char *const *needles);
 
+/* Also show every byte read from the pipe, as read (before any prefix), to
+ * cb(buf, len, arg) from the loop; cb NULL stops it. The hang rules watch
+ * the workers' output through this. */
+void tee_watch(struct tee *t, void (*cb)(const char *buf, size_t len, void *arg), void *arg);
+
 /* Read what is buffered in the pipe now, pass it on, flush the held partial
  * line and stop (no eof_cb). For stops that cannot wait for end of file. */
 void tee_drain_and_close(struct tee *t);

@@ -304,6 +304,13 @@ test_outcome_of(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		assert_int_equal(agent_outcome_of(cases[i].s), cases[i].want);
 	}
+	/* A group the agent stopped for a hang failed; other stops did not. */
+	assert_int_equal(agent_outcome_after(WORKER_STATE_STOPPED, AGENT_REASON_HANG), O(FAILED));
+	assert_int_equal(agent_outcome_after(WORKER_STATE_FAILED, AGENT_REASON_HANG), O(FAILED));
+	assert_int_equal(agent_outcome_after(WORKER_STATE_STOPPED, AGENT_REASON_MEMBERSHIP),
+			 O(STOPPED));
+	assert_int_equal(agent_outcome_after(WORKER_STATE_SUCCEEDED, AGENT_REASON_HANG),
+			 O(SUCCEEDED));
 }
 
 struct node_case {

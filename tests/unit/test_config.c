@@ -167,6 +167,10 @@ render(const struct config *cfg, const char *key)
 		return xasprintf("%d", cfg->progress_attempts);
 	} else if (strcmp(key, "exit_codes") == 0) {
 		return xstrdup(cfg->exit_codes_detailed ? "detailed" : "torchrun");
+	} else if (strcmp(key, "hang") == 0) {
+		return xasprintf("%g %s %g %g", cfg->hang_silence,
+				 cfg->hang_cadence ? cfg->hang_cadence : "(null)",
+				 cfg->hang_cadence_interval, cfg->hang_cadence_start);
 	} else if (strcmp(key, "virtual_local_rank") == 0) {
 		return xasprintf("%d", cfg->virtual_local_rank);
 	} else if (strcmp(key, "event_log_handler") == 0) {
@@ -564,6 +568,13 @@ static const struct ok_case ok_cases[] = {
 		    {"progress_attempts", "3"},
 		    {"exit_codes", "torchrun"}}},
 	{.argv = ARGV("--restart-backoff", "0.2:0.8", "t"), .expect = {{"backoff", "0.2:0.8"}}},
+	/* Hang rules: off by default; elasticd's own, so no PET_ variable. */
+	{.argv = ARGV("t"),
+	 .envp = ENV("PET_HANG_SILENCE=5"),
+	 .expect = {{"hang", "0 (null) 0 0"}}},
+	{.argv = ARGV("--hang-silence", "2.5", "--hang-cadence", "step [0-9]+",
+		      "--hang-cadence-interval=60", "--hang_cadence_start", "300", "t"),
+	 .expect = {{"hang", "2.5 step [0-9]+ 60 300"}}},
 	{.argv = ARGV("--restart_backoff=5", "t"), .expect = {{"backoff", "5:5"}}},
 	{.argv = ARGV("--restart-backoff", "0", "t"), .expect = {{"backoff", "0:0"}}},
 	{.argv = ARGV("t"),
@@ -831,6 +842,13 @@ static const struct err_case err_cases[] = {
 	{ARGV("--signals-to-handle", "USR1", "t"),
 	 ENV("PET_FORWARD_SIGNALS=USR1"),
 	 {"--forward-signals: SIGUSR1 is also in --signals-to-handle"}},
+	/* Hang rules. */
+	{ARGV("--hang-silence", "x", "t"), NULL, {"--hang-silence: invalid value 'x'"}},
+	{ARGV("--hang-cadence", "step", "t"), NULL, {"needs --hang-cadence-interval"}},
+	{ARGV("--hang-cadence", "a(", "--hang-cadence-interval", "1", "t"),
+	 NULL,
+	 {"--hang-cadence: 'a(' is not a regular expression"}},
+	{ARGV("--hang-cadence-start", "5", "t"), NULL, {"need --hang-cadence"}},
 	/* The restart policy. */
 	{ARGV("--restart-backoff", "x", "t"),
 	 NULL,

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""Zero-code hang rules (--hang-silence, --hang-cadence): a rank that goes
+silent, or whose step lines stop, fails its attempt (restarted while restarts
+remain) with the rule as root cause; a rank that never printed is not silent;
+with no rule nothing is armed."""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lib  # noqa: E402
+from test_ctl import curl  # noqa: E402
+
+# Attempt 0: prints, records when, then goes silent (sleeps); later attempts
+# exit 0. argv[1]: the output directory.
+SILENT = r"""
+import os, sys, time
+out = sys.argv[1]
+n = int(os.environ['TORCHELASTIC_RESTART_COUNT'])
+with open(os.path.join(out, 'attempts'), 'a') as f:
+    f.write('%d %.6f\n' % (n, time.monotonic()))
+if n > 0:
+    sys.exit(0)
+print('hello', flush=True)
+with open(os.path.join(out, 'last_print'), 'w') as f:
+    f.write('%.6f\n' % time.monotonic())
+time.sleep(600)
+"""
+
+# Steps for a while, then keeps printing other lines only.
+CADENCE = r"""
+import sys, time
+for i in range(5):
+    print('step %d' % i, flush=True)
+    time.sleep(0.2)
+while True:
+    print('loss 0.5', flush=True)
+    time.sleep(0.2)
+"""
+
+# Never prints; exits 0 after argv[1] seconds.
+QUIET = r"""
+import sys, time
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def events(path, name):
+    with open(path) as f:
+        evs = [json.loads(line) for line in f]
+    return [ev["metadata"] for ev in evs if ev.get("name") == name]
+
+
+class HangTest(lib.ElasticdTestCase):
+
+    def silent_run(self, *args, restarts="1"):
+        out = self.path("out")
+        os.makedirs(out)
+        script = self.write_py("silent.py", SILENT)
+        res = self.run_elasticd("--standalone", "--log-dir", self.path("logs"),
+                                "--max-restarts", restarts, "--hang-silence", "2", *args,
+                                script, out, timeout=120)
+        with open(os.path.join(out, "attempts")) as f:
+            starts = [float(line.split()[1]) for line in f]
+        return res, out, starts
+
+    def check_restarted(self, res, out, starts):
+        self.assertRc(res, 0)
+        self.assertEqual(len(starts), 2, res)
+        with open(os.path.join(out, "last_print")) as f:
+            printed = float(f.read())
+        run_dir = self.only_run_dir(self.path("logs"))
+        self.assertTrue(os.path.isdir(os.path.join(run_dir, "attempt_1")), res)
+        hang = events(os.path.join(run_dir, "events.jsonl"), "elasticd.worker.hang")
+        self.assertEqual(len(hang), 1, hang)
+        self.assertEqual(hang[0]["rule"], "silence")
+        self.assertEqual(hang[0]["local_rank"], 0)
+        # Detected within S + 1 s of the last output (generous: the machine
+        # is shared); the restart follows at once.
+        self.assertLess(hang[0]["idle_s"], 3.0, hang)
+        self.assertGreaterEqual(hang[0]["idle_s"], 2.0, hang)
+        self.assertLess(starts[1] - printed, 15, (starts, printed))
+        self.assertIn("hang: silence (no output for 2 s) on local rank 0", res.err)
+
+    def test_silence_tee_restarts(self):
+        res, out, starts = self.silent_run("-t", "3")
+        self.check_restarted(res, out, starts)
+
+    def test_silence_redirect_restarts(self):
+        res, out, starts = self.silent_run("-r", "3")
+        self.check_restarted(res, out, starts)
+
+    def test_silence_root_cause_in_table(self):
+        res, out, starts = self.silent_run("-t", "3", restarts="0")
+        self.assertRc(res, 1)
+        self.assertEqual(len(starts), 1, res)
+        table = lib.failure_table(res.err)
+        self.assertIn("hang: silence (no output for 2 s) on local rank 0", table)
+
+    def test_cadence_stops(self):
+        script = self.write_py("cadence.py", CADENCE)
+        t0 = time.monotonic()
+        res = self.run_elasticd("--standalone", "--max-restarts", "0", "-t", "3",
+                                "--hang-silence", "30", "--hang-cadence", "step [0-9]+",
+                                "--hang-cadence-interval", "2", script, timeout=120)
+        self.assertRc(res, 1)
+        self.assertLess(time.monotonic() - t0, 30, res)
+        self.assertIn("hang: cadence 'step [0-9]+' (no match for 2 s) on local rank 0",
+                      lib.failure_table(res.err))
+
+    def test_never_printed_is_not_silent(self):
+        script = self.write_py("quiet.py", QUIET)
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "2", "-r", "3",
+                                "--hang-silence", "1", script, "4", timeout=120)
+        self.assertRc(res, 0)
+        self.assertNotIn("hang:", res.err)
+
+    def status_of(self, *rules):
+        sock = self.path("ctl%d.sock" % len(rules))
+        script = self.write_py("quiet.py", QUIET)
+        a = self.start("--standalone", "-t", "3", "--control-socket", sock, *rules, script,
+                       "30")
+        self.assertTrue(lib.wait_until(
+            lambda: os.path.exists(sock) and
+            curl(sock, "/handler/status").json().get("worker_state") == "HEALTHY", 30))
+        st = curl(sock, "/handler/status").json()
+        a.signal(15)
+        a.wait(60)
+        return st
+
+    def test_no_rule_nothing_armed(self):
+        st = self.status_of()
+        self.assertEqual(st["hang_rules"], "off", st)
+        self.assertFalse(st["hang_watch"], st)
+        self.assertIsNone(st["workers"][0]["hang"], st)
+        st = self.status_of("--hang-silence", "60")
+        self.assertEqual(st["hang_rules"]["silence_s"], 60, st)
+        self.assertTrue(st["hang_watch"], st)
+        w = st["workers"][0]["hang"]
+        self.assertIsNone(w["last_output_age_s"], w)
+        self.assertIsNone(w["deadline_in_s"], w)
+        self.assertTrue(w["watched"], w)
+
+
+if __name__ == "__main__":
+    lib.main()
