@@ -411,5 +411,62 @@ class RestartPolicyTest(lib.ElasticdTestCase):
         self.assertNoLeftovers()
 
 
+class MembershipNotDelayedTest(lib.ElasticdTestCase):
+    """--restart-backoff delays failure restarts only: a node joining a
+    running 2:3 c10d job re-forms it at once, also when the group runs after
+    a failure restart that waited out the backoff (the streak is not reset
+    yet, so a failure restart now would wait again)."""
+
+    WORKER = (
+        "import os, sys, time\n"
+        "d = sys.argv[1]\n"
+        "tag = '%s_%s_%s' % (os.environ['WORLD_SIZE'], os.environ['TORCHELASTIC_RESTART_COUNT'],"
+        " os.getpid())\n"
+        "open(os.path.join(d, tag), 'w').close()\n"
+        "first = os.path.join(d, 'failed_once')\n"
+        "if os.environ['RANK'] == '0' and not os.path.exists(first):\n"
+        "    open(first, 'w').close()\n"
+        "    sys.exit(3)\n"
+        "time.sleep(120)\n")
+
+    def agent(self, port, script, out, n):
+        from test_rdzv_c10d import FAST
+        return self.start("--nnodes", "2:3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                          "--rdzv-endpoint", "127.0.0.1:%d" % port, "--rdzv-id", "job",
+                          "--rdzv-conf", FAST, "--max-restarts", "3",
+                          "--restart-backoff", "10:10", "--control-socket",
+                          self.path("ctl%d.sock" % n), script, out)
+
+    def worlds(self, out):
+        return [n.split("_") for n in os.listdir(out) if n[0].isdigit()]
+
+    def test_a_joining_node_is_not_delayed_by_the_backoff(self):
+        from test_rdzv_c10d import free_port
+        port, out = free_port(), self.path("out")
+        os.makedirs(out)
+        script = self.write_py("worker.py", self.WORKER)
+        a = [self.agent(port, script, out, 0)]
+        time.sleep(0.5)  # the first one hosts the c10d store
+        a.append(self.agent(port, script, out, 1))
+        # Rank 0 fails once; the restart waits out the 10 s backoff, then both
+        # nodes run a second group (the other node re-forms for free, so only
+        # the failed node's TORCHELASTIC_RESTART_COUNT is 1).
+        self.assertTrue(lib.wait_until(
+            lambda: sum(1 for w in self.worlds(out) if w[0] == "2") >= 4, 60),
+            self.worlds(out))
+        # A third node now: the job re-forms as 3 nodes well within 10 s.
+        t0 = time.monotonic()
+        a.append(self.agent(port, script, out, 2))
+        self.assertTrue(lib.wait_until(
+            lambda: sum(1 for w in self.worlds(out) if w[0] == "3") >= 3, 30),
+            self.worlds(out))
+        self.assertLess(time.monotonic() - t0, 8)
+        st = curl(self.path("ctl0.sock"), "/handler/status").json()
+        self.assertEqual(st["restart_count"], 1, st)
+        for x in reversed(a):
+            x.signal(signal.SIGTERM)
+            self.assertRc(x.wait(30), 128 + signal.SIGTERM)
+
+
 if __name__ == "__main__":
     lib.main()
