@@ -28,7 +28,8 @@ printf '%s\n' "RANK=$RANK" "LOCAL_RANK=$LOCAL_RANK" "WORLD_SIZE=$WORLD_SIZE" \
   "ROLE_NAME=$ROLE_NAME" "ROLE_WORLD_SIZE=$ROLE_WORLD_SIZE" "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE" \
   "MASTER_ADDR=$MASTER_ADDR" "MASTER_PORT=$MASTER_PORT" \
   "TORCHELASTIC_USE_AGENT_STORE=$TORCHELASTIC_USE_AGENT_STORE" \
-  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "AGENT_PID=$PPID" > "$f.tmp"
+  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "ELASTICD_ROUND=$ELASTICD_ROUND" \
+  "AGENT_PID=$PPID" > "$f.tmp"
 mv "$f.tmp" "$f"
 exec /bin/sh -c "$@"
 """
@@ -391,6 +392,18 @@ while True:
         counts = sorted(d["TORCHELASTIC_RESTART_COUNT"] for d in dumps)
         self.assertEqual(counts, ["0", "0", "0", "1"])
         self.assertTrue(any("Worker group FAILED. 1/1 attempts left" in r.err for r in results))
+        # The job-wide count: equal on both nodes of a round, though the
+        # node restarted for free still has TORCHELASTIC_RESTART_COUNT=0.
+        rounds = {}
+        for d in dumps:
+            rounds.setdefault(d["ELASTICD_ROUND"], []).append(d)
+        self.assertEqual(len(rounds), 2, dumps)
+        first, second = sorted(rounds, key=lambda r: int(r or -1))
+        for r in (first, second):
+            self.assertEqual(len({d["AGENT_PID"] for d in rounds[r]}), 2, dumps)
+        self.assertLess(int(first), int(second))
+        self.assertEqual(sorted(d["TORCHELASTIC_RESTART_COUNT"] for d in rounds[second]),
+                         ["0", "1"])
 
     # -- exit barrier ----------------------------------------------------------------
 

@@ -28,7 +28,8 @@ printf '%s\n' "RANK=$RANK" "LOCAL_RANK=$LOCAL_RANK" "WORLD_SIZE=$WORLD_SIZE" \
   "GROUP_RANK=$GROUP_RANK" "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE" \
   "MASTER_ADDR=$MASTER_ADDR" "MASTER_PORT=$MASTER_PORT" \
   "TORCHELASTIC_USE_AGENT_STORE=$TORCHELASTIC_USE_AGENT_STORE" \
-  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "AGENT_PID=$PPID" > "$f.tmp"
+  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "ELASTICD_ROUND=$ELASTICD_ROUND" \
+  "AGENT_PID=$PPID" > "$f.tmp"
 mv "$f.tmp" "$f"
 exec /bin/sh -c "$@"
 """
@@ -112,6 +113,29 @@ class EtcdTest(lib.ElasticdTestCase):
         for r in self.wait_all(a):
             self.assertRc(r, 0)
         self.check_world(self.worker_dumps(), 2)
+
+    def test_worker_failure_one_round_count_on_every_node(self):
+        # Group rank 1 fails once: both nodes re-form, and the workers of each
+        # round see the same ELASTICD_ROUND although only the failing node's
+        # TORCHELASTIC_RESTART_COUNT moved.
+        self.start_etcd(1)
+        marker = self.path("failed-once")
+        body = ('if [ ! -e %s ]; then if [ "$GROUP_RANK" = 1 ]; then sleep 1; touch %s; '
+                'exit 5; fi; sleep 60; fi; exit 0' % (marker, marker))
+        a = [self.agent("2", body=body, extra=("--max-restarts", "1")) for _ in range(2)]
+        for r in self.wait_all(a):
+            self.assertRc(r, 0)
+        dumps = self.worker_dumps()
+        rounds = {}
+        for d in dumps:
+            rounds.setdefault(d["ELASTICD_ROUND"], []).append(d)
+        self.assertEqual(len(rounds), 2, dumps)
+        first, second = sorted(rounds, key=lambda r: int(r or -1))
+        for r in (first, second):
+            self.assertEqual(len({d["AGENT_PID"] for d in rounds[r]}), 2, dumps)
+        self.assertLess(int(first), int(second))
+        self.assertEqual(sorted(d["TORCHELASTIC_RESTART_COUNT"] for d in rounds[second]),
+                         ["0", "1"])
 
     def test_stale_closed_run_is_cleaned(self):
         self.start_etcd(1)
