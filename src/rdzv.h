@@ -105,6 +105,10 @@ struct rdzv {
 	void (*left)(void *arg);
 	void *left_arg;
 	struct event *leave_timer;
+	/* rdzv_set_close_record's, written with the closing (ctx.close_record). */
+	struct rdzv_close_record *close_record;
+	/* rdzv_keep_closed_by's: who closed it, as the state said. */
+	struct rdzv_close_record *closed_by;
 };
 
 /* Create the rendezvous the config asks for. local_world_size is this node's
@@ -137,6 +141,17 @@ int rdzv_finish(struct rdzv *r, bool close);
  * (nothing to leave: static) or -EALREADY; done does not run then. */
 int rdzv_leave(struct rdzv *r, uint64_t timeout_usec, void (*done)(void *arg), void *arg);
 void rdzv_free(struct rdzv *r);
+
+/* Before rdzv_finish(r, true) after this node's workers failed for good:
+ * the failure the closing records in the shared state (dynamic backends),
+ * so that the other nodes can name it. exitcode < 0 is a signal (-signo).
+ * group_rank, rank, local_rank, pid: -1 when unknown. */
+void rdzv_set_close_record(struct rdzv *r, int group_rank, int rank, int local_rank, int pid,
+			   int exitcode);
+/* After cb.failed: the failure of the node that closed the rendezvous, as
+ * it recorded it, or NULL (closed without one, or not closed). Valid until
+ * rdzv_free. */
+const struct rdzv_close_record *rdzv_closed_by(const struct rdzv *r);
 
 /* Release the members of a result filled by a backend. */
 void rdzv_result_release(struct rdzv_result *res);
@@ -172,6 +187,10 @@ enum rdzv_tell {
  * Optional callbacks that are NULL are skipped. rdzv_free drops what is not
  * delivered yet. */
 void rdzv_tell(struct rdzv *r, enum rdzv_tell what, int err, int n, const char *msg);
+
+/* Keep a copy of st's closing record (if any) for rdzv_closed_by: call it
+ * before telling RDZV_TELL_FAILED for a closed state. */
+void rdzv_keep_closed_by(struct rdzv *r, const struct rdzv_state *st);
 
 /* A line for cb.progress (printf format); nothing when it is NULL. */
 void rdzv_progress(struct rdzv *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
