@@ -530,6 +530,7 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 static void
 agent_shutdown_rdzv(struct agent *a)
 {
+	agent_report_close_record(a);
 	if (rdzv_finish(a->rdzv, true) < 0) {
 		agent_exit(a, a->exit_code, a->reason, "cannot close the rendezvous");
 	}
@@ -645,6 +646,9 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 		break;
 	}
 	log_error("[%s] %s; stopping the workers", a->cfg->role, errmsg ? errmsg : strerror(-err));
+	if (a->rdzv && rdzv_closed_by(a->rdzv)) {
+		agent_report_remote_failure(a, rdzv_closed_by(a->rdzv));
+	}
 	if (events_enabled(a->events)) {
 		/* As torchrun's monitor loop: num_nodes_waiting() raised, the
 		 * agent's run fails with it. */

@@ -377,6 +377,35 @@ while True:
         self.assertTrue(any("closed by another node" in r.err for r in results), results)
         self.assertNoLeftovers()
 
+    def test_others_name_the_node_that_failed(self):
+        # Group rank 1's worker exits 3 for good: it records itself with the
+        # closing, and the other agent names it in its log line, failure
+        # table and events.
+        body = 'if [ "$GROUP_RANK" = 1 ]; then sleep 0.5; exit 3; fi; sleep 60'
+        evlogs = [self.path("ev%d.jsonl" % i) for i in range(2)]
+        a = [self.agent("2", body=body, extra=("--event-log-file", evlogs[i]))
+             for i in range(2)]
+        results = self.wait_all(a, timeout=40)
+        self.assertEqual(sorted(r.rc for r in results), [1, 1])
+        failer = next(d for d in self.worker_dumps() if d["GROUP_RANK"] == "1")
+        i = 0 if str(a[1].pid) == failer["AGENT_PID"] else 1
+        self.assertNotEqual(str(a[i].pid), failer["AGENT_PID"])
+        node = r"[^ ]+_%s_0" % failer["AGENT_PID"]
+        why = (r"closed by another node: its workers failed \(node (%s) \(group rank 1\): "
+               r"local rank 0 \(rank 1\) exited with code 3\)" % node)
+        self.assertRegex(results[i].err, why)
+        self.assertRegex(results[i].err, r"ChildFailedError: \n=+\n.* FAILED on node \S+ "
+                         r"\(group rank 1\)")
+        self.assertRegex(results[i].err, r"rank\s+: 1 \(local_rank: 0\)")
+        self.assertRegex(results[i].err, r"exitcode\s+: 3 \(pid: [1-9]\d*\)")
+        with open(evlogs[i]) as f:
+            ev = [json.loads(line) for line in f]
+        failed = [e for e in ev if e["name"] == "torchelastic.worker.status.FAILED"
+                  and e["source"] == "AGENT"]
+        self.assertEqual(len(failed), 1, [e["name"] for e in ev])
+        self.assertRegex(failed[0]["metadata"]["raw_error"], why)
+        self.assertNoLeftovers()
+
     def test_worker_failure_restarts_every_node(self):
         # Attempt 0: group rank 1 fails; with a restart left every node re-forms.
         # The failing node spends its restart; the other restarts for free.
