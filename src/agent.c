@@ -1220,6 +1220,9 @@ static void
 agent_rdzv_error(struct agent *a, int err, const char *errmsg)
 {
 	log_error("[%s] rendezvous failed: %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
+	if (rdzv_closed_by(a->rdzv)) {
+		agent_report_remote_failure(a, rdzv_closed_by(a->rdzv));
+	}
 	if (events_enabled(a->events)) {
 		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
 		_cleanup_free_ char *raw =

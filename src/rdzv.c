@@ -279,6 +279,22 @@ rdzv_keep_closed_by(struct rdzv *r, const struct rdzv_state *st)
 }
 
 void
+rdzv_join_closed(struct rdzv *r, const struct rdzv_state *st, char **msg)
+{
+	_cleanup_free_ char *who = NULL;
+	char *m;
+
+	if (!st->closed_by) {
+		return;
+	}
+	rdzv_keep_closed_by(r, st);
+	who = rdzv_close_record_describe(st->closed_by);
+	m = xasprintf("%s by another node: its workers failed (%s)", *msg, who);
+	free(*msg);
+	*msg = m;
+}
+
+void
 rdzv_result_release(struct rdzv_result *res)
 {
 	free(res->nodes);

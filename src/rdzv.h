@@ -192,6 +192,11 @@ void rdzv_tell(struct rdzv *r, enum rdzv_tell what, int err, int n, const char *
  * before telling RDZV_TELL_FAILED for a closed state. */
 void rdzv_keep_closed_by(struct rdzv *r, const struct rdzv_state *st);
 
+/* A join ended with RDZV_ACTION_ERROR_CLOSED on st: when st has a closing
+ * record, keep it (rdzv_keep_closed_by) and name it in *msg (malloc'd,
+ * replaced). */
+void rdzv_join_closed(struct rdzv *r, const struct rdzv_state *st, char **msg);
+
 /* A line for cb.progress (printf format); nothing when it is NULL. */
 void rdzv_progress(struct rdzv *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

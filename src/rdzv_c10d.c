@@ -1334,6 +1334,9 @@ join_done(struct c10d *c, int err, enum rdzv_action a)
 	}
 	err = rdzv_join_failure(a, id, c->join_timeout, c->peak_count, c->settings.min_nodes,
 				c->st.round, &msg);
+	if (a == RDZV_ACTION_ERROR_CLOSED) {
+		rdzv_join_closed(c->r, &c->st, &msg);
+	}
 	next_fail(c, err, msg);
 	free(msg);
 }

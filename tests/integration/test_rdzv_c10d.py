@@ -406,6 +406,23 @@ while True:
         self.assertRegex(failed[0]["metadata"]["raw_error"], why)
         self.assertNoLeftovers()
 
+    def test_joiner_names_the_node_that_failed(self):
+        # The store host's worker ignores SIGTERM, so the host stays up a
+        # while after the other node's worker failed for good and closed the
+        # rendezvous: a node that joins then is told who failed.
+        host = self.agent("2", body='trap "" TERM; sleep 60', conf=FAST + ",is_host=true",
+                          extra=("--shutdown-timeout", "20"))
+        time.sleep(0.3)
+        other = self.agent("2", body="sleep 0.5; exit 3", conf=FAST + ",is_host=false")
+        self.assertRc(other.wait(30), 1)
+        late = self.agent("2", conf=FAST + ",is_host=false").wait(15)
+        host.kill()
+        self.assertRc(late, 1)
+        self.assertRegex(late.err, r"rendezvous 'job' is closed by another node: its workers "
+                         r"failed \(node [^ ]+_%d_0 \(group rank \d\): local rank 0 \(rank "
+                         r"\d\) exited with code 3\)" % other.pid)
+        self.assertRegex(late.err, r"FAILED on node \S+ \(group rank \d\)")
+
     def test_worker_failure_restarts_every_node(self):
         # Attempt 0: group rank 1 fails; with a restart left every node re-forms.
         # The failing node spends its restart; the other restarts for free.
