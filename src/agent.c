@@ -647,6 +647,7 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 static void
 agent_shutdown_rdzv(struct agent *a)
 {
+	agent_report_close_record(a);
 	if (rdzv_finish(a->rdzv, true) < 0) {
 		agent_exit(a, a->exit_code, a->reason, "cannot close the rendezvous");
 	}
@@ -764,6 +765,9 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 		break;
 	}
 	log_error("[%s] %s; stopping the workers", a->cfg->role, errmsg ? errmsg : strerror(-err));
+	if (a->rdzv && rdzv_closed_by(a->rdzv)) {
+		agent_report_remote_failure(a, rdzv_closed_by(a->rdzv));
+	}
 	if (events_enabled(a->events)) {
 		/* As torchrun's monitor loop: num_nodes_waiting() raised, the
 		 * agent's run fails with it. */
@@ -1420,6 +1424,9 @@ static void
 agent_rdzv_error(struct agent *a, int err, const char *errmsg)
 {
 	log_error("[%s] rendezvous failed: %s", a->cfg->role, errmsg ? errmsg : strerror(-err));
+	if (rdzv_closed_by(a->rdzv)) {
+		agent_report_remote_failure(a, rdzv_closed_by(a->rdzv));
+	}
 	if (events_enabled(a->events)) {
 		_cleanup_free_ char *name = agent_rdzv_event_name(a, "next_rendezvous");
 		_cleanup_free_ char *raw =
@@ -1679,21 +1686,38 @@ agent_mask_signals(struct agent *a, const int *sigs, size_t n)
 	}
 }
 
+/* Whether a handled signal goes back to SIG_DFL in the workers. One ignored
+ * at start (nohup) stays ignored, except SIGINT and SIGQUIT: a shell ignores
+ * those for every background job, and torchrun's workers get them at default. */
+static bool
+agent_resets_handled(int sig)
+{
+	struct sigaction old;
+
+	if (sig == SIGINT || sig == SIGQUIT) {
+		return true;
+	}
+	return sigaction(sig, NULL, &old) < 0 || old.sa_handler != SIG_IGN;
+}
+
 /* The dispositions the workers get back at SIG_DFL: Popen's, the handled
- * signals and the forwarded ones; and their mask, the agent's at start
- * without the forwarded signals (a worker must be able to get them). */
+ * signals not ignored at start and the forwarded ones; and their mask, the
+ * agent's at start without the forwarded signals (a worker must get them). */
 static void
 agent_child_signals(struct agent *a)
 {
 	const struct config *cfg = a->cfg;
-	size_t n_popen = ARRAY_SIZE(popen_reset_signals);
+	size_t n = ARRAY_SIZE(popen_reset_signals);
 
-	a->n_reset_signals = n_popen + cfg->n_signals + cfg->n_forward_signals;
-	a->reset_signals = xcalloc(a->n_reset_signals, sizeof(int));
+	a->reset_signals = xcalloc(n + cfg->n_signals + cfg->n_forward_signals, sizeof(int));
 	memcpy(a->reset_signals, popen_reset_signals, sizeof(popen_reset_signals));
-	memcpy(a->reset_signals + n_popen, cfg->signals, cfg->n_signals * sizeof(int));
-	memcpy(a->reset_signals + n_popen + cfg->n_signals, cfg->forward_signals,
-	       cfg->n_forward_signals * sizeof(int));
+	for (size_t i = 0; i < cfg->n_signals; i++) {
+		if (agent_resets_handled(cfg->signals[i])) {
+			a->reset_signals[n++] = cfg->signals[i];
+		}
+	}
+	memcpy(a->reset_signals + n, cfg->forward_signals, cfg->n_forward_signals * sizeof(int));
+	a->n_reset_signals = n + cfg->n_forward_signals;
 	a->child_mask = a->orig_mask;
 	for (size_t i = 0; i < cfg->n_forward_signals; i++) {
 		sigdelset(&a->child_mask, cfg->forward_signals[i]);

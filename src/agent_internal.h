@@ -130,3 +130,12 @@ void agent_report_error_file(const char *own, const struct process_failure *root
 /* The agent is leaving because of signal a->signo: write torch's
  * SignalException to its TORCHELASTIC_ERROR_FILE, when it has one. */
 void agent_report_signal(struct agent *a);
+
+/* Before closing the rendezvous: when the job ends because this node's
+ * workers failed (a->reason), hand its earliest failed worker to the
+ * rendezvous, which records it with the closing (rdzv_set_close_record). */
+void agent_report_close_record(struct agent *a);
+
+/* Another node closed the rendezvous because its workers failed: print the
+ * failure table with that node's worker (rec) as the root cause. */
+void agent_report_remote_failure(struct agent *a, const struct rdzv_close_record *rec);

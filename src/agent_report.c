@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "errfile.h"
+#include "group.h"
 #include "log.h"
 #include "logtail.h"
 #include "util.h"
@@ -85,4 +86,79 @@ agent_report_signal(struct agent *a)
 	if (r < 0) {
 		log_error("cannot write the error file %s: %s", own, strerror(-r));
 	}
+}
+
+/* Whether the job ends because this node's workers failed. */
+static bool
+reason_is_worker_failure(enum agent_reason r)
+{
+	switch (r) {
+	case AGENT_REASON_WORKER_FAILED:
+	case AGENT_REASON_EXHAUSTED:
+	case AGENT_REASON_WINDOW:
+	case AGENT_REASON_NO_RESTART_CODE:
+	case AGENT_REASON_NO_PROGRESS:
+	case AGENT_REASON_HANG:
+		return true;
+	case AGENT_REASON_DRAIN: /* a drain leaves, it does not close */
+	case AGENT_REASON_DRAIN_FAILED:
+	case AGENT_REASON_NONE:
+	case AGENT_REASON_SUCCEEDED:
+	case AGENT_REASON_MEMBERSHIP:
+	case AGENT_REASON_REQUESTED:
+	case AGENT_REASON_RDZV_FAILED:
+	case AGENT_REASON_SIGNAL:
+	case AGENT_REASON_UNEXPECTED:
+		return false;
+	}
+	return false;
+}
+
+void
+agent_report_close_record(struct agent *a)
+{
+	const struct worker *first = NULL;
+
+	if (!a->rdzv || !a->group || !reason_is_worker_failure(a->reason)) {
+		return;
+	}
+	for (size_t i = 0; i < group_size(a->group); i++) {
+		const struct worker *w = group_worker(a->group, i);
+
+		if (w->failed && (!first || w->exit_usec < first->exit_usec)) {
+			first = w;
+		}
+	}
+	if (first) {
+		rdzv_set_close_record(a->rdzv, a->round.nodes ? a->round.group_rank : -1,
+				      first->global_rank, first->local_rank, (int)first->pid,
+				      first->exitcode);
+	}
+}
+
+void
+agent_report_remote_failure(struct agent *a, const struct rdzv_close_record *rec)
+{
+	_cleanup_free_ char *host = xstrndup(rec->node.name, rec->node.addr_len);
+	_cleanup_free_ char *title = NULL;
+	_cleanup_free_ char *table = NULL;
+	_cleanup_free_ char *text = NULL;
+	struct process_failure f;
+	char *msg;
+
+	process_failure_init(&f, rec->local_rank, rec->rank, (pid_t)rec->pid, rec->exitcode, NULL,
+			     (int64_t)time(NULL));
+	msg = xasprintf("%s\n(node %s, group rank %d, closed the rendezvous; its agent's log and "
+			"error file have the worker's own error)",
+			rec->signal > 0 ? f.message : "the worker of another node failed",
+			rec->node.name, rec->group_rank);
+	free(f.message);
+	f.message = msg;
+	title = xasprintf("%s FAILED on node %s (group rank %d)", a->program ? a->program : "",
+			  host, rec->group_rank);
+	table = errfile_format_table(title, &f, 1, 0, host);
+	text = xasprintf("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: %s\n",
+			 table);
+	log_raw(text, strlen(text));
+	process_failure_release(&f);
 }

@@ -209,6 +209,7 @@ group_prepare(struct group *g, const struct group_spec *spec, const struct ranks
 		.master_addr = rr->master_addr,
 		.master_port = rr->master_port,
 		.restart_count = spec->restart_count,
+		.round = rr->round,
 		.max_restarts = cfg->max_restarts,
 		.run_id = cfg->rdzv_id,
 		.use_agent_store = rr->use_agent_store,

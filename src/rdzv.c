@@ -245,7 +245,62 @@ rdzv_free(struct rdzv *r)
 		free(n->msg);
 		free(n);
 	}
+	free(r->close_record);
+	if (r->closed_by) {
+		rdzv_node_release(&r->closed_by->node);
+		free(r->closed_by);
+	}
 	free(r);
+}
+
+void
+rdzv_set_close_record(struct rdzv *r, int group_rank, int rank, int local_rank, int pid,
+		      int exitcode)
+{
+	if (!r->close_record) {
+		r->close_record = xcalloc(1, sizeof(*r->close_record));
+	}
+	*r->close_record = (struct rdzv_close_record){
+		.group_rank = group_rank,
+		.rank = rank,
+		.local_rank = local_rank,
+		.pid = pid,
+		.exitcode = exitcode,
+		.signal = exitcode < 0 && exitcode >= -RDZV_CLOSE_MAX_SIGNAL ? -exitcode : 0,
+	};
+}
+
+const struct rdzv_close_record *
+rdzv_closed_by(const struct rdzv *r)
+{
+	return r->closed_by;
+}
+
+void
+rdzv_keep_closed_by(struct rdzv *r, const struct rdzv_state *st)
+{
+	if (!st->closed || !st->closed_by || r->closed_by) {
+		return;
+	}
+	r->closed_by = xmalloc(sizeof(*r->closed_by));
+	*r->closed_by = *st->closed_by;
+	rdzv_node_copy(&r->closed_by->node, &st->closed_by->node);
+}
+
+void
+rdzv_join_closed(struct rdzv *r, const struct rdzv_state *st, char **msg)
+{
+	_cleanup_free_ char *who = NULL;
+	char *m;
+
+	if (!st->closed_by) {
+		return;
+	}
+	rdzv_keep_closed_by(r, st);
+	who = rdzv_close_record_describe(st->closed_by);
+	m = xasprintf("%s by another node: its workers failed (%s)", *msg, who);
+	free(*msg);
+	*msg = m;
 }
 
 void

@@ -114,6 +114,10 @@ struct rdzv {
 	void (*left)(void *arg);
 	void *left_arg;
 	struct event *leave_timer;
+	/* rdzv_set_close_record's, written with the closing (ctx.close_record). */
+	struct rdzv_close_record *close_record;
+	/* rdzv_keep_closed_by's: who closed it, as the state said. */
+	struct rdzv_close_record *closed_by;
 };
 
 /* Create the rendezvous the config asks for. local_world_size is this node's
@@ -154,6 +158,17 @@ void rdzv_free(struct rdzv *r);
  * state (static). */
 int rdzv_snapshot(struct rdzv *r, struct rdzv_snapshot *ret);
 
+/* Before rdzv_finish(r, true) after this node's workers failed for good:
+ * the failure the closing records in the shared state (dynamic backends),
+ * so that the other nodes can name it. exitcode < 0 is a signal (-signo).
+ * group_rank, rank, local_rank, pid: -1 when unknown. */
+void rdzv_set_close_record(struct rdzv *r, int group_rank, int rank, int local_rank, int pid,
+			   int exitcode);
+/* After cb.failed: the failure of the node that closed the rendezvous, as
+ * it recorded it, or NULL (closed without one, or not closed). Valid until
+ * rdzv_free. */
+const struct rdzv_close_record *rdzv_closed_by(const struct rdzv *r);
+
 /* Release the members of a result filled by a backend. */
 void rdzv_result_release(struct rdzv_result *res);
 
@@ -188,6 +203,15 @@ enum rdzv_tell {
  * Optional callbacks that are NULL are skipped. rdzv_free drops what is not
  * delivered yet. */
 void rdzv_tell(struct rdzv *r, enum rdzv_tell what, int err, int n, const char *msg);
+
+/* Keep a copy of st's closing record (if any) for rdzv_closed_by: call it
+ * before telling RDZV_TELL_FAILED for a closed state. */
+void rdzv_keep_closed_by(struct rdzv *r, const struct rdzv_state *st);
+
+/* A join ended with RDZV_ACTION_ERROR_CLOSED on st: when st has a closing
+ * record, keep it (rdzv_keep_closed_by) and name it in *msg (malloc'd,
+ * replaced). */
+void rdzv_join_closed(struct rdzv *r, const struct rdzv_state *st, char **msg);
 
 /* A line for cb.progress (printf format); nothing when it is NULL. */
 void rdzv_progress(struct rdzv *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

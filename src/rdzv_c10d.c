@@ -250,7 +250,10 @@ op_start(struct c10d *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
 static struct rdzv_ctx
 make_ctx(const struct c10d *c)
 {
-	return rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
+	struct rdzv_ctx ctx = rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
+
+	ctx.close_record = c->r->close_record;
+	return ctx;
 }
 
 /* What a waiting node says about the round it waits for. */
@@ -333,6 +336,7 @@ observe(struct c10d *c)
 	r = rdzv_round_check(st, &c->me, c->round, c->world, c->rank, &waiting, &msg);
 	if (r != 0) {
 		c->told = true;
+		rdzv_keep_closed_by(c->r, st);
 		rdzv_tell(c->r, r < 0 ? RDZV_TELL_FAILED : RDZV_TELL_NODES_WAITING, r < 0 ? r : 0,
 			  waiting, msg);
 	}
@@ -1334,6 +1338,9 @@ join_done(struct c10d *c, int err, enum rdzv_action a)
 	}
 	err = rdzv_join_failure(a, id, c->join_timeout, c->peak_count, c->settings.min_nodes,
 				c->st.round, &msg);
+	if (a == RDZV_ACTION_ERROR_CLOSED) {
+		rdzv_join_closed(c->r, &c->st, &msg);
+	}
 	next_fail(c, err, msg);
 	free(msg);
 }

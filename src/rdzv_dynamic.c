@@ -286,6 +286,12 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 		break;
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
 		st->closed = true;
+		if (ctx->close_record && !st->closed_by) {
+			struct rdzv_close_record rec = *ctx->close_record;
+
+			rec.node = *me;
+			rdzv_state_set_closed_by(st, &rec);
+		}
 		notable = true;
 		break;
 	case RDZV_ACTION_SYNC:
@@ -459,6 +465,14 @@ rdzv_round_check(const struct rdzv_state *st, const struct rdzv_node *me, int64_
 		 int rank, int *ret_waiting, char **ret_msg)
 {
 	*ret_waiting = 0;
+	if (st->closed && st->closed_by) {
+		_cleanup_free_ char *who = rdzv_close_record_describe(st->closed_by);
+
+		*ret_msg = xasprintf("the rendezvous was closed by another node: its workers "
+				     "failed (%s)",
+				     who);
+		return -ECONNABORTED;
+	}
 	if (st->closed) {
 		*ret_msg = xstrdup("the rendezvous was closed by another node (its workers failed "
 				   "or the job ended)");

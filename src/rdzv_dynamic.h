@@ -66,6 +66,9 @@ struct rdzv_ctx {
 	int64_t now_wall;
 	uint64_t now_mono;
 	uint64_t op_deadline; /* monotonic deadline of the running operation */
+	/* What MARK_RENDEZVOUS_CLOSED records as the state's closed_by (its node
+	 * replaced by ctx's node), or NULL: closed without a failure. */
+	const struct rdzv_close_record *close_record;
 };
 
 /* "KEEP_ALIVE" etc. Static storage. */

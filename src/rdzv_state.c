@@ -421,7 +421,49 @@ rdzv_state_release(struct rdzv_state *st)
 	free(st->wait_list);
 	free(st->redundancy_list);
 	free(st->heartbeats);
+	rdzv_state_set_closed_by(st, NULL);
 	rdzv_state_init(st);
+}
+
+void
+rdzv_state_set_closed_by(struct rdzv_state *st, const struct rdzv_close_record *rec)
+{
+	if (st->closed_by) {
+		rdzv_node_release(&st->closed_by->node);
+		free(st->closed_by);
+		st->closed_by = NULL;
+	}
+	if (rec) {
+		st->closed_by = xmalloc(sizeof(*st->closed_by));
+		*st->closed_by = *rec;
+		rdzv_node_copy(&st->closed_by->node, &rec->node);
+	}
+}
+
+char *
+rdzv_close_record_describe(const struct rdzv_close_record *rec)
+{
+	_cleanup_free_ char *where = NULL;
+	_cleanup_free_ char *who = NULL;
+	_cleanup_free_ char *how = NULL;
+
+	where = rec->group_rank >= 0
+			? xasprintf("node %s (group rank %d)", rec->node.name, rec->group_rank)
+			: xasprintf("node %s", rec->node.name);
+	if (rec->local_rank >= 0 && rec->rank >= 0) {
+		who = xasprintf("local rank %d (rank %d)", rec->local_rank, rec->rank);
+	} else if (rec->local_rank >= 0) {
+		who = xasprintf("local rank %d", rec->local_rank);
+	} else {
+		who = xstrdup("a worker");
+	}
+	if (rec->signal > 0) {
+		how = xasprintf("was killed by signal %d (%s), exitcode %d", rec->signal,
+				signal_name(rec->signal), rec->exitcode);
+	} else {
+		how = xasprintf("exited with code %d", rec->exitcode);
+	}
+	return xasprintf("%s: %s %s", where, who, how);
 }
 
 void
@@ -453,6 +495,8 @@ rdzv_state_copy(struct rdzv_state *ret, const struct rdzv_state *st)
 		rdzv_node_copy(&ret->heartbeats[i].node, &st->heartbeats[i].node);
 		ret->heartbeats[i].usec = st->heartbeats[i].usec;
 	}
+	ret->closed_by = NULL;
+	rdzv_state_set_closed_by(ret, st->closed_by);
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -513,6 +557,15 @@ rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len)
 	}
 	for (size_t i = 0; i < st->n_heartbeats; i++) {
 		out_line(&o, 'h', &st->heartbeats[i].node, true, st->heartbeats[i].usec);
+	}
+	if (st->closed && st->closed_by) {
+		const struct rdzv_close_record *c = st->closed_by;
+
+		out_line(&o, 'c', &c->node, false, 0);
+		out_reserve(&o, 80);
+		o.len--; /* the newline, written again below */
+		o.len += (size_t)snprintf(o.buf + o.len, 80, " %d %d %d %d %d %d\n", c->group_rank,
+					  c->rank, c->local_rank, c->pid, c->exitcode, c->signal);
 	}
 	*ret_len = o.len;
 	return o.buf;
@@ -630,6 +683,41 @@ out:
 	return r;
 }
 
+/* The closing record "c <node> <group rank> <rank> <local rank> <pid>
+ * <exitcode> <signal>": at most one, in a closed state only, numbers in their
+ * bounds. */
+static int
+decode_close(struct rdzv_state *st, const char **f, size_t *fl, size_t nf)
+{
+	static const int64_t lo[6] = {-1, -1, -1, -1, -RDZV_CLOSE_MAX_SIGNAL, 0};
+	static const int64_t hi[6] = {
+		RDZV_CLOSE_MAX_RANK,  RDZV_CLOSE_MAX_RANK, RDZV_CLOSE_MAX_RANK, INT32_MAX, 255,
+		RDZV_CLOSE_MAX_SIGNAL};
+	struct rdzv_close_record rec;
+	int64_t v[6];
+
+	if (nf != 8 || !st->closed || st->closed_by) {
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < 6; i++) {
+		if (parse_i64(f[2 + i], fl[2 + i], lo[i], hi[i], &v[i]) < 0) {
+			return -EBADMSG;
+		}
+	}
+	if (rdzv_node_parse(&rec.node, f[1], fl[1]) < 0) {
+		return -EBADMSG;
+	}
+	rec.group_rank = (int)v[0];
+	rec.rank = (int)v[1];
+	rec.local_rank = (int)v[2];
+	rec.pid = (int)v[3];
+	rec.exitcode = (int)v[4];
+	rec.signal = (int)v[5];
+	rdzv_state_set_closed_by(st, &rec);
+	rdzv_node_release(&rec.node);
+	return 0;
+}
+
 int
 rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 {
@@ -659,7 +747,7 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 	st.deadline = v[4];
 	p = nl + 1;
 	while (p < end) {
-		static const char order[] = "pwrh";
+		static const char order[] = "pwrhc";
 		const char *section;
 		char tag;
 
@@ -674,8 +762,9 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 			goto bad;
 		}
 		last_section = (size_t)(section - order);
-		nf = fields(p, (size_t)(nl - p), f, fl, 3);
-		if (nf > 3 || decode_entry(&st, tag, f, fl, nf) < 0) {
+		nf = fields(p, (size_t)(nl - p), f, fl, 8);
+		if (nf > 8 || (tag == 'c' ? decode_close(&st, f, fl, nf)
+					  : decode_entry(&st, tag, f, fl, nf)) < 0) {
 			goto bad;
 		}
 		p = nl + 1;

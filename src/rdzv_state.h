@@ -12,7 +12,9 @@
  * Encoding: ASCII lines, versioned, node lists sorted by node order:
  *   "elasticd-rdzv 1 <round> <gen> <complete> <closed> <deadline|-1>\n"
  *   "p <node> <rank>\n" per participant, "w <node>\n" per waiting node,
- *   "r <node>\n" per redundant node, "h <node> <usec>\n" per heartbeat.
+ *   "r <node>\n" per redundant node, "h <node> <usec>\n" per heartbeat,
+ *   and, in a closed state only, at most one closing record
+ *   "c <node> <group rank> <rank> <local rank> <pid> <exitcode> <signal>\n".
  * torch pickles its state; nodes of torchrun and elasticd cannot share one
  * rendezvous anyway (reference §5.1). */
 #pragma once
@@ -43,6 +45,22 @@ struct rdzv_heartbeat {
 	int64_t usec; /* wall clock of the node's last keep-alive */
 };
 
+/* Why a node closed the rendezvous: its workers failed for good. Written
+ * with the closing, so every other node can say who failed. */
+struct rdzv_close_record {
+	struct rdzv_node node; /* the node whose workers failed */
+	int group_rank;        /* its rank in the round, or -1 */
+	int rank;              /* the failed worker's global rank, or -1 */
+	int local_rank;        /* the failed worker's local rank, or -1 */
+	int pid;               /* the failed worker's pid, or -1 */
+	int exitcode;          /* exit status, or -signal (Python's returncode) */
+	int signal;            /* the signal that ended it, or 0 */
+};
+
+/* Bounds of a decoded closing record's numbers. */
+#define RDZV_CLOSE_MAX_RANK (1 << 30)
+#define RDZV_CLOSE_MAX_SIGNAL 128
+
 struct rdzv_state {
 	int64_t round;
 	uint64_t gen;
@@ -58,6 +76,9 @@ struct rdzv_state {
 	size_t n_redundancy_list;
 	struct rdzv_heartbeat *heartbeats;
 	size_t n_heartbeats;
+	/* Set only when closed, and only by the node that closed it because its
+	 * workers failed (NULL: the job ended, or an older elasticd closed it). */
+	struct rdzv_close_record *closed_by;
 };
 
 /* Make a node from its parts. addr must be non-empty and free of whitespace
@@ -106,6 +127,13 @@ bool rdzv_state_remove_heartbeat(struct rdzv_state *st, const struct rdzv_node *
  * and redundancy list, each stamped usec (for a store where liveness lives
  * elsewhere, as etcd leases: the state is kept without "h" lines). */
 void rdzv_state_stamp_members(struct rdzv_state *st, int64_t usec);
+
+/* Set st->closed_by to a copy of rec (NULL clears it). */
+void rdzv_state_set_closed_by(struct rdzv_state *st, const struct rdzv_close_record *rec);
+
+/* "node N (group rank G): local rank L (rank R) exited with code C" (or
+ * "was killed by signal S (SIGNAME)"); -1 ranks are left out. malloc'd. */
+char *rdzv_close_record_describe(const struct rdzv_close_record *rec);
 
 /* Encode into a malloc'd buffer (not NUL-terminated; *ret_len bytes). */
 char *rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len);

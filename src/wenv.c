@@ -217,6 +217,7 @@ wenv_build_env(char *const *base, const struct wenv_worker *w, char ***ret_env, 
 	env_set(&env, "MASTER_ADDR", w->master_addr);
 	env_set_int(&env, "MASTER_PORT", w->master_port);
 	env_set_int(&env, "TORCHELASTIC_RESTART_COUNT", w->restart_count);
+	env_set_int(&env, "ELASTICD_ROUND", w->round);
 	env_set_int(&env, "TORCHELASTIC_MAX_RESTARTS", w->max_restarts);
 	env_set(&env, "TORCHELASTIC_RUN_ID", w->run_id);
 	env_set(&env, "TORCHELASTIC_USE_AGENT_STORE", w->use_agent_store ? "True" : "False");

@@ -20,7 +20,10 @@ struct wenv_worker {
 	int role_world_size;
 	const char *master_addr;
 	int master_port;
-	int restart_count; /* failure restarts so far */
+	int restart_count; /* failure restarts so far, of this node */
+	/* ELASTICD_ROUND: the rendezvous round, the same on every node of the
+	 * round (TORCHELASTIC_RESTART_COUNT counts only this node's restarts). */
+	int round;
 	int max_restarts;
 	const char *run_id;
 	bool use_agent_store;
@@ -52,7 +55,7 @@ char *wenv_template_substitute(const char *tmpl, const char *const *keys, const 
  * LISTEN_FDS, LISTEN_PID and LISTEN_FDNAMES, overlaid with torchrun's variables
  * (LOCAL_RANK, RANK, GROUP_RANK, ROLE_RANK, ROLE_NAME, LOCAL_WORLD_SIZE,
  * WORLD_SIZE, GROUP_WORLD_SIZE, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
- * TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
+ * TORCHELASTIC_RESTART_COUNT, ELASTICD_ROUND, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
  * TORCHELASTIC_USE_AGENT_STORE "True"/"False", TORCHELASTIC_ERROR_FILE,
  * TORCH_NCCL_ASYNC_ERROR_HANDLING (base's value or "1"; NCCL_ASYNC_ERROR_HANDLING
  * only as base has it), OMP_NUM_THREADS=1 and CUDA_DEVICE_ORDER=PCI_BUS_ID when

@@ -111,6 +111,10 @@ ENV_DIFFERENCES = {
         "WorkerServer there), proxied by elasticd's control plane as /ranks/<n>/; torchrun "
         "never sets it; off with --no-worker-server. Shape checked: <dir>/rank<n>.sock, absent "
         "when the worker starts (WorkerServer refuses an existing path), directory present"),
+    "ELASTICD_ROUND": (
+        "elasticd", True, "the rendezvous round, one count for the whole job (equal on every "
+        "node of a round), where TORCHELASTIC_RESTART_COUNT counts one node's restarts; "
+        "man elasticd(8), Worker environment"),
 }
 # Variables with the same value under both agents, for the same caller env.
 SAME_VALUE = [

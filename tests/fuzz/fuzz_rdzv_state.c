@@ -50,13 +50,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (int op = RDZV_OP_EXIT; op <= RDZV_OP_KEEP_ALIVE; op++) {
 		struct rdzv_state cp;
-		struct rdzv_ctx ctx = {&s, &me, 1000000000, 500000000, 510000000};
+		/* The closing record goes with every closing the actions make. */
+		static const struct rdzv_close_record rec = {{NULL, 0, 0, 0}, 1, 3, 1, 77, -9, 9};
+		struct rdzv_ctx ctx = {&s, &me, 1000000000, 500000000, 510000000, &rec};
 		enum rdzv_action a;
 
 		rdzv_state_copy(&cp, &st);
 		(void)rdzv_sanitize(&cp, &s, ctx.now_wall, NULL);
 		a = rdzv_decide((enum rdzv_op)op, &cp, &ctx);
 		(void)rdzv_apply(&cp, a, &ctx);
+		if (cp.closed_by) {
+			char *who = rdzv_close_record_describe(cp.closed_by);
+			size_t n;
+
+			free(who);
+			free(rdzv_state_encode(&cp, &n));
+		}
 		(void)rdzv_next_wake_usec((enum rdzv_op)op, &cp, &ctx);
 		check_sorted(&cp);
 		rdzv_state_release(&cp);

@@ -29,7 +29,8 @@ printf '%s\n' "RANK=$RANK" "LOCAL_RANK=$LOCAL_RANK" "WORLD_SIZE=$WORLD_SIZE" \
   "ROLE_NAME=$ROLE_NAME" "ROLE_WORLD_SIZE=$ROLE_WORLD_SIZE" "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE" \
   "MASTER_ADDR=$MASTER_ADDR" "MASTER_PORT=$MASTER_PORT" \
   "TORCHELASTIC_USE_AGENT_STORE=$TORCHELASTIC_USE_AGENT_STORE" \
-  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "AGENT_PID=$PPID" > "$f.tmp"
+  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "ELASTICD_ROUND=$ELASTICD_ROUND" \
+  "AGENT_PID=$PPID" > "$f.tmp"
 mv "$f.tmp" "$f"
 exec /bin/sh -c "$@"
 """
@@ -384,6 +385,52 @@ while True:
         self.assertTrue(any("closed by another node" in r.err for r in results), results)
         self.assertNoLeftovers()
 
+    def test_others_name_the_node_that_failed(self):
+        # Group rank 1's worker exits 3 for good: it records itself with the
+        # closing, and the other agent names it in its log line, failure
+        # table and events.
+        body = 'if [ "$GROUP_RANK" = 1 ]; then sleep 0.5; exit 3; fi; sleep 60'
+        evlogs = [self.path("ev%d.jsonl" % i) for i in range(2)]
+        a = [self.agent("2", body=body, extra=("--event-log-file", evlogs[i]))
+             for i in range(2)]
+        results = self.wait_all(a, timeout=40)
+        self.assertEqual(sorted(r.rc for r in results), [1, 1])
+        failer = next(d for d in self.worker_dumps() if d["GROUP_RANK"] == "1")
+        i = 0 if str(a[1].pid) == failer["AGENT_PID"] else 1
+        self.assertNotEqual(str(a[i].pid), failer["AGENT_PID"])
+        node = r"[^ ]+_%s_0" % failer["AGENT_PID"]
+        why = (r"closed by another node: its workers failed \(node (%s) \(group rank 1\): "
+               r"local rank 0 \(rank 1\) exited with code 3\)" % node)
+        self.assertRegex(results[i].err, why)
+        self.assertRegex(results[i].err, r"ChildFailedError: \n=+\n.* FAILED on node \S+ "
+                         r"\(group rank 1\)")
+        self.assertRegex(results[i].err, r"rank\s+: 1 \(local_rank: 0\)")
+        self.assertRegex(results[i].err, r"exitcode\s+: 3 \(pid: [1-9]\d*\)")
+        with open(evlogs[i]) as f:
+            ev = [json.loads(line) for line in f]
+        failed = [e for e in ev if e["name"] == "torchelastic.worker.status.FAILED"
+                  and e["source"] == "AGENT"]
+        self.assertEqual(len(failed), 1, [e["name"] for e in ev])
+        self.assertRegex(failed[0]["metadata"]["raw_error"], why)
+        self.assertNoLeftovers()
+
+    def test_joiner_names_the_node_that_failed(self):
+        # The store host's worker ignores SIGTERM, so the host stays up a
+        # while after the other node's worker failed for good and closed the
+        # rendezvous: a node that joins then is told who failed.
+        host = self.agent("2", body='trap "" TERM; sleep 60', conf=FAST + ",is_host=true",
+                          extra=("--shutdown-timeout", "20"))
+        time.sleep(0.3)
+        other = self.agent("2", body="sleep 0.5; exit 3", conf=FAST + ",is_host=false")
+        self.assertRc(other.wait(30), 1)
+        late = self.agent("2", conf=FAST + ",is_host=false").wait(15)
+        host.kill()
+        self.assertRc(late, 1)
+        self.assertRegex(late.err, r"rendezvous 'job' is closed by another node: its workers "
+                         r"failed \(node [^ ]+_%d_0 \(group rank \d\): local rank 0 \(rank "
+                         r"\d\) exited with code 3\)" % other.pid)
+        self.assertRegex(late.err, r"FAILED on node \S+ \(group rank \d\)")
+
     def test_worker_failure_restarts_every_node(self):
         # Attempt 0: group rank 1 fails; with a restart left every node re-forms.
         # The failing node spends its restart; the other restarts for free.
@@ -399,6 +446,18 @@ while True:
         counts = sorted(d["TORCHELASTIC_RESTART_COUNT"] for d in dumps)
         self.assertEqual(counts, ["0", "0", "0", "1"])
         self.assertTrue(any("Worker group FAILED. 1/1 attempts left" in r.err for r in results))
+        # The job-wide count: equal on both nodes of a round, though the
+        # node restarted for free still has TORCHELASTIC_RESTART_COUNT=0.
+        rounds = {}
+        for d in dumps:
+            rounds.setdefault(d["ELASTICD_ROUND"], []).append(d)
+        self.assertEqual(len(rounds), 2, dumps)
+        first, second = sorted(rounds, key=lambda r: int(r or -1))
+        for r in (first, second):
+            self.assertEqual(len({d["AGENT_PID"] for d in rounds[r]}), 2, dumps)
+        self.assertLess(int(first), int(second))
+        self.assertEqual(sorted(d["TORCHELASTIC_RESTART_COUNT"] for d in rounds[second]),
+                         ["0", "1"])
 
     # -- exit barrier ----------------------------------------------------------------
 

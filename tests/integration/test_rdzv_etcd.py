@@ -29,7 +29,8 @@ printf '%s\n' "RANK=$RANK" "LOCAL_RANK=$LOCAL_RANK" "WORLD_SIZE=$WORLD_SIZE" \
   "GROUP_RANK=$GROUP_RANK" "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE" \
   "MASTER_ADDR=$MASTER_ADDR" "MASTER_PORT=$MASTER_PORT" \
   "TORCHELASTIC_USE_AGENT_STORE=$TORCHELASTIC_USE_AGENT_STORE" \
-  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "AGENT_PID=$PPID" > "$f.tmp"
+  "TORCHELASTIC_RESTART_COUNT=$TORCHELASTIC_RESTART_COUNT" "ELASTICD_ROUND=$ELASTICD_ROUND" \
+  "AGENT_PID=$PPID" > "$f.tmp"
 mv "$f.tmp" "$f"
 exec /bin/sh -c "$@"
 """
@@ -121,6 +122,55 @@ class EtcdTest(lib.ElasticdTestCase):
                   for s in socks]
         ectl_nodes.check_nodes(self, socks, "etcd", "lease")
         ectl_nodes.stop(agents)
+
+    def test_worker_failure_one_round_count_on_every_node(self):
+        # Group rank 1 fails once: both nodes re-form, and the workers of each
+        # round see the same ELASTICD_ROUND although only the failing node's
+        # TORCHELASTIC_RESTART_COUNT moved.
+        self.start_etcd(1)
+        marker = self.path("failed-once")
+        body = ('if [ ! -e %s ]; then if [ "$GROUP_RANK" = 1 ]; then sleep 1; touch %s; '
+                'exit 5; fi; sleep 60; fi; exit 0' % (marker, marker))
+        a = [self.agent("2", body=body, extra=("--max-restarts", "1")) for _ in range(2)]
+        for r in self.wait_all(a):
+            self.assertRc(r, 0)
+        dumps = self.worker_dumps()
+        rounds = {}
+        for d in dumps:
+            rounds.setdefault(d["ELASTICD_ROUND"], []).append(d)
+        self.assertEqual(len(rounds), 2, dumps)
+        first, second = sorted(rounds, key=lambda r: int(r or -1))
+        for r in (first, second):
+            self.assertEqual(len({d["AGENT_PID"] for d in rounds[r]}), 2, dumps)
+        self.assertLess(int(first), int(second))
+        self.assertEqual(sorted(d["TORCHELASTIC_RESTART_COUNT"] for d in rounds[second]),
+                         ["0", "1"])
+
+    def test_others_name_the_node_that_failed(self):
+        # Group rank 1's worker exits 3 for good: its closing records it, and
+        # the other agent names it in its log line, failure table and events.
+        self.start_etcd(1)
+        body = 'if [ "$GROUP_RANK" = 1 ]; then sleep 0.5; exit 3; fi; sleep 60'
+        evlogs = [self.path("ev%d.jsonl" % i) for i in range(2)]
+        a = [self.agent("2", body=body, extra=("--event-log-file", evlogs[i]))
+             for i in range(2)]
+        results = self.wait_all(a, timeout=60)
+        self.assertEqual(sorted(r.rc for r in results), [1, 1])
+        failer = next(d for d in self.worker_dumps() if d["GROUP_RANK"] == "1")
+        i = 0 if str(a[1].pid) == failer["AGENT_PID"] else 1
+        self.assertNotEqual(str(a[i].pid), failer["AGENT_PID"])
+        why = (r"closed by another node: its workers failed \(node [^ ]+_%s_0 \(group rank 1\): "
+               r"local rank 0 \(rank 1\) exited with code 3\)" % failer["AGENT_PID"])
+        self.assertRegex(results[i].err, why)
+        self.assertRegex(results[i].err, r"ChildFailedError: \n=+\n.* FAILED on node \S+ "
+                         r"\(group rank 1\)")
+        self.assertRegex(results[i].err, r"exitcode\s+: 3 \(pid: [1-9]\d*\)")
+        with open(evlogs[i]) as f:
+            ev = [json.loads(line) for line in f]
+        failed = [e for e in ev if e["name"] == "torchelastic.worker.status.FAILED"
+                  and e["source"] == "AGENT"]
+        self.assertEqual(len(failed), 1, [e["name"] for e in ev])
+        self.assertRegex(failed[0]["metadata"]["raw_error"], why)
 
     def test_stale_closed_run_is_cleaned(self):
         self.start_etcd(1)

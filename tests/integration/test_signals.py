@@ -257,6 +257,19 @@ with open(os.path.join(sys.argv[1], 'py_%s' % os.environ['LOCAL_RANK']), 'w') as
         self.assertRc(res, 0)
         self.assertEqual(lib.read_text(os.path.join(out, "done")), "finished\n")
 
+    def test_nohup_sighup_stays_ignored_in_workers(self):
+        # nohup elasticd: the workers ignore SIGHUP too; SIGINT and SIGQUIT,
+        # which a shell ignores for background jobs, are back at default
+        # (as under torchrun: tests/e2e/test_torchrun_parity.py).
+        out = self.out_dir()
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "1", "--no-python",
+                                "/bin/sh", "-c", 'grep "^SigIgn" /proc/self/status > "$0/sh"',
+                                out, ignore_signals=(signal.SIGHUP, signal.SIGINT,
+                                                     signal.SIGQUIT))
+        self.assertRc(res, 0)
+        ign = int(lib.read_text(os.path.join(out, "sh")).split(":")[1].strip(), 16)
+        self.assertEqual(ign, 1 << (signal.SIGHUP - 1), "SigIgn of a worker: %x" % ign)
+
     def test_nohup_sigterm_still_handled(self):
         # Only the signal ignored at start is left alone.
         out = self.out_dir()

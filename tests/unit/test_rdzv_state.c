@@ -165,29 +165,35 @@ static void
 test_corrupt(void **state)
 {
 	static const char *const bad[] = {
-		"",
-		"Y2FuaW1hZGFt", /* torch's c10d sentinel: not a state */
-		"elasticd-rdzv 2 0 0 0 0 -1\n",
-		"elasticd-rdzv 1 0 0 0 0 -1",     /* no newline */
-		"elasticd-rdzv 1 0 0 2 0 -1\n",   /* complete not 0/1 */
-		"elasticd-rdzv 1 -1 0 0 0 -1\n",  /* negative round */
-		"elasticd-rdzv 1 0 0 0 0 -2\n",   /* deadline */
-		"elasticd-rdzv 1 0 0 0 0 -1 x\n", /* extra field */
+		"", "Y2FuaW1hZGFt", /* torch's c10d sentinel: not a state */
+		"elasticd-rdzv 2 0 0 0 0 -1\n", "elasticd-rdzv 1 0 0 0 0 -1", /* no newline */
+		"elasticd-rdzv 1 0 0 2 0 -1\n",                               /* complete not 0/1 */
+		"elasticd-rdzv 1 -1 0 0 0 -1\n",                              /* negative round */
+		"elasticd-rdzv 1 0 0 0 0 -2\n",                               /* deadline */
+		"elasticd-rdzv 1 0 0 0 0 -1 x\n",                             /* extra field */
 		"elasticd-rdzv 1 0 0 0 0 -1\nx a_1_0\n",
 		"elasticd-rdzv 1 0 0 0 0 -1\np a_1_0\n",              /* no rank */
 		"elasticd-rdzv 1 0 0 0 0 -1\np a_1_0 -1\n",           /* bad rank */
 		"elasticd-rdzv 1 0 0 0 0 -1\np b_1_0 0\np a_1_0 0\n", /* unsorted */
 		"elasticd-rdzv 1 0 0 0 0 -1\nw a_1_0\nw a_1_0\n",     /* duplicate */
-		"elasticd-rdzv 1 0 0 0 0 -1\nw nope\n",
-		"elasticd-rdzv 1 0 0 0 0 -1\nh a_1_0 12x\n",
-		"elasticd-rdzv 1 0 0 0 0 -1\nw a_1_0 5\n",
-		"elasticd-rdzv 1 0 0 0 0 -1\nw  a_1_0\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\nw nope\n", "elasticd-rdzv 1 0 0 0 0 -1\nh a_1_0 12x\n",
+		"elasticd-rdzv 1 0 0 0 0 -1\nw a_1_0 5\n", "elasticd-rdzv 1 0 0 0 0 -1\nw  a_1_0\n",
 		"elasticd-rdzv 1 0 0 0 0 -1\np a_1_0 0", /* last line unterminated */
 		"elasticd-rdzv 1 0 0 0 0 -0\n",          /* not canonical */
-		"elasticd-rdzv 1 +1 0 0 0 -1\n",
-		"elasticd-rdzv 1 01 0 0 0 -1\n",
+		"elasticd-rdzv 1 +1 0 0 0 -1\n", "elasticd-rdzv 1 01 0 0 0 -1\n",
 		"elasticd-rdzv 1 0 0 0 0 -1\nw a_01_0\n",
 		"elasticd-rdzv 1 0 0 0 0 -1\nh a_1_0 5\np a_1_0 0\n", /* sections out of order */
+		/* a closing record in a state that is not closed */
+		"elasticd-rdzv 1 0 0 0 0 -1\nc a_1_0 1 3 0 77 5 0\n",
+		"elasticd-rdzv 1 0 0 0 1 -1\nc a_1_0 1 3 0 77 5\n",     /* a field short */
+		"elasticd-rdzv 1 0 0 0 1 -1\nc a_1_0 1 3 0 77 5 0 0\n", /* a field too many */
+		"elasticd-rdzv 1 0 0 0 1 -1\nc a_1_0 1 3 0 77 256 0\n", /* exitcode */
+		"elasticd-rdzv 1 0 0 0 1 -1\nc a_1_0 1 3 0 77 -9 129\n",
+		"elasticd-rdzv 1 0 0 0 1 -1\nc a_1_0 -2 3 0 77 5 0\n",
+		"elasticd-rdzv 1 0 0 0 1 -1\nc a_1_0 1 3 0 -2 5 0\n",
+		"elasticd-rdzv 1 0 0 0 1 -1\nc nope 1 3 0 77 5 0\n",
+		"elasticd-rdzv 1 0 0 0 1 -1\nc a_1_0 1 3 0 77 5 0\nc a_1_0 1 3 0 77 5 0\n",
+		"elasticd-rdzv 1 0 0 0 1 -1\nc a_1_0 1 3 0 77 5 0\nh a_1_0 5\n", /* out of order */
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
@@ -208,13 +214,51 @@ test_corrupt(void **state)
 	}
 }
 
+static void
+test_close_record(void **state)
+{
+	const char *enc = "elasticd-rdzv 1 2 7 1 1 -1\np a_1_0 0\nc b_2_0 1 3 0 77 -9 9\n";
+	struct rdzv_state st, cp;
+	char *out, *who;
+	size_t len;
+
+	assert_int_equal(rdzv_state_decode(enc, strlen(enc), &st), 0);
+	assert_non_null(st.closed_by);
+	assert_string_equal(st.closed_by->node.name, "b_2_0");
+	assert_int_equal(st.closed_by->group_rank, 1);
+	assert_int_equal(st.closed_by->rank, 3);
+	assert_int_equal(st.closed_by->local_rank, 0);
+	assert_int_equal(st.closed_by->pid, 77);
+	assert_int_equal(st.closed_by->exitcode, -9);
+	assert_int_equal(st.closed_by->signal, 9);
+	rdzv_state_copy(&cp, &st);
+	out = rdzv_state_encode(&cp, &len);
+	assert_int_equal(len, strlen(enc));
+	assert_memory_equal(out, enc, len);
+	free(out);
+	who = rdzv_close_record_describe(cp.closed_by);
+	assert_string_equal(who, "node b_2_0 (group rank 1): local rank 0 (rank 3) was killed by "
+				 "signal 9 (SIGKILL), exitcode -9");
+	free(who);
+	cp.closed_by->signal = 0;
+	cp.closed_by->exitcode = 5;
+	cp.closed_by->group_rank = -1;
+	cp.closed_by->rank = -1;
+	who = rdzv_close_record_describe(cp.closed_by);
+	assert_string_equal(who, "node b_2_0: local rank 0 exited with code 5");
+	free(who);
+	rdzv_state_release(&cp);
+	rdzv_state_release(&st);
+	(void)state;
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_node_parse),         cmocka_unit_test(test_node_order),
 		cmocka_unit_test(test_sets_and_roundtrip), cmocka_unit_test(test_corrupt),
-		cmocka_unit_test(test_stamp_members),
+		cmocka_unit_test(test_stamp_members),      cmocka_unit_test(test_close_record),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

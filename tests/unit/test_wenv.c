@@ -26,6 +26,7 @@ static const struct wenv_worker base_worker = {
 	.master_addr = "node0",
 	.master_port = 29500,
 	.restart_count = 1,
+	.round = 4,
 	.max_restarts = 3,
 	.run_id = "job1",
 	.use_agent_store = false,
@@ -66,6 +67,7 @@ test_env_contract(void **state)
 		{"MASTER_ADDR", "node0"},
 		{"MASTER_PORT", "29500"},
 		{"TORCHELASTIC_RESTART_COUNT", "1"},
+		{"ELASTICD_ROUND", "4"},
 		{"TORCHELASTIC_MAX_RESTARTS", "3"},
 		{"TORCHELASTIC_RUN_ID", "job1"},
 		{"TORCHELASTIC_USE_AGENT_STORE", "False"},
@@ -103,7 +105,7 @@ test_env_contract(void **state)
 		ranks += strncmp(env[i], "RANK=", 5) == 0;
 	}
 	assert_int_equal(ranks, 1);
-	assert_int_equal(strv_length(env), 3 + 20); /* PATH, HOME, NOTIFY_SOCKETS */
+	assert_int_equal(strv_length(env), 3 + 21); /* PATH, HOME, NOTIFY_SOCKETS */
 	strv_free(env);
 }
 
