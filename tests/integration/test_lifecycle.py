@@ -98,6 +98,8 @@ class LifecycleTest(lib.ElasticdTestCase):
                 "GROUP_WORLD_SIZE": "1",
                 "ROLE_WORLD_SIZE": "2",
                 "TORCHELASTIC_RESTART_COUNT": "0",
+                # The job-wide round: equal on every node of a round.
+                "ELASTICD_ROUND": "0",
                 "TORCHELASTIC_MAX_RESTARTS": "4",
                 "TORCHELASTIC_RUN_ID": "myrun",
                 # --standalone is c10d with the agent store (torch 2.x).
