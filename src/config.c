@@ -19,679 +19,15 @@
 #include <string.h>
 
 #include "config_file.h"
+#include "config_internal.h"
 #include "hang.h"
 #include "config_policy.h"
 #include "numa.h"
 #include "util.h"
 
-/* std_map: -r/--redirects and -t/--tee values. */
-
-static bool
-all_digits(const char *s, size_t len)
-{
-	if (len == 0) {
-		return false;
-	}
-	for (size_t i = 0; i < len; i++) {
-		if (!isdigit((unsigned char)s[i])) {
-			return false;
-		}
-	}
-	return true;
-}
-
-static bool
-is_mask(const char *s, size_t len)
-{
-	return len == 1 && s[0] >= '0' && s[0] <= '3';
-}
-
-int
-std_map_parse(const char *s, struct std_map *ret, char **reterr)
-{
-	struct std_map m = {.all = STD_NONE};
-	const char *p = s;
-
-	if (is_mask(s, strlen(s))) {
-		*ret = (struct std_map){.all = (enum std_mask)(s[0] - '0')};
-		return 0;
-	}
-	for (;;) {
-		size_t len = strcspn(p, ",");
-		const char *colon = memchr(p, ':', len);
-		_cleanup_free_ char *rank_s = NULL;
-		long long rank;
-
-		if (!colon || !all_digits(p, (size_t)(colon - p)) ||
-		    !is_mask(colon + 1, len - (size_t)(colon - p) - 1)) {
-			goto invalid;
-		}
-		rank_s = xstrndup(p, (size_t)(colon - p));
-		if (parse_int(rank_s, 0, INT_MAX, &rank) < 0) {
-			goto invalid;
-		}
-		for (size_t i = 0; i < m.n; i++) {
-			if (m.entries[i].local_rank == (int)rank) {
-				*reterr = xasprintf(
-					"invalid value '%s': local rank %lld is given twice", s,
-					rank);
-				free(m.entries);
-				return -EINVAL;
-			}
-		}
-		m.entries = xrealloc(m.entries, (m.n + 1) * sizeof(*m.entries));
-		m.entries[m.n].local_rank = (int)rank;
-		m.entries[m.n].mask = (enum std_mask)(colon[1] - '0');
-		m.n++;
-		if (p[len] == '\0') {
-			break;
-		}
-		p += len + 1;
-	}
-	*ret = m;
-	return 0;
-
-invalid:
-	free(m.entries);
-	*reterr = xasprintf("invalid value '%s': expected a mask 0-3 (1 stdout, 2 stderr, 3 both) "
-			    "or LOCAL_RANK:MASK,... (e.g. 0:1,1:2)",
-			    s);
-	return -EINVAL;
-}
-
-enum std_mask
-std_map_get(const struct std_map *m, int local_rank)
-{
-	for (size_t i = 0; i < m->n; i++) {
-		if (m->entries[i].local_rank == local_rank) {
-			return m->entries[i].mask;
-		}
-	}
-	return m->all;
-}
-
-void
-std_map_release(struct std_map *m)
-{
-	free(m->entries);
-	*m = (struct std_map){.all = STD_NONE};
-}
-
-/* Value handlers. Each validates one value and stores it in the config,
- * replacing what an earlier occurrence stored (the last occurrence wins, as in
- * argparse). `name` is what the value came from ("--nnodes", "PET_NNODES"), for
- * messages. Flags get value NULL from the command line, or the PET_* string. */
-
-#define FIELD(cfg, o, type) ((type *)(void *)((char *)(cfg) + (o)->offset))
-
-static int __attribute__((format(printf, 4, 5)))
-invalid(char **reterr, const char *name, const char *value, const char *fmt, ...)
-{
-	va_list ap;
-	char *reason;
-
-	va_start(ap, fmt);
-	if (vasprintf(&reason, fmt, ap) < 0) {
-		abort();
-	}
-	va_end(ap);
-	*reterr = xasprintf("%s: invalid value '%s': %s", name, value, reason);
-	free(reason);
-	return -EINVAL;
-}
-
-/* "a, b or c" (last_sep " or "), each item prefixed with prefix. */
-static char *
-join_list(const char *const *items, const char *prefix, const char *last_sep)
-{
-	char *s = xstrdup("");
-
-	for (size_t i = 0; items[i]; i++) {
-		const char *sep = i == 0 ? "" : items[i + 1] ? ", " : last_sep;
-		char *t = xasprintf("%s%s%s%s", s, sep, prefix, items[i]);
-
-		free(s);
-		s = t;
-	}
-	return s;
-}
-
-/* Python's str.strip() of s[0..len), copied. */
-static char *
-strip_dup(const char *s, size_t len)
-{
-	while (len > 0 && isspace((unsigned char)*s)) {
-		s++;
-		len--;
-	}
-	while (len > 0 && isspace((unsigned char)s[len - 1])) {
-		len--;
-	}
-	return xstrndup(s, len);
-}
-
-static int
-parse_bounded(const char *name, const char *value, long long min, long long max, long long *ret,
-	      char **reterr)
-{
-	long long v;
-	int r;
-
-	r = parse_int(value, LLONG_MIN, LLONG_MAX, &v);
-	if (r == -ERANGE) {
-		v = value[0] == '-' ? LLONG_MIN : LLONG_MAX;
-	} else if (r < 0) {
-		return invalid(reterr, name, value, "expected an integer");
-	}
-	if (v < min) {
-		return invalid(reterr, name, value, "must be >= %lld", min);
-	}
-	if (v > max) {
-		return invalid(reterr, name, value, "must be <= %lld", max);
-	}
-	*ret = v;
-	return 0;
-}
-
-/* The option table's row type; the handlers below read `offset`, `choices`,
- * `min` and `max` from it. */
-enum option_kind {
-	OPT_VALUE,   /* takes one value: --x V, --x=V, -xV, -x V */
-	OPT_FLAG,    /* no value; PET_<DEST> is an integer, non-zero turns it on */
-	OPT_HELP,    /* -h/--help: config_parse returns CONFIG_HELP */
-	OPT_VERSION, /* --version: config_parse returns CONFIG_VERSION */
-};
-
-enum option_group {
-	GROUP_WORKERS,
-	GROUP_RESTARTS,
-	GROUP_HANG,
-	GROUP_RDZV,
-	GROUP_LOGS,
-	GROUP_SIGNALS,
-	GROUP_OTHER,
-	GROUP_COUNT,
-};
-
-struct config_option {
-	const char *name;  /* long name, dash spelling, without "--"; gives the underscore
-			    * spelling, the dest and PET_<DEST> */
-	const char *alias; /* a second long name for the same option (--run-id), or NULL */
-	char short_name;   /* 'r' for -r, or 0 */
-	enum option_kind kind;
-	bool env;                 /* default from PET_<DEST> (torchrun's `env`/`check_env`) */
-	const char *env_fallback; /* variable consulted after PET_<DEST>, or NULL */
-	const char *def;          /* coded default, converted by `set`; NULL: none */
-	const char *def_service;  /* the default as a service (--config given or
-				   * $NOTIFY_SOCKET set), when it differs; NULL: def */
-	/* Validate and store a value (OPT_VALUE, OPT_FLAG). 0 or -EINVAL. */
-	int (*set)(struct config *cfg, const struct config_option *o, const char *name,
-		   const char *value, char **reterr);
-	size_t offset;              /* field for the generic handlers */
-	const char *const *choices; /* set_choice: NULL-terminated list */
-	long long min, max;         /* set_int: inclusive bounds */
-	enum option_group group;    /* --help section */
-	const char *metavar;        /* --help: what the value looks like */
-	const char *help;           /* --help: one sentence, no default */
-};
-
-static int
-set_string(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	   char **reterr)
-{
-	char **field = FIELD(cfg, o, char *);
-
-	free(*field);
-	*field = xstrdup(value);
-	return 0;
-}
-
-static int
-set_choice(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	   char **reterr)
-{
-	_cleanup_free_ char *text = NULL;
-
-	for (size_t i = 0; o->choices[i]; i++) {
-		if (strcmp(o->choices[i], value) == 0) {
-			return set_string(cfg, o, name, value, reterr);
-		}
-	}
-	text = join_list(o->choices, "", " or ");
-	return invalid(reterr, name, value, "expected %s", text);
-}
-
-static int
-set_int(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	char **reterr)
-{
-	long long v = 0;
-	int r;
-
-	r = parse_bounded(name, value, o->min, o->max, &v, reterr);
-	if (r < 0) {
-		return r;
-	}
-	*FIELD(cfg, o, int) = (int)v;
-	return 0;
-}
-
-static int
-set_seconds(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	    char **reterr)
-{
-	double v;
-
-	if (parse_double(value, &v) < 0) {
-		return invalid(reterr, name, value, "expected a number of seconds");
-	}
-	if (v < 0) {
-		return invalid(reterr, name, value, "must be >= 0");
-	}
-	*FIELD(cfg, o, double) = v;
-	return 0;
-}
-
-static int
-set_flag(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	 char **reterr)
-{
-	*FIELD(cfg, o, bool) = true;
-	return 0;
-}
-
-/* A socket's file mode in octal ("0660", "660"), at most 0777, that lets its
- * owner read and write (0600). */
-static int
-set_mode(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	 char **reterr)
-{
-	long v = 0;
-	size_t i;
-
-	for (i = 0; value[i] >= '0' && value[i] <= '7' && i < 5; i++) {
-		v = v * 8 + (value[i] - '0');
-	}
-	if (i == 0 || value[i] != '\0' || v > 0777) {
-		return invalid(reterr, name, value, "expected an octal file mode such as 0660");
-	}
-	if ((v & 0600) != 0600) {
-		return invalid(reterr, name, value, "the owner needs read and write (0600)");
-	}
-	*FIELD(cfg, o, int) = (int)v;
-	return 0;
-}
-
-static int
-refuse_run_path(struct config *cfg, const struct config_option *o, const char *name,
-		const char *value, char **reterr)
-{
-	static const char msg[] = "--run-path is not supported by elasticd: it runs the script "
-				  "inside a Python multiprocessing child; drop --run-path to run "
-				  "it as a process";
-
-	if (value) {
-		*reterr = xasprintf("%s=%s: %s", name, value, msg);
-	} else {
-		*reterr = xstrdup(msg);
-	}
-	return -EINVAL;
-}
-
-static int
-set_nnodes(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	   char **reterr)
-{
-	const char *colon = strchr(value, ':');
-	_cleanup_free_ char *min_s = NULL;
-	long long min, max;
-
-	if (!colon) {
-		if (parse_int(value, LLONG_MIN, LLONG_MAX, &min) < 0) {
-			goto invalid;
-		}
-		max = min;
-	} else {
-		min_s = xstrndup(value, (size_t)(colon - value));
-		if (parse_int(min_s, LLONG_MIN, LLONG_MAX, &min) < 0 ||
-		    parse_int(colon + 1, LLONG_MIN, LLONG_MAX, &max) < 0) {
-			goto invalid;
-		}
-	}
-	if (min <= 0 || min > max || max > INT_MAX) {
-		return invalid(reterr, name, value, "expected N or MIN:MAX with 0 < MIN <= MAX");
-	}
-	cfg->min_nodes = (int)min;
-	cfg->max_nodes = (int)max;
-	return 0;
-
-invalid:
-	return invalid(reterr, name, value, "expected N or MIN:MAX");
-}
-
-static int
-set_nproc(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	  char **reterr)
-{
-	static const struct {
-		const char *name;
-		enum nproc_kind kind;
-	} kinds[] = {
-		{"cpu", NPROC_CPU},
-		{"gpu", NPROC_GPU},
-		{"xpu", NPROC_XPU},
-		{"auto", NPROC_AUTO},
-	};
-	/* torch device types (c10 DeviceTypeName) and npu, the name Ascend's
-	 * torch_npu gives torch's PrivateUse1 backend, which torchrun also accepts. */
-	static const char *const uncountable[] = {"cuda", "hpu", "mps", "mtia", "npu"};
-	long long n;
-	int r;
-
-	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
-		if (strcmp(value, kinds[i].name) == 0) {
-			cfg->nproc_kind = kinds[i].kind;
-			cfg->nproc_per_node = 0;
-			return 0;
-		}
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(uncountable); i++) {
-		if (strcmp(value, uncountable[i]) == 0) {
-			*reterr = xasprintf("%s: '%s': elasticd cannot count %s devices here; give "
-					    "a number instead%s",
-					    name, value, value,
-					    strcmp(value, "cuda") == 0 ? ", or gpu" : "");
-			return -EINVAL;
-		}
-	}
-	r = parse_int(value, LLONG_MIN, LLONG_MAX, &n);
-	if (r == -EINVAL) {
-		return invalid(reterr, name, value, "expected an integer, cpu, gpu, xpu or auto");
-	}
-	if (r < 0 || n <= 0 || n > INT_MAX) {
-		return invalid(reterr, name, value, "must be > 0 and <= %d", INT_MAX);
-	}
-	cfg->nproc_kind = NPROC_INT;
-	cfg->nproc_per_node = (int)n;
-	return 0;
-}
-
-static int
-set_gpu_bus_ids(struct config *cfg, const struct config_option *o, const char *name,
-		const char *value, char **reterr)
-{
-	char **ids = NULL, *err = NULL;
-
-	if (numa_busid_list_parse(value, &ids, &err) < 0) {
-		*reterr = xasprintf("%s: %s", name, err);
-		free(err);
-		return -EINVAL;
-	}
-	strv_free(ids);
-	return set_string(cfg, o, name, value, reterr);
-}
-
-static void
-rdzv_conf_free(struct rdzv_conf_entry *entries, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(entries[i].key);
-		free(entries[i].value);
-	}
-	free(entries);
-}
-
-/* Split value on ',' and hand each piece to one(), which returns 0, or -EINVAL
- * with *reterr set. Empty pieces go to one() too. */
-static int
-split_commas(const char *value, int (*one)(const char *piece, void *userdata, char **reterr),
-	     void *userdata, char **reterr)
-{
-	const char *p = value;
-
-	for (;;) {
-		size_t len = strcspn(p, ",");
-		_cleanup_free_ char *piece = xstrndup(p, len);
-		int r;
-
-		r = one(piece, userdata, reterr);
-		if (r < 0) {
-			return r;
-		}
-		if (p[len] == '\0') {
-			return 0;
-		}
-		p += len + 1;
-	}
-}
-
-struct rdzv_conf_list {
-	struct rdzv_conf_entry *v;
-	size_t n;
-	const char *name;  /* for messages */
-	const char *value; /* the whole value, for messages */
-};
-
-static int
-rdzv_conf_one(const char *piece, void *userdata, char **reterr)
-{
-	struct rdzv_conf_list *l = userdata;
-	const char *eq = strchr(piece, '=');
-	_cleanup_free_ char *key = strip_dup(piece, eq ? (size_t)(eq - piece) : strlen(piece));
-	_cleanup_free_ char *val = eq ? strip_dup(eq + 1, strlen(eq + 1)) : NULL;
-	size_t i;
-
-	if (!*key) {
-		return invalid(reterr, l->name, l->value,
-			       "The rendezvous configuration string must be in format "
-			       "<key1>=<value1>,...,<keyN>=<valueN>.");
-	}
-	if (!val || !*val) {
-		return invalid(reterr, l->name, l->value,
-			       "The rendezvous configuration option '%s' must have a value "
-			       "specified.",
-			       key);
-	}
-	for (i = 0; i < l->n && strcmp(l->v[i].key, key) != 0; i++) {
-	}
-	if (i == l->n) {
-		l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
-		l->v[l->n].key = key;
-		l->v[l->n].value = NULL;
-		key = NULL;
-		l->n++;
-	}
-	free(l->v[i].value);
-	l->v[i].value = val;
-	val = NULL;
-	return 0;
-}
-
-/* torchrun's _parse_rendezvous_config: "k=v,k=v", the whole string, keys and
- * values stripped; a repeated key keeps its last value. */
-static int
-set_rdzv_conf(struct config *cfg, const struct config_option *o, const char *name,
-	      const char *value, char **reterr)
-{
-	_cleanup_free_ char *all = strip_dup(value, strlen(value));
-	struct rdzv_conf_list l = {.name = name, .value = value};
-
-	if (*all && split_commas(all, rdzv_conf_one, &l, reterr) < 0) {
-		rdzv_conf_free(l.v, l.n);
-		return -EINVAL;
-	}
-	rdzv_conf_free(cfg->rdzv_conf, cfg->n_rdzv_conf);
-	cfg->rdzv_conf = l.v;
-	cfg->n_rdzv_conf = l.n;
-	return 0;
-}
-
-static int
-set_std_map(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	    char **reterr)
-{
-	struct std_map *field = FIELD(cfg, o, struct std_map), m;
-	_cleanup_free_ char *why = NULL;
-
-	if (std_map_parse(value, &m, &why) < 0) {
-		*reterr = xasprintf("%s: %s", name, why);
-		return -EINVAL;
-	}
-	std_map_release(field);
-	*field = m;
-	return 0;
-}
-
-struct int_list {
-	int *v;
-	size_t n;
-	const char *name;  /* for messages */
-	const char *value; /* the whole value, for messages */
-};
-
-static void
-int_list_add(struct int_list *l, int x)
-{
-	l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
-	l->v[l->n++] = x;
-}
-
-static int
-local_rank_one(const char *piece, void *userdata, char **reterr)
-{
-	struct int_list *l = userdata;
-	size_t len;
-	_cleanup_free_ char *t = NULL;
-	long long rank;
-
-	/* Python's int() takes surrounding blanks: "0, 1" works with torchrun. */
-	while (isspace((unsigned char)*piece)) {
-		piece++;
-	}
-	len = strlen(piece);
-	while (len > 0 && isspace((unsigned char)piece[len - 1])) {
-		len--;
-	}
-	t = xstrndup(piece, len);
-	if (!all_digits(t, len) || parse_int(t, 0, INT_MAX, &rank) < 0) {
-		return invalid(reterr, l->name, l->value,
-			       "expected a comma-separated list of local ranks >= 0 (e.g. 0,1,2)");
-	}
-	int_list_add(l, (int)rank);
-	return 0;
-}
-
-static int
-set_ranks_filter(struct config *cfg, const struct config_option *o, const char *name,
-		 const char *value, char **reterr)
-{
-	struct int_list l = {.name = name, .value = value};
-
-	/* torchrun: `if args.local_ranks_filter:`, so "" means no filter. */
-	if (*value && split_commas(value, local_rank_one, &l, reterr) < 0) {
-		free(l.v);
-		return -EINVAL;
-	}
-	free(cfg->local_ranks_filter);
-	cfg->local_ranks_filter = l.v;
-	cfg->n_local_ranks_filter = l.n;
-	return 0;
-}
-
-static int
-signal_one(const char *piece, void *userdata, char **reterr)
-{
-	struct int_list *l = userdata;
-	_cleanup_free_ char *sig = strip_dup(piece, strlen(piece));
-	int signo;
-
-	signo = signal_from_name(sig);
-	if (signo < 0) {
-		return invalid(reterr, l->name, l->value,
-			       "unknown signal '%s' (expected names like SIGTERM or TERM, or "
-			       "numbers)",
-			       sig);
-	}
-	if (signo == SIGKILL || signo == SIGSTOP) {
-		return invalid(reterr, l->name, l->value, "%s cannot be caught",
-			       signal_name(signo));
-	}
-	if (signo == SIGCHLD) {
-		return invalid(reterr, l->name, l->value,
-			       "SIGCHLD is how elasticd reaps its workers; it cannot be forwarded");
-	}
-	for (size_t i = 0; i < l->n; i++) {
-		if (l->v[i] == signo) {
-			return 0;
-		}
-	}
-	int_list_add(l, signo);
-	return 0;
-}
-
-static int
-set_signals(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	    char **reterr)
-{
-	struct int_list l = {.name = name, .value = value};
-
-	/* "" handles no signal, as torchrun (which only warns about the name ""). */
-	if (*value && split_commas(value, signal_one, &l, reterr) < 0) {
-		free(l.v);
-		return -EINVAL;
-	}
-	free(cfg->signals);
-	cfg->signals = l.v;
-	cfg->n_signals = l.n;
-	return 0;
-}
-
-static int
-set_forward_signals(struct config *cfg, const struct config_option *o, const char *name,
-		    const char *value, char **reterr)
-{
-	struct int_list l = {.name = name, .value = value};
-
-	if (*value && split_commas(value, signal_one, &l, reterr) < 0) {
-		free(l.v);
-		return -EINVAL;
-	}
-	free(cfg->forward_signals);
-	cfg->forward_signals = l.v;
-	cfg->n_forward_signals = l.n;
-	return 0;
-}
-
-/* --logs-specs: torchrun loads the class of this name from the entry point
- * group torchrun.logs_specs, where torch itself registers only "default"
- * (DefaultLogsSpecs, the layout elasticd writes). There are no plug-ins here,
- * so any other name is refused rather than silently ignored. */
-static int
-set_logs_specs(struct config *cfg, const struct config_option *o, const char *name,
-	       const char *value, char **reterr)
-{
-	if (strcmp(value, "default") != 0) {
-		return invalid(reterr, name, value,
-			       "only the default logs spec exists (torch's DefaultLogsSpecs); "
-			       "elasticd loads no torchrun.logs_specs plug-ins");
-	}
-	return set_string(cfg, o, name, value, reterr);
-}
-
-/* --rdzv-backend: a choice, with a word for torch's etcd v2 backend. */
-static int
-set_rdzv_backend(struct config *cfg, const struct config_option *o, const char *name,
-		 const char *value, char **reterr)
-{
-	if (strcmp(value, "etcd-v2") == 0) {
-		return invalid(reterr, name, value,
-			       "etcd's v2 API is not supported; use etcd (its v3 API) or c10d");
-	}
-	return set_choice(cfg, o, name, value, reterr);
-}
-
-/* The option table. To add an option, add a row (and a handler above when no
- * generic one fits: set_string, set_choice, set_int, set_seconds, set_flag).
+/* The option table. To add an option, add a row (and a handler in
+ * config_values.c when no generic one fits: config_set_string,
+ * config_set_choice, config_set_int, config_set_seconds, config_set_flag).
  * Rows are listed in --help order within each group. */
 
 static const char *const rdzv_backends[] = {"static", "c10d", "etcd", NULL};
@@ -709,7 +45,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "1",
-		.set = set_nproc,
+		.set = config_set_nproc,
 		.group = GROUP_WORKERS,
 		.metavar = "N|cpu|gpu|xpu|auto",
 		.help = "Workers on this node: a number, the CPUs this process may use (cpu), "
@@ -721,7 +57,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "0",
-		.set = set_int,
+		.set = config_set_int,
 		.offset = offsetof(struct config, max_restarts),
 		.min = 0,
 		.max = INT_MAX,
@@ -734,7 +70,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "0.1",
-		.set = set_seconds,
+		.set = config_set_seconds,
 		.offset = offsetof(struct config, monitor_interval),
 		.group = GROUP_WORKERS,
 		.metavar = "SECONDS",
@@ -745,7 +81,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "spawn",
-		.set = set_choice,
+		.set = config_set_choice,
 		.offset = offsetof(struct config, start_method),
 		.choices = start_methods,
 		.group = GROUP_WORKERS,
@@ -757,7 +93,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "default",
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, role),
 		.group = GROUP_WORKERS,
 		.metavar = "NAME",
@@ -768,7 +104,7 @@ static const struct config_option options[] = {
 		.short_name = 'm',
 		.kind = OPT_FLAG,
 		.env = true,
-		.set = set_flag,
+		.set = config_set_flag,
 		.offset = offsetof(struct config, module),
 		.group = GROUP_WORKERS,
 		.help = "Run training_script as a Python module (python -u -m).",
@@ -777,7 +113,7 @@ static const struct config_option options[] = {
 		.name = "no-python",
 		.kind = OPT_FLAG,
 		.env = true,
-		.set = set_flag,
+		.set = config_set_flag,
 		.offset = offsetof(struct config, no_python),
 		.group = GROUP_WORKERS,
 		.help = "Execute training_script directly, without a Python interpreter.",
@@ -786,7 +122,7 @@ static const struct config_option options[] = {
 		.name = "run-path",
 		.kind = OPT_FLAG,
 		.env = true,
-		.set = refuse_run_path,
+		.set = config_refuse_run_path,
 		.group = GROUP_WORKERS,
 		.help = "Not supported (torchrun runs the script in a Python multiprocessing "
 			"child).",
@@ -795,7 +131,7 @@ static const struct config_option options[] = {
 		.name = "virtual-local-rank",
 		.kind = OPT_FLAG,
 		.env = true,
-		.set = set_flag,
+		.set = config_set_flag,
 		.offset = offsetof(struct config, virtual_local_rank),
 		.group = GROUP_WORKERS,
 		.help = "Give every worker LOCAL_RANK=0 and only its own GPU in "
@@ -804,7 +140,7 @@ static const struct config_option options[] = {
 	{
 		.name = "numa-binding",
 		.kind = OPT_VALUE,
-		.set = set_choice,
+		.set = config_set_choice,
 		.offset = offsetof(struct config, numa_binding),
 		.choices = numa_modes,
 		.group = GROUP_WORKERS,
@@ -815,7 +151,7 @@ static const struct config_option options[] = {
 	{
 		.name = "numa-membind",
 		.kind = OPT_FLAG,
-		.set = set_flag,
+		.set = config_set_flag,
 		.offset = offsetof(struct config, numa_membind),
 		.group = GROUP_WORKERS,
 		.help = "With --numa-binding, also bind each worker's memory to the NUMA nodes "
@@ -824,7 +160,7 @@ static const struct config_option options[] = {
 	{
 		.name = "numa-fallback",
 		.kind = OPT_FLAG,
-		.set = set_flag,
+		.set = config_set_flag,
 		.offset = offsetof(struct config, numa_fallback),
 		.group = GROUP_WORKERS,
 		.help = "Run a worker that cannot be bound unbound, with a warning, instead of "
@@ -833,7 +169,7 @@ static const struct config_option options[] = {
 	{
 		.name = "gpu-bus-ids",
 		.kind = OPT_VALUE,
-		.set = set_gpu_bus_ids,
+		.set = config_set_gpu_bus_ids,
 		.offset = offsetof(struct config, gpu_bus_ids),
 		.group = GROUP_WORKERS,
 		.metavar = "BUSID,...",
@@ -843,7 +179,7 @@ static const struct config_option options[] = {
 	{
 		.name = "topology-xml",
 		.kind = OPT_VALUE,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, topology_xml),
 		.group = GROUP_WORKERS,
 		.metavar = "FILE",
@@ -853,7 +189,7 @@ static const struct config_option options[] = {
 	{
 		.name = "dry-run",
 		.kind = OPT_FLAG,
-		.set = set_flag,
+		.set = config_set_flag,
 		.offset = offsetof(struct config, dry_run),
 		.group = GROUP_WORKERS,
 		.help = "Print each local rank's GPU and binding as JSON lines and exit, "
@@ -899,7 +235,7 @@ static const struct config_option options[] = {
 		.name = "progress-file",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, progress_file),
 		.group = GROUP_RESTARTS,
 		.metavar = "PATH",
@@ -912,7 +248,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "3",
-		.set = set_int,
+		.set = config_set_int,
 		.offset = offsetof(struct config, progress_attempts),
 		.min = 1,
 		.max = INT_MAX,
@@ -941,7 +277,7 @@ static const struct config_option options[] = {
 		.name = "hang-silence",
 		.kind = OPT_VALUE,
 		.def = "0",
-		.set = set_seconds,
+		.set = config_set_seconds,
 		.offset = offsetof(struct config, hang_silence),
 		.group = GROUP_HANG,
 		.metavar = "SECONDS",
@@ -951,7 +287,7 @@ static const struct config_option options[] = {
 	{
 		.name = "hang-cadence",
 		.kind = OPT_VALUE,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, hang_cadence),
 		.group = GROUP_HANG,
 		.metavar = "REGEX",
@@ -963,7 +299,7 @@ static const struct config_option options[] = {
 		.name = "hang-cadence-interval",
 		.kind = OPT_VALUE,
 		.def = "0",
-		.set = set_seconds,
+		.set = config_set_seconds,
 		.offset = offsetof(struct config, hang_cadence_interval),
 		.group = GROUP_HANG,
 		.metavar = "SECONDS",
@@ -973,7 +309,7 @@ static const struct config_option options[] = {
 		.name = "hang-cadence-start",
 		.kind = OPT_VALUE,
 		.def = "0",
-		.set = set_seconds,
+		.set = config_set_seconds,
 		.offset = offsetof(struct config, hang_cadence_start),
 		.group = GROUP_HANG,
 		.metavar = "SECONDS",
@@ -987,7 +323,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "1:1",
-		.set = set_nnodes,
+		.set = config_set_nnodes,
 		.group = GROUP_RDZV,
 		.metavar = "N|MIN:MAX",
 		.help = "Number of nodes, or the range of nodes of an elastic job.",
@@ -997,7 +333,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "static",
-		.set = set_rdzv_backend,
+		.set = config_set_rdzv_backend,
 		.offset = offsetof(struct config, rdzv_backend),
 		.choices = rdzv_backends,
 		.group = GROUP_RDZV,
@@ -1009,7 +345,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "",
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, rdzv_endpoint),
 		.group = GROUP_RDZV,
 		.metavar = "HOST[:PORT]",
@@ -1021,7 +357,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "none",
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, rdzv_id),
 		.group = GROUP_RDZV,
 		.metavar = "ID",
@@ -1032,7 +368,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "",
-		.set = set_rdzv_conf,
+		.set = config_set_rdzv_conf,
 		.group = GROUP_RDZV,
 		.metavar = "K=V,...",
 		.help = "More rendezvous settings (e.g. timeout=900,join_timeout=600).",
@@ -1041,7 +377,7 @@ static const struct config_option options[] = {
 		.name = "standalone",
 		.kind = OPT_FLAG,
 		.env = true,
-		.set = set_flag,
+		.set = config_set_flag,
 		.offset = offsetof(struct config, standalone),
 		.group = GROUP_RDZV,
 		.help = "Single-node job: c10d rendezvous on localhost:0 with a fresh run id "
@@ -1052,7 +388,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "0",
-		.set = set_int,
+		.set = config_set_int,
 		.offset = offsetof(struct config, node_rank),
 		.min = 0,
 		.max = INT_MAX,
@@ -1065,7 +401,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "127.0.0.1",
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, master_addr),
 		.group = GROUP_RDZV,
 		.metavar = "HOST",
@@ -1076,7 +412,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "29500",
-		.set = set_int,
+		.set = config_set_int,
 		.offset = offsetof(struct config, master_port),
 		.min = 0,
 		.max = 65535,
@@ -1089,7 +425,7 @@ static const struct config_option options[] = {
 		.name = "local-addr",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, local_addr),
 		.group = GROUP_RDZV,
 		.metavar = "ADDR",
@@ -1102,7 +438,7 @@ static const struct config_option options[] = {
 		.name = "log-dir",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, log_dir),
 		.group = GROUP_LOGS,
 		.metavar = "DIR",
@@ -1114,7 +450,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "0",
-		.set = set_std_map,
+		.set = config_set_std_map,
 		.offset = offsetof(struct config, redirects),
 		.group = GROUP_LOGS,
 		.metavar = "MASK|RANK:MASK,...",
@@ -1127,7 +463,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "0",
-		.set = set_std_map,
+		.set = config_set_std_map,
 		.offset = offsetof(struct config, tee),
 		.group = GROUP_LOGS,
 		.metavar = "MASK|RANK:MASK,...",
@@ -1140,7 +476,7 @@ static const struct config_option options[] = {
 		.env = true,
 		.env_fallback = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
 		.def = "[${role_name}${local_rank}]:",
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, log_line_prefix_template),
 		.group = GROUP_LOGS,
 		.metavar = "TEMPLATE",
@@ -1152,7 +488,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "",
-		.set = set_ranks_filter,
+		.set = config_set_ranks_filter,
 		.group = GROUP_LOGS,
 		.metavar = "RANK,...",
 		.help = "Show only these local ranks' output on the console (log files keep all).",
@@ -1160,7 +496,7 @@ static const struct config_option options[] = {
 	{
 		.name = "logs-specs",
 		.kind = OPT_VALUE,
-		.set = set_logs_specs,
+		.set = config_set_logs_specs,
 		.offset = offsetof(struct config, logs_specs),
 		.group = GROUP_LOGS,
 		.metavar = "default",
@@ -1171,7 +507,7 @@ static const struct config_option options[] = {
 		.name = "duplicate-stdout-filters",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, duplicate_stdout_filters),
 		.group = GROUP_LOGS,
 		.metavar = "FILTER,...",
@@ -1182,7 +518,7 @@ static const struct config_option options[] = {
 		.name = "duplicate-stderr-filters",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, duplicate_stderr_filters),
 		.group = GROUP_LOGS,
 		.metavar = "FILTER,...",
@@ -1193,7 +529,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "file",
-		.set = set_choice,
+		.set = config_set_choice,
 		.offset = offsetof(struct config, event_log_handler),
 		.choices = event_log_handlers,
 		.group = GROUP_LOGS,
@@ -1206,7 +542,7 @@ static const struct config_option options[] = {
 		.name = "event-log-file",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, event_log_file),
 		.group = GROUP_LOGS,
 		.metavar = "PATH",
@@ -1217,7 +553,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "1024",
-		.set = set_int,
+		.set = config_set_int,
 		.offset = offsetof(struct config, event_ring_size),
 		.min = 0,
 		.max = 65536,
@@ -1234,7 +570,7 @@ static const struct config_option options[] = {
 		.def = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
 		/* systemd's reload and logrotate send SIGHUP: re-open the logs. */
 		.def_service = "SIGTERM,SIGINT,SIGQUIT",
-		.set = set_signals,
+		.set = config_set_signals,
 		.group = GROUP_SIGNALS,
 		.metavar = "SIG,...",
 		.help = "Signals that stop the workers with the same signal, then elasticd. "
@@ -1246,7 +582,7 @@ static const struct config_option options[] = {
 		.env = true,
 		.env_fallback = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
 		.def = "30",
-		.set = set_int,
+		.set = config_set_int,
 		.offset = offsetof(struct config, shutdown_timeout),
 		.min = 0,
 		.max = INT_MAX,
@@ -1259,7 +595,7 @@ static const struct config_option options[] = {
 		.name = "term-timeout",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_int,
+		.set = config_set_int,
 		.offset = offsetof(struct config, term_timeout),
 		.min = 0,
 		.max = INT_MAX,
@@ -1273,7 +609,7 @@ static const struct config_option options[] = {
 		.kind = OPT_VALUE,
 		.env = true,
 		.def = "SIGUSR1,SIGUSR2",
-		.set = set_forward_signals,
+		.set = config_set_forward_signals,
 		.group = GROUP_SIGNALS,
 		.metavar = "SIG,...",
 		.help = "Signals sent on to every worker's process group while the workers go on "
@@ -1285,7 +621,7 @@ static const struct config_option options[] = {
 		.name = "control-socket",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, control_socket),
 		.group = GROUP_OTHER,
 		.metavar = "PATH",
@@ -1298,7 +634,7 @@ static const struct config_option options[] = {
 		.name = "control-socket-mode",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_mode,
+		.set = config_set_mode,
 		.offset = offsetof(struct config, control_socket_mode),
 		.group = GROUP_OTHER,
 		.metavar = "MODE",
@@ -1309,7 +645,7 @@ static const struct config_option options[] = {
 		.name = "control-socket-group",
 		.kind = OPT_VALUE,
 		.env = true,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, control_socket_group),
 		.group = GROUP_OTHER,
 		.metavar = "GROUP",
@@ -1319,7 +655,7 @@ static const struct config_option options[] = {
 		.name = "no-worker-server",
 		.kind = OPT_FLAG,
 		.env = true,
-		.set = set_flag,
+		.set = config_set_flag,
 		.offset = offsetof(struct config, no_worker_server),
 		.group = GROUP_OTHER,
 		.help = "Do not give workers TORCH_WORKER_SERVER_SOCKET (their own control socket, "
@@ -1328,7 +664,7 @@ static const struct config_option options[] = {
 	{
 		.name = "config",
 		.kind = OPT_VALUE,
-		.set = set_string,
+		.set = config_set_string,
 		.offset = offsetof(struct config, config_file),
 		.group = GROUP_OTHER,
 		.metavar = "FILE",
@@ -1468,10 +804,10 @@ is_negative_number(const char *arg)
 	arg++;
 	dot = strchr(arg, '.');
 	if (!dot) {
-		return all_digits(arg, strlen(arg));
+		return config_all_digits(arg, strlen(arg));
 	}
-	return (dot == arg || all_digits(arg, (size_t)(dot - arg))) &&
-	       all_digits(dot + 1, strlen(dot + 1));
+	return (dot == arg || config_all_digits(arg, (size_t)(dot - arg))) &&
+	       config_all_digits(dot + 1, strlen(dot + 1));
 }
 
 /* Whether arg is an option string (known, ambiguous or unknown) rather than a
@@ -1647,7 +983,8 @@ apply_env(struct config *cfg, const struct config_option *o, const char *var, co
 		return o->set(cfg, o, var, value, reterr);
 	case OPT_FLAG:
 		if (parse_int(value, LLONG_MIN, LLONG_MAX, &on) < 0) {
-			return invalid(reterr, var, value, "expected an integer (1 on, 0 off)");
+			return config_invalid(reterr, var, value,
+					      "expected an integer (1 on, 0 off)");
 		}
 		return on ? o->set(cfg, o, var, value, reterr) : 0;
 	case OPT_HELP:
@@ -2138,7 +1475,7 @@ config_release(struct config *cfg)
 	free(cfg->rdzv_backend);
 	free(cfg->rdzv_endpoint);
 	free(cfg->rdzv_id);
-	rdzv_conf_free(cfg->rdzv_conf, cfg->n_rdzv_conf);
+	config_rdzv_conf_free(cfg->rdzv_conf, cfg->n_rdzv_conf);
 	free(cfg->master_addr);
 	free(cfg->local_addr);
 	free(cfg->start_method);
@@ -2262,7 +1599,7 @@ config_usage(FILE *out)
 			no_env[n++] = options[i].name;
 		}
 	}
-	list = join_list(no_env, "--", " and ");
+	list = config_join_list(no_env, "--", " and ");
 	note = xasprintf(
 		"Every option also has an underscore spelling (--nproc_per_node for "
 		"--nproc-per-node) and a default in the environment variable PET_<NAME> "
