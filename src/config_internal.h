@@ -119,3 +119,26 @@ char *config_join_list(const char *const *items, const char *prefix, const char 
 bool config_all_digits(const char *s, size_t len);
 /* Frees n --rdzv-conf entries and the array. */
 void config_rdzv_conf_free(struct rdzv_conf_entry *entries, size_t n);
+
+/* The option table (config_options.c): one row per option, in --help order
+ * within each group. */
+#define CONFIG_OPTION_COUNT 57
+extern const struct config_option config_options[CONFIG_OPTION_COUNT];
+
+/* The index in config_options of the option whose long name is name (dash
+ * spelling), or CONFIG_OPTION_COUNT when none is. */
+size_t config_option_index(const char *name);
+
+/* The option named by "--" + s[0..len): exactly in any of its spellings, or as
+ * a prefix of the spellings of one option only (argparse's allow_abbrev). NULL
+ * with *ret_n the number of options the prefix matches (0 unknown, > 1
+ * ambiguous), listed in matches when non-NULL. */
+const struct config_option *config_option_find_long(const char *s, size_t len, size_t *ret_n,
+						    const struct config_option **matches);
+
+/* The option whose short letter is c, or NULL (always NULL for c == 0). */
+const struct config_option *config_option_find_short(char c);
+
+/* The option whose long name or alias is key, in its dash or underscore
+ * spelling; no prefixes. NULL when none. */
+const struct config_option *config_option_find_exact(const char *key);
