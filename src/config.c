@@ -378,6 +378,45 @@ file_entrypoint(const struct config_file_entry *e, const char *where, struct fil
 	return 0;
 }
 
+/* Store the value of one file line for o, a flag (true or false) or an option
+ * that takes one value, in cfg; where and name prefix messages. Returns 0, or
+ * -EINVAL with *reterr. */
+static int
+file_set(struct config *cfg, const struct config_option *o, const struct config_file_entry *e,
+	 const char *where, const char *name, char **reterr)
+{
+	size_t n = strv_length(e->words);
+	bool on = false;
+
+	switch (o->kind) {
+	case OPT_FLAG:
+		if (n > 1) {
+			return file_error(reterr, where,
+					  "%s: expected true or false, got %zu words", e->key, n);
+		}
+		if (n != 1 || parse_bool_word(e->words[0], &on) < 0) {
+			return file_error(reterr, where, "%s: expected true or false, got '%s'",
+					  e->key, n == 1 ? e->words[0] : "");
+		}
+		if (on) {
+			return o->set(cfg, o, name, e->words[0], reterr);
+		}
+		break;
+	case OPT_VALUE:
+		if (n > 1) {
+			return file_error(reterr, where,
+					  "%s: expected one value, got %zu words; quote a value "
+					  "that contains blanks",
+					  e->key, n);
+		}
+		return o->set(cfg, o, name, n ? e->words[0] : "", reterr);
+	case OPT_HELP:
+	case OPT_VERSION:
+		break;
+	}
+	return 0;
+}
+
 /* Apply one "key = value" of the file. A value for an option that the command
  * line or the environment sets is still checked, on a scratch config. */
 static int
@@ -387,12 +426,11 @@ file_apply_entry(struct config *cfg, const struct config_file_entry *e, const ch
 {
 	_cleanup_free_ char *where = xasprintf("%s:%d", path, e->line);
 	_cleanup_free_ char *name = NULL, *var = NULL;
-	size_t n = strv_length(e->words);
 	const struct config_option *o;
 	struct config scratch = {0};
-	bool overridden, on = false;
+	bool overridden;
 	size_t k;
-	int r = 0;
+	int r;
 
 	if (strcmp(e->key, "entrypoint") == 0 || strcmp(e->key, "args") == 0) {
 		return file_entrypoint(e, where, fl, reterr);
@@ -425,33 +463,7 @@ file_apply_entry(struct config *cfg, const struct config_file_entry *e, const ch
 	seen[k] = e->line;
 	name = xasprintf("%s: %s", where, e->key);
 	overridden = src[k] == SRC_CLI || option_env(o, envp, &var);
-	switch (o->kind) {
-	case OPT_FLAG:
-		if (n > 1) {
-			return file_error(reterr, where,
-					  "%s: expected true or false, got %zu words", e->key, n);
-		}
-		if (n != 1 || parse_bool_word(e->words[0], &on) < 0) {
-			return file_error(reterr, where, "%s: expected true or false, got '%s'",
-					  e->key, n == 1 ? e->words[0] : "");
-		}
-		if (on) {
-			r = o->set(overridden ? &scratch : cfg, o, name, e->words[0], reterr);
-		}
-		break;
-	case OPT_VALUE:
-		if (n > 1) {
-			return file_error(reterr, where,
-					  "%s: expected one value, got %zu words; quote a value "
-					  "that contains blanks",
-					  e->key, n);
-		}
-		r = o->set(overridden ? &scratch : cfg, o, name, n ? e->words[0] : "", reterr);
-		break;
-	case OPT_HELP:
-	case OPT_VERSION:
-		break;
-	}
+	r = file_set(overridden ? &scratch : cfg, o, e, where, name, reterr);
 	config_release(&scratch);
 	if (r < 0) {
 		return r;
@@ -583,20 +595,16 @@ check_all(struct config *ret, const enum option_source *src, char **reterr)
 				   given(src, "progress-attempts"), reterr);
 }
 
-/* config_parse and config_parse_text: text, when non-NULL, is the contents of
- * the configuration file named name. */
+/* Scan the options at the start of argv (up to the first positional, or past
+ * "--"); *ret_i is then the index of the training script, argc when none.
+ * Returns SCAN_OPTION, SCAN_HELP or SCAN_VERSION (at -h or --version), or
+ * -EINVAL with *reterr. */
 static int
-parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], const char *name,
-	  const char *text, size_t len, char **reterr)
+scan_options(struct config *cfg, int argc, char *const argv[], enum option_source *src, int *ret_i,
+	     char **reterr)
 {
-	enum option_source src[ARRAY_SIZE(config_options)] = {SRC_UNSET};
-	struct file_layer fl = {0};
-	const char *notify;
-	bool service;
 	int i, r;
 
-	memset(ret, 0, sizeof(*ret));
-	*reterr = NULL;
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 
@@ -608,17 +616,68 @@ parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], 
 			break;
 		}
 		if (arg[1] == '-') {
-			r = parse_long(ret, argc, argv, &i, src, reterr);
+			r = parse_long(cfg, argc, argv, &i, src, reterr);
 		} else {
-			r = parse_short(ret, argc, argv, &i, src, reterr);
+			r = parse_short(cfg, argc, argv, &i, src, reterr);
 		}
-		if (r < 0) {
-			goto fail;
+		if (r < 0 || r == SCAN_HELP || r == SCAN_VERSION) {
+			return r;
 		}
-		if (r == SCAN_HELP || r == SCAN_VERSION) {
-			config_release(ret);
-			return r == SCAN_HELP ? CONFIG_HELP : CONFIG_VERSION;
+	}
+	*ret_i = i;
+	return SCAN_OPTION;
+}
+
+/* The training script and its arguments: argv[i] on when i < argc (a
+ * command-line entrypoint replaces the file's, and its args), else the file's,
+ * taken from fl. Returns 0, or -EINVAL with *reterr when neither gives one. */
+static int
+take_entrypoint(struct config *cfg, int argc, char *const argv[], int i, struct file_layer *fl,
+		char **reterr)
+{
+	if (i < argc) {
+		cfg->entrypoint = xstrdup(argv[i]);
+		cfg->args = xcalloc(1, sizeof(char *));
+		for (i++; i < argc; i++) {
+			strv_push(&cfg->args, argv[i]);
 		}
+		return 0;
+	}
+	if (fl->entrypoint) {
+		cfg->entrypoint = fl->entrypoint;
+		cfg->args = fl->args ? fl->args : xcalloc(1, sizeof(char *));
+		*fl = (struct file_layer){0};
+		return 0;
+	}
+	*reterr = cfg->config_file
+			  ? xasprintf("the following arguments are required: "
+				      "training_script (or 'entrypoint = ...' in %s)",
+				      cfg->config_file)
+			  : xstrdup("the following arguments are required: training_script");
+	return -EINVAL;
+}
+
+/* config_parse and config_parse_text: text, when non-NULL, is the contents of
+ * the configuration file named name. */
+static int
+parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], const char *name,
+	  const char *text, size_t len, char **reterr)
+{
+	enum option_source src[ARRAY_SIZE(config_options)] = {SRC_UNSET};
+	struct file_layer fl = {0};
+	const char *notify;
+	bool service;
+	int i = 0, r;
+
+	memset(ret, 0, sizeof(*ret));
+	*reterr = NULL;
+	r = scan_options(ret, argc, argv, src, &i, reterr);
+	if (r < 0) {
+		goto fail;
+	}
+	if (r == SCAN_HELP || r == SCAN_VERSION) {
+		config_release(ret);
+		return r == SCAN_HELP ? CONFIG_HELP : CONFIG_VERSION;
 	}
 
 	if (text) {
@@ -637,25 +696,8 @@ parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], 
 	if (r < 0) {
 		goto fail;
 	}
-	if (i < argc) {
-		/* A command-line entrypoint replaces the file's, and its args. */
-		ret->entrypoint = xstrdup(argv[i]);
-		ret->args = xcalloc(1, sizeof(char *));
-		for (i++; i < argc; i++) {
-			strv_push(&ret->args, argv[i]);
-		}
-	} else if (fl.entrypoint) {
-		ret->entrypoint = fl.entrypoint;
-		ret->args = fl.args ? fl.args : xcalloc(1, sizeof(char *));
-		fl = (struct file_layer){0};
-	} else {
-		*reterr =
-			ret->config_file
-				? xasprintf("the following arguments are required: "
-					    "training_script (or 'entrypoint = ...' in %s)",
-					    ret->config_file)
-				: xstrdup("the following arguments are required: training_script");
-		r = -EINVAL;
+	r = take_entrypoint(ret, argc, argv, i, &fl, reterr);
+	if (r < 0) {
 		goto fail;
 	}
 	file_layer_release(&fl);
