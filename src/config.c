@@ -1,13 +1,11 @@
-/* config.c — torchrun's command line as a table of options.
+/* config.c — torchrun's command line, in layers.
  *
- * Every option is one row of `options[]` (data, not code): its long name (the
- * dash spelling; the underscore spelling, the argparse dest and the PET_<DEST>
- * variable are derived from it), an optional alias and short letter, whether
- * it takes a value, the handler that validates and stores the value, and its
- * help text. A small argparse-like scanner walks argv against the table; then
- * every option not given on the command line takes its PET_* value or its
- * coded default, converted by the same handler (as argparse converts string
- * defaults through `type=`). Nothing here prints or exits. */
+ * A small argparse-like scanner walks argv against the option table
+ * (config_options.c); then the --config file (elasticd.conf(5)) sets what the
+ * command line did not; then every option still unset takes its PET_* value
+ * or its coded default, converted by the option's handler (config_values.c),
+ * as argparse converts string defaults through `type=`. Last come the checks
+ * across options. Nothing here prints or exits. */
 #include "config.h"
 
 #include <ctype.h>
@@ -19,1343 +17,11 @@
 #include <string.h>
 
 #include "config_file.h"
+#include "config_internal.h"
 #include "hang.h"
 #include "config_policy.h"
 #include "numa.h"
 #include "util.h"
-
-/* std_map: -r/--redirects and -t/--tee values. */
-
-static bool
-all_digits(const char *s, size_t len)
-{
-	if (len == 0) {
-		return false;
-	}
-	for (size_t i = 0; i < len; i++) {
-		if (!isdigit((unsigned char)s[i])) {
-			return false;
-		}
-	}
-	return true;
-}
-
-static bool
-is_mask(const char *s, size_t len)
-{
-	return len == 1 && s[0] >= '0' && s[0] <= '3';
-}
-
-int
-std_map_parse(const char *s, struct std_map *ret, char **reterr)
-{
-	struct std_map m = {.all = STD_NONE};
-	const char *p = s;
-
-	if (is_mask(s, strlen(s))) {
-		*ret = (struct std_map){.all = (enum std_mask)(s[0] - '0')};
-		return 0;
-	}
-	for (;;) {
-		size_t len = strcspn(p, ",");
-		const char *colon = memchr(p, ':', len);
-		_cleanup_free_ char *rank_s = NULL;
-		long long rank;
-
-		if (!colon || !all_digits(p, (size_t)(colon - p)) ||
-		    !is_mask(colon + 1, len - (size_t)(colon - p) - 1)) {
-			goto invalid;
-		}
-		rank_s = xstrndup(p, (size_t)(colon - p));
-		if (parse_int(rank_s, 0, INT_MAX, &rank) < 0) {
-			goto invalid;
-		}
-		for (size_t i = 0; i < m.n; i++) {
-			if (m.entries[i].local_rank == (int)rank) {
-				*reterr = xasprintf(
-					"invalid value '%s': local rank %lld is given twice", s,
-					rank);
-				free(m.entries);
-				return -EINVAL;
-			}
-		}
-		m.entries = xrealloc(m.entries, (m.n + 1) * sizeof(*m.entries));
-		m.entries[m.n].local_rank = (int)rank;
-		m.entries[m.n].mask = (enum std_mask)(colon[1] - '0');
-		m.n++;
-		if (p[len] == '\0') {
-			break;
-		}
-		p += len + 1;
-	}
-	*ret = m;
-	return 0;
-
-invalid:
-	free(m.entries);
-	*reterr = xasprintf("invalid value '%s': expected a mask 0-3 (1 stdout, 2 stderr, 3 both) "
-			    "or LOCAL_RANK:MASK,... (e.g. 0:1,1:2)",
-			    s);
-	return -EINVAL;
-}
-
-enum std_mask
-std_map_get(const struct std_map *m, int local_rank)
-{
-	for (size_t i = 0; i < m->n; i++) {
-		if (m->entries[i].local_rank == local_rank) {
-			return m->entries[i].mask;
-		}
-	}
-	return m->all;
-}
-
-void
-std_map_release(struct std_map *m)
-{
-	free(m->entries);
-	*m = (struct std_map){.all = STD_NONE};
-}
-
-/* Value handlers. Each validates one value and stores it in the config,
- * replacing what an earlier occurrence stored (the last occurrence wins, as in
- * argparse). `name` is what the value came from ("--nnodes", "PET_NNODES"), for
- * messages. Flags get value NULL from the command line, or the PET_* string. */
-
-#define FIELD(cfg, o, type) ((type *)(void *)((char *)(cfg) + (o)->offset))
-
-static int __attribute__((format(printf, 4, 5)))
-invalid(char **reterr, const char *name, const char *value, const char *fmt, ...)
-{
-	va_list ap;
-	char *reason;
-
-	va_start(ap, fmt);
-	if (vasprintf(&reason, fmt, ap) < 0) {
-		abort();
-	}
-	va_end(ap);
-	*reterr = xasprintf("%s: invalid value '%s': %s", name, value, reason);
-	free(reason);
-	return -EINVAL;
-}
-
-/* "a, b or c" (last_sep " or "), each item prefixed with prefix. */
-static char *
-join_list(const char *const *items, const char *prefix, const char *last_sep)
-{
-	char *s = xstrdup("");
-
-	for (size_t i = 0; items[i]; i++) {
-		const char *sep = i == 0 ? "" : items[i + 1] ? ", " : last_sep;
-		char *t = xasprintf("%s%s%s%s", s, sep, prefix, items[i]);
-
-		free(s);
-		s = t;
-	}
-	return s;
-}
-
-/* Python's str.strip() of s[0..len), copied. */
-static char *
-strip_dup(const char *s, size_t len)
-{
-	while (len > 0 && isspace((unsigned char)*s)) {
-		s++;
-		len--;
-	}
-	while (len > 0 && isspace((unsigned char)s[len - 1])) {
-		len--;
-	}
-	return xstrndup(s, len);
-}
-
-static int
-parse_bounded(const char *name, const char *value, long long min, long long max, long long *ret,
-	      char **reterr)
-{
-	long long v;
-	int r;
-
-	r = parse_int(value, LLONG_MIN, LLONG_MAX, &v);
-	if (r == -ERANGE) {
-		v = value[0] == '-' ? LLONG_MIN : LLONG_MAX;
-	} else if (r < 0) {
-		return invalid(reterr, name, value, "expected an integer");
-	}
-	if (v < min) {
-		return invalid(reterr, name, value, "must be >= %lld", min);
-	}
-	if (v > max) {
-		return invalid(reterr, name, value, "must be <= %lld", max);
-	}
-	*ret = v;
-	return 0;
-}
-
-/* The option table's row type; the handlers below read `offset`, `choices`,
- * `min` and `max` from it. */
-enum option_kind {
-	OPT_VALUE,   /* takes one value: --x V, --x=V, -xV, -x V */
-	OPT_FLAG,    /* no value; PET_<DEST> is an integer, non-zero turns it on */
-	OPT_HELP,    /* -h/--help: config_parse returns CONFIG_HELP */
-	OPT_VERSION, /* --version: config_parse returns CONFIG_VERSION */
-};
-
-enum option_group {
-	GROUP_WORKERS,
-	GROUP_RESTARTS,
-	GROUP_HANG,
-	GROUP_RDZV,
-	GROUP_LOGS,
-	GROUP_SIGNALS,
-	GROUP_OTHER,
-	GROUP_COUNT,
-};
-
-struct config_option {
-	const char *name;  /* long name, dash spelling, without "--"; gives the underscore
-			    * spelling, the dest and PET_<DEST> */
-	const char *alias; /* a second long name for the same option (--run-id), or NULL */
-	char short_name;   /* 'r' for -r, or 0 */
-	enum option_kind kind;
-	bool env;                 /* default from PET_<DEST> (torchrun's `env`/`check_env`) */
-	const char *env_fallback; /* variable consulted after PET_<DEST>, or NULL */
-	const char *def;          /* coded default, converted by `set`; NULL: none */
-	const char *def_service;  /* the default as a service (--config given or
-				   * $NOTIFY_SOCKET set), when it differs; NULL: def */
-	/* Validate and store a value (OPT_VALUE, OPT_FLAG). 0 or -EINVAL. */
-	int (*set)(struct config *cfg, const struct config_option *o, const char *name,
-		   const char *value, char **reterr);
-	size_t offset;              /* field for the generic handlers */
-	const char *const *choices; /* set_choice: NULL-terminated list */
-	long long min, max;         /* set_int: inclusive bounds */
-	enum option_group group;    /* --help section */
-	const char *metavar;        /* --help: what the value looks like */
-	const char *help;           /* --help: one sentence, no default */
-};
-
-static int
-set_string(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	   char **reterr)
-{
-	char **field = FIELD(cfg, o, char *);
-
-	free(*field);
-	*field = xstrdup(value);
-	return 0;
-}
-
-static int
-set_choice(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	   char **reterr)
-{
-	_cleanup_free_ char *text = NULL;
-
-	for (size_t i = 0; o->choices[i]; i++) {
-		if (strcmp(o->choices[i], value) == 0) {
-			return set_string(cfg, o, name, value, reterr);
-		}
-	}
-	text = join_list(o->choices, "", " or ");
-	return invalid(reterr, name, value, "expected %s", text);
-}
-
-static int
-set_int(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	char **reterr)
-{
-	long long v = 0;
-	int r;
-
-	r = parse_bounded(name, value, o->min, o->max, &v, reterr);
-	if (r < 0) {
-		return r;
-	}
-	*FIELD(cfg, o, int) = (int)v;
-	return 0;
-}
-
-static int
-set_seconds(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	    char **reterr)
-{
-	double v;
-
-	if (parse_double(value, &v) < 0) {
-		return invalid(reterr, name, value, "expected a number of seconds");
-	}
-	if (v < 0) {
-		return invalid(reterr, name, value, "must be >= 0");
-	}
-	*FIELD(cfg, o, double) = v;
-	return 0;
-}
-
-static int
-set_flag(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	 char **reterr)
-{
-	*FIELD(cfg, o, bool) = true;
-	return 0;
-}
-
-/* A socket's file mode in octal ("0660", "660"), at most 0777, that lets its
- * owner read and write (0600). */
-static int
-set_mode(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	 char **reterr)
-{
-	long v = 0;
-	size_t i;
-
-	for (i = 0; value[i] >= '0' && value[i] <= '7' && i < 5; i++) {
-		v = v * 8 + (value[i] - '0');
-	}
-	if (i == 0 || value[i] != '\0' || v > 0777) {
-		return invalid(reterr, name, value, "expected an octal file mode such as 0660");
-	}
-	if ((v & 0600) != 0600) {
-		return invalid(reterr, name, value, "the owner needs read and write (0600)");
-	}
-	*FIELD(cfg, o, int) = (int)v;
-	return 0;
-}
-
-static int
-refuse_run_path(struct config *cfg, const struct config_option *o, const char *name,
-		const char *value, char **reterr)
-{
-	static const char msg[] = "--run-path is not supported by elasticd: it runs the script "
-				  "inside a Python multiprocessing child; drop --run-path to run "
-				  "it as a process";
-
-	if (value) {
-		*reterr = xasprintf("%s=%s: %s", name, value, msg);
-	} else {
-		*reterr = xstrdup(msg);
-	}
-	return -EINVAL;
-}
-
-static int
-set_nnodes(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	   char **reterr)
-{
-	const char *colon = strchr(value, ':');
-	_cleanup_free_ char *min_s = NULL;
-	long long min, max;
-
-	if (!colon) {
-		if (parse_int(value, LLONG_MIN, LLONG_MAX, &min) < 0) {
-			goto invalid;
-		}
-		max = min;
-	} else {
-		min_s = xstrndup(value, (size_t)(colon - value));
-		if (parse_int(min_s, LLONG_MIN, LLONG_MAX, &min) < 0 ||
-		    parse_int(colon + 1, LLONG_MIN, LLONG_MAX, &max) < 0) {
-			goto invalid;
-		}
-	}
-	if (min <= 0 || min > max || max > INT_MAX) {
-		return invalid(reterr, name, value, "expected N or MIN:MAX with 0 < MIN <= MAX");
-	}
-	cfg->min_nodes = (int)min;
-	cfg->max_nodes = (int)max;
-	return 0;
-
-invalid:
-	return invalid(reterr, name, value, "expected N or MIN:MAX");
-}
-
-static int
-set_nproc(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	  char **reterr)
-{
-	static const struct {
-		const char *name;
-		enum nproc_kind kind;
-	} kinds[] = {
-		{"cpu", NPROC_CPU},
-		{"gpu", NPROC_GPU},
-		{"xpu", NPROC_XPU},
-		{"auto", NPROC_AUTO},
-	};
-	/* torch device types (c10 DeviceTypeName) and npu, the name Ascend's
-	 * torch_npu gives torch's PrivateUse1 backend, which torchrun also accepts. */
-	static const char *const uncountable[] = {"cuda", "hpu", "mps", "mtia", "npu"};
-	long long n;
-	int r;
-
-	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++) {
-		if (strcmp(value, kinds[i].name) == 0) {
-			cfg->nproc_kind = kinds[i].kind;
-			cfg->nproc_per_node = 0;
-			return 0;
-		}
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(uncountable); i++) {
-		if (strcmp(value, uncountable[i]) == 0) {
-			*reterr = xasprintf("%s: '%s': elasticd cannot count %s devices here; give "
-					    "a number instead%s",
-					    name, value, value,
-					    strcmp(value, "cuda") == 0 ? ", or gpu" : "");
-			return -EINVAL;
-		}
-	}
-	r = parse_int(value, LLONG_MIN, LLONG_MAX, &n);
-	if (r == -EINVAL) {
-		return invalid(reterr, name, value, "expected an integer, cpu, gpu, xpu or auto");
-	}
-	if (r < 0 || n <= 0 || n > INT_MAX) {
-		return invalid(reterr, name, value, "must be > 0 and <= %d", INT_MAX);
-	}
-	cfg->nproc_kind = NPROC_INT;
-	cfg->nproc_per_node = (int)n;
-	return 0;
-}
-
-static int
-set_gpu_bus_ids(struct config *cfg, const struct config_option *o, const char *name,
-		const char *value, char **reterr)
-{
-	char **ids = NULL, *err = NULL;
-
-	if (numa_busid_list_parse(value, &ids, &err) < 0) {
-		*reterr = xasprintf("%s: %s", name, err);
-		free(err);
-		return -EINVAL;
-	}
-	strv_free(ids);
-	return set_string(cfg, o, name, value, reterr);
-}
-
-static void
-rdzv_conf_free(struct rdzv_conf_entry *entries, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(entries[i].key);
-		free(entries[i].value);
-	}
-	free(entries);
-}
-
-/* Split value on ',' and hand each piece to one(), which returns 0, or -EINVAL
- * with *reterr set. Empty pieces go to one() too. */
-static int
-split_commas(const char *value, int (*one)(const char *piece, void *userdata, char **reterr),
-	     void *userdata, char **reterr)
-{
-	const char *p = value;
-
-	for (;;) {
-		size_t len = strcspn(p, ",");
-		_cleanup_free_ char *piece = xstrndup(p, len);
-		int r;
-
-		r = one(piece, userdata, reterr);
-		if (r < 0) {
-			return r;
-		}
-		if (p[len] == '\0') {
-			return 0;
-		}
-		p += len + 1;
-	}
-}
-
-struct rdzv_conf_list {
-	struct rdzv_conf_entry *v;
-	size_t n;
-	const char *name;  /* for messages */
-	const char *value; /* the whole value, for messages */
-};
-
-static int
-rdzv_conf_one(const char *piece, void *userdata, char **reterr)
-{
-	struct rdzv_conf_list *l = userdata;
-	const char *eq = strchr(piece, '=');
-	_cleanup_free_ char *key = strip_dup(piece, eq ? (size_t)(eq - piece) : strlen(piece));
-	_cleanup_free_ char *val = eq ? strip_dup(eq + 1, strlen(eq + 1)) : NULL;
-	size_t i;
-
-	if (!*key) {
-		return invalid(reterr, l->name, l->value,
-			       "The rendezvous configuration string must be in format "
-			       "<key1>=<value1>,...,<keyN>=<valueN>.");
-	}
-	if (!val || !*val) {
-		return invalid(reterr, l->name, l->value,
-			       "The rendezvous configuration option '%s' must have a value "
-			       "specified.",
-			       key);
-	}
-	for (i = 0; i < l->n && strcmp(l->v[i].key, key) != 0; i++) {
-	}
-	if (i == l->n) {
-		l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
-		l->v[l->n].key = key;
-		l->v[l->n].value = NULL;
-		key = NULL;
-		l->n++;
-	}
-	free(l->v[i].value);
-	l->v[i].value = val;
-	val = NULL;
-	return 0;
-}
-
-/* torchrun's _parse_rendezvous_config: "k=v,k=v", the whole string, keys and
- * values stripped; a repeated key keeps its last value. */
-static int
-set_rdzv_conf(struct config *cfg, const struct config_option *o, const char *name,
-	      const char *value, char **reterr)
-{
-	_cleanup_free_ char *all = strip_dup(value, strlen(value));
-	struct rdzv_conf_list l = {.name = name, .value = value};
-
-	if (*all && split_commas(all, rdzv_conf_one, &l, reterr) < 0) {
-		rdzv_conf_free(l.v, l.n);
-		return -EINVAL;
-	}
-	rdzv_conf_free(cfg->rdzv_conf, cfg->n_rdzv_conf);
-	cfg->rdzv_conf = l.v;
-	cfg->n_rdzv_conf = l.n;
-	return 0;
-}
-
-static int
-set_std_map(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	    char **reterr)
-{
-	struct std_map *field = FIELD(cfg, o, struct std_map), m;
-	_cleanup_free_ char *why = NULL;
-
-	if (std_map_parse(value, &m, &why) < 0) {
-		*reterr = xasprintf("%s: %s", name, why);
-		return -EINVAL;
-	}
-	std_map_release(field);
-	*field = m;
-	return 0;
-}
-
-struct int_list {
-	int *v;
-	size_t n;
-	const char *name;  /* for messages */
-	const char *value; /* the whole value, for messages */
-};
-
-static void
-int_list_add(struct int_list *l, int x)
-{
-	l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
-	l->v[l->n++] = x;
-}
-
-static int
-local_rank_one(const char *piece, void *userdata, char **reterr)
-{
-	struct int_list *l = userdata;
-	size_t len;
-	_cleanup_free_ char *t = NULL;
-	long long rank;
-
-	/* Python's int() takes surrounding blanks: "0, 1" works with torchrun. */
-	while (isspace((unsigned char)*piece)) {
-		piece++;
-	}
-	len = strlen(piece);
-	while (len > 0 && isspace((unsigned char)piece[len - 1])) {
-		len--;
-	}
-	t = xstrndup(piece, len);
-	if (!all_digits(t, len) || parse_int(t, 0, INT_MAX, &rank) < 0) {
-		return invalid(reterr, l->name, l->value,
-			       "expected a comma-separated list of local ranks >= 0 (e.g. 0,1,2)");
-	}
-	int_list_add(l, (int)rank);
-	return 0;
-}
-
-static int
-set_ranks_filter(struct config *cfg, const struct config_option *o, const char *name,
-		 const char *value, char **reterr)
-{
-	struct int_list l = {.name = name, .value = value};
-
-	/* torchrun: `if args.local_ranks_filter:`, so "" means no filter. */
-	if (*value && split_commas(value, local_rank_one, &l, reterr) < 0) {
-		free(l.v);
-		return -EINVAL;
-	}
-	free(cfg->local_ranks_filter);
-	cfg->local_ranks_filter = l.v;
-	cfg->n_local_ranks_filter = l.n;
-	return 0;
-}
-
-static int
-signal_one(const char *piece, void *userdata, char **reterr)
-{
-	struct int_list *l = userdata;
-	_cleanup_free_ char *sig = strip_dup(piece, strlen(piece));
-	int signo;
-
-	signo = signal_from_name(sig);
-	if (signo < 0) {
-		return invalid(reterr, l->name, l->value,
-			       "unknown signal '%s' (expected names like SIGTERM or TERM, or "
-			       "numbers)",
-			       sig);
-	}
-	if (signo == SIGKILL || signo == SIGSTOP) {
-		return invalid(reterr, l->name, l->value, "%s cannot be caught",
-			       signal_name(signo));
-	}
-	if (signo == SIGCHLD) {
-		return invalid(reterr, l->name, l->value,
-			       "SIGCHLD is how elasticd reaps its workers; it cannot be forwarded");
-	}
-	for (size_t i = 0; i < l->n; i++) {
-		if (l->v[i] == signo) {
-			return 0;
-		}
-	}
-	int_list_add(l, signo);
-	return 0;
-}
-
-static int
-set_signals(struct config *cfg, const struct config_option *o, const char *name, const char *value,
-	    char **reterr)
-{
-	struct int_list l = {.name = name, .value = value};
-
-	/* "" handles no signal, as torchrun (which only warns about the name ""). */
-	if (*value && split_commas(value, signal_one, &l, reterr) < 0) {
-		free(l.v);
-		return -EINVAL;
-	}
-	free(cfg->signals);
-	cfg->signals = l.v;
-	cfg->n_signals = l.n;
-	return 0;
-}
-
-static int
-set_forward_signals(struct config *cfg, const struct config_option *o, const char *name,
-		    const char *value, char **reterr)
-{
-	struct int_list l = {.name = name, .value = value};
-
-	if (*value && split_commas(value, signal_one, &l, reterr) < 0) {
-		free(l.v);
-		return -EINVAL;
-	}
-	free(cfg->forward_signals);
-	cfg->forward_signals = l.v;
-	cfg->n_forward_signals = l.n;
-	return 0;
-}
-
-/* --logs-specs: torchrun loads the class of this name from the entry point
- * group torchrun.logs_specs, where torch itself registers only "default"
- * (DefaultLogsSpecs, the layout elasticd writes). There are no plug-ins here,
- * so any other name is refused rather than silently ignored. */
-static int
-set_logs_specs(struct config *cfg, const struct config_option *o, const char *name,
-	       const char *value, char **reterr)
-{
-	if (strcmp(value, "default") != 0) {
-		return invalid(reterr, name, value,
-			       "only the default logs spec exists (torch's DefaultLogsSpecs); "
-			       "elasticd loads no torchrun.logs_specs plug-ins");
-	}
-	return set_string(cfg, o, name, value, reterr);
-}
-
-/* --rdzv-backend: a choice, with a word for torch's etcd v2 backend. */
-static int
-set_rdzv_backend(struct config *cfg, const struct config_option *o, const char *name,
-		 const char *value, char **reterr)
-{
-	if (strcmp(value, "etcd-v2") == 0) {
-		return invalid(reterr, name, value,
-			       "etcd's v2 API is not supported; use etcd (its v3 API) or c10d");
-	}
-	return set_choice(cfg, o, name, value, reterr);
-}
-
-/* The option table. To add an option, add a row (and a handler above when no
- * generic one fits: set_string, set_choice, set_int, set_seconds, set_flag).
- * Rows are listed in --help order within each group. */
-
-static const char *const rdzv_backends[] = {"static", "c10d", "etcd", NULL};
-static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
-static const char *const exit_code_modes[] = {"torchrun", "detailed", NULL};
-static const char *const numa_modes[] = {"node", "socket", "exclusive", "core-complex", NULL};
-/* torch's handler names; dynamic_rendezvous is a null handler there. */
-static const char *const event_log_handlers[] = {"null", "console", "file", "dynamic_rendezvous",
-						 NULL};
-
-static const struct config_option options[] = {
-	/* Workers. */
-	{
-		.name = "nproc-per-node",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "1",
-		.set = set_nproc,
-		.group = GROUP_WORKERS,
-		.metavar = "N|cpu|gpu|xpu|auto",
-		.help = "Workers on this node: a number, the CPUs this process may use (cpu), "
-			"the NVIDIA or AMD GPUs found (gpu), the Intel GPUs found (xpu), or "
-			"GPUs if any, else Intel GPUs if any, else CPUs (auto).",
-	},
-	{
-		.name = "max-restarts",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "0",
-		.set = set_int,
-		.offset = offsetof(struct config, max_restarts),
-		.min = 0,
-		.max = INT_MAX,
-		.group = GROUP_WORKERS,
-		.metavar = "N",
-		.help = "Restarts of the worker group before the job fails.",
-	},
-	{
-		.name = "monitor-interval",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "0.1",
-		.set = set_seconds,
-		.offset = offsetof(struct config, monitor_interval),
-		.group = GROUP_WORKERS,
-		.metavar = "SECONDS",
-		.help = "Accepted for torchrun compatibility; elasticd sees worker exits at once.",
-	},
-	{
-		.name = "start-method",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "spawn",
-		.set = set_choice,
-		.offset = offsetof(struct config, start_method),
-		.choices = start_methods,
-		.group = GROUP_WORKERS,
-		.metavar = "spawn|fork|forkserver",
-		.help = "Accepted for torchrun compatibility; workers are always new processes.",
-	},
-	{
-		.name = "role",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "default",
-		.set = set_string,
-		.offset = offsetof(struct config, role),
-		.group = GROUP_WORKERS,
-		.metavar = "NAME",
-		.help = "Role of the workers (ROLE_NAME, and the tee line prefix).",
-	},
-	{
-		.name = "module",
-		.short_name = 'm',
-		.kind = OPT_FLAG,
-		.env = true,
-		.set = set_flag,
-		.offset = offsetof(struct config, module),
-		.group = GROUP_WORKERS,
-		.help = "Run training_script as a Python module (python -u -m).",
-	},
-	{
-		.name = "no-python",
-		.kind = OPT_FLAG,
-		.env = true,
-		.set = set_flag,
-		.offset = offsetof(struct config, no_python),
-		.group = GROUP_WORKERS,
-		.help = "Execute training_script directly, without a Python interpreter.",
-	},
-	{
-		.name = "run-path",
-		.kind = OPT_FLAG,
-		.env = true,
-		.set = refuse_run_path,
-		.group = GROUP_WORKERS,
-		.help = "Not supported (torchrun runs the script in a Python multiprocessing "
-			"child).",
-	},
-	{
-		.name = "virtual-local-rank",
-		.kind = OPT_FLAG,
-		.env = true,
-		.set = set_flag,
-		.offset = offsetof(struct config, virtual_local_rank),
-		.group = GROUP_WORKERS,
-		.help = "Give every worker LOCAL_RANK=0 and only its own GPU in "
-			"CUDA_VISIBLE_DEVICES.",
-	},
-	{
-		.name = "numa-binding",
-		.kind = OPT_VALUE,
-		.set = set_choice,
-		.offset = offsetof(struct config, numa_binding),
-		.choices = numa_modes,
-		.group = GROUP_WORKERS,
-		.metavar = "MODE",
-		.help = "Bind each worker to the CPUs near its GPU (local rank n uses GPU n): "
-			"node, socket, exclusive or core-complex.",
-	},
-	{
-		.name = "numa-membind",
-		.kind = OPT_FLAG,
-		.set = set_flag,
-		.offset = offsetof(struct config, numa_membind),
-		.group = GROUP_WORKERS,
-		.help = "With --numa-binding, also bind each worker's memory to the NUMA nodes "
-			"of its CPUs.",
-	},
-	{
-		.name = "numa-fallback",
-		.kind = OPT_FLAG,
-		.set = set_flag,
-		.offset = offsetof(struct config, numa_fallback),
-		.group = GROUP_WORKERS,
-		.help = "Run a worker that cannot be bound unbound, with a warning, instead of "
-			"failing.",
-	},
-	{
-		.name = "gpu-bus-ids",
-		.kind = OPT_VALUE,
-		.set = set_gpu_bus_ids,
-		.offset = offsetof(struct config, gpu_bus_ids),
-		.group = GROUP_WORKERS,
-		.metavar = "BUSID,...",
-		.help = "The PCI bus ids of the local ranks' GPUs, in local rank order (default: "
-			"the NVIDIA or AMD GPUs by bus id, as CUDA_VISIBLE_DEVICES selects).",
-	},
-	{
-		.name = "topology-xml",
-		.kind = OPT_VALUE,
-		.set = set_string,
-		.offset = offsetof(struct config, topology_xml),
-		.group = GROUP_WORKERS,
-		.metavar = "FILE",
-		.help = "Read the machine's topology from an hwloc XML file (lstopo --of xml) "
-			"instead of this machine ($HWLOC_XMLFILE does the same).",
-	},
-	{
-		.name = "dry-run",
-		.kind = OPT_FLAG,
-		.set = set_flag,
-		.offset = offsetof(struct config, dry_run),
-		.group = GROUP_WORKERS,
-		.help = "Print each local rank's GPU and binding as JSON lines and exit, "
-			"starting nothing.",
-	},
-
-	/* Restart policy. */
-	{
-		.name = "restart-backoff",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "0",
-		.set = config_set_restart_backoff,
-		.group = GROUP_RESTARTS,
-		.metavar = "MIN:MAX",
-		.help = "After a worker failure, wait MIN seconds before the next attempt, twice "
-			"as long after each failure in a row, at most MAX, plus jitter (0: at "
-			"once). Re-forms for membership changes and requested restarts never "
-			"wait.",
-	},
-	{
-		.name = "restart-window",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "",
-		.set = config_set_restart_window,
-		.group = GROUP_RESTARTS,
-		.metavar = "N/W",
-		.help = "At most N failure restarts in any W seconds; a failure past that ends "
-			"the job (restarts exhausted). --max-restarts still applies.",
-	},
-	{
-		.name = "no-restart-exit-codes",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "",
-		.set = config_set_exit_code_list,
-		.group = GROUP_RESTARTS,
-		.metavar = "CODE,...",
-		.help = "A worker exiting with one of these codes ends the job without a restart.",
-	},
-	{
-		.name = "progress-file",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_string,
-		.offset = offsetof(struct config, progress_file),
-		.group = GROUP_RESTARTS,
-		.metavar = "PATH",
-		.help = "A file the workers keep a number in (their iteration, say): when it has "
-			"not risen over --progress-attempts failed attempts in a row, the job "
-			"ends.",
-	},
-	{
-		.name = "progress-attempts",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "3",
-		.set = set_int,
-		.offset = offsetof(struct config, progress_attempts),
-		.min = 1,
-		.max = INT_MAX,
-		.group = GROUP_RESTARTS,
-		.metavar = "K",
-		.help = "Failed attempts in a row without progress in --progress-file that end "
-			"the job.",
-	},
-	{
-		.name = "exit-codes",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "torchrun",
-		.set = config_set_exit_codes,
-		.choices = exit_code_modes,
-		.group = GROUP_RESTARTS,
-		.metavar = "torchrun|detailed",
-		.help = "elasticd's exit status: torchrun's 0, 1 and 2, or detailed: also 3 "
-			"restarts exhausted, 4 a no-restart exit code, 5 no progress (see "
-			"elasticd(8)).",
-	},
-
-	/* Hang detection (hang.h): no PET_ variables, as other elasticd-only
-	 * options outside torchrun's restart policy. */
-	{
-		.name = "hang-silence",
-		.kind = OPT_VALUE,
-		.def = "0",
-		.set = set_seconds,
-		.offset = offsetof(struct config, hang_silence),
-		.group = GROUP_HANG,
-		.metavar = "SECONDS",
-		.help = "A rank that wrote output and then writes no byte to stdout or stderr "
-			"for this long is hung: the attempt fails (0: off; needs -r or -t).",
-	},
-	{
-		.name = "hang-cadence",
-		.kind = OPT_VALUE,
-		.set = set_string,
-		.offset = offsetof(struct config, hang_cadence),
-		.group = GROUP_HANG,
-		.metavar = "REGEX",
-		.help = "A POSIX extended regular expression (e.g. 'step [0-9]+') that must "
-			"match a line of each rank at least every --hang-cadence-interval "
-			"seconds once it has matched once.",
-	},
-	{
-		.name = "hang-cadence-interval",
-		.kind = OPT_VALUE,
-		.def = "0",
-		.set = set_seconds,
-		.offset = offsetof(struct config, hang_cadence_interval),
-		.group = GROUP_HANG,
-		.metavar = "SECONDS",
-		.help = "The longest gap between two --hang-cadence matches.",
-	},
-	{
-		.name = "hang-cadence-start",
-		.kind = OPT_VALUE,
-		.def = "0",
-		.set = set_seconds,
-		.offset = offsetof(struct config, hang_cadence_start),
-		.group = GROUP_HANG,
-		.metavar = "SECONDS",
-		.help = "The first --hang-cadence match must come within this long of the "
-			"rank's start (0: no limit).",
-	},
-
-	/* Rendezvous. */
-	{
-		.name = "nnodes",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "1:1",
-		.set = set_nnodes,
-		.group = GROUP_RDZV,
-		.metavar = "N|MIN:MAX",
-		.help = "Number of nodes, or the range of nodes of an elastic job.",
-	},
-	{
-		.name = "rdzv-backend",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "static",
-		.set = set_rdzv_backend,
-		.offset = offsetof(struct config, rdzv_backend),
-		.choices = rdzv_backends,
-		.group = GROUP_RDZV,
-		.metavar = "NAME",
-		.help = "Rendezvous backend: static, c10d or etcd (etcd's v3 API).",
-	},
-	{
-		.name = "rdzv-endpoint",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "",
-		.set = set_string,
-		.offset = offsetof(struct config, rdzv_endpoint),
-		.group = GROUP_RDZV,
-		.metavar = "HOST[:PORT]",
-		.help = "Rendezvous endpoint (static: --master-addr:--master-port when empty).",
-	},
-	{
-		.name = "rdzv-id",
-		.alias = "run-id",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "none",
-		.set = set_string,
-		.offset = offsetof(struct config, rdzv_id),
-		.group = GROUP_RDZV,
-		.metavar = "ID",
-		.help = "Run id shared by every node of the job (TORCHELASTIC_RUN_ID).",
-	},
-	{
-		.name = "rdzv-conf",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "",
-		.set = set_rdzv_conf,
-		.group = GROUP_RDZV,
-		.metavar = "K=V,...",
-		.help = "More rendezvous settings (e.g. timeout=900,join_timeout=600).",
-	},
-	{
-		.name = "standalone",
-		.kind = OPT_FLAG,
-		.env = true,
-		.set = set_flag,
-		.offset = offsetof(struct config, standalone),
-		.group = GROUP_RDZV,
-		.help = "Single-node job: c10d rendezvous on localhost:0 with a fresh run id "
-			"(unless --rdzv-id is given).",
-	},
-	{
-		.name = "node-rank",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "0",
-		.set = set_int,
-		.offset = offsetof(struct config, node_rank),
-		.min = 0,
-		.max = INT_MAX,
-		.group = GROUP_RDZV,
-		.metavar = "N",
-		.help = "Rank of this node (static backend only).",
-	},
-	{
-		.name = "master-addr",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "127.0.0.1",
-		.set = set_string,
-		.offset = offsetof(struct config, master_addr),
-		.group = GROUP_RDZV,
-		.metavar = "HOST",
-		.help = "Address of the node of rank 0 (static backend only).",
-	},
-	{
-		.name = "master-port",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "29500",
-		.set = set_int,
-		.offset = offsetof(struct config, master_port),
-		.min = 0,
-		.max = 65535,
-		.group = GROUP_RDZV,
-		.metavar = "PORT",
-		.help = "Port on the node of rank 0 (static backend only). Without it, a one-node "
-			"static job runs as --standalone does.",
-	},
-	{
-		.name = "local-addr",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_string,
-		.offset = offsetof(struct config, local_addr),
-		.group = GROUP_RDZV,
-		.metavar = "ADDR",
-		.help = "Address this node advertises as MASTER_ADDR (default: localhost for a "
-			"one-node job).",
-	},
-
-	/* Logs and output. */
-	{
-		.name = "log-dir",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_string,
-		.offset = offsetof(struct config, log_dir),
-		.group = GROUP_LOGS,
-		.metavar = "DIR",
-		.help = "Base directory of the per-run log directories (default: under $TMPDIR).",
-	},
-	{
-		.name = "redirects",
-		.short_name = 'r',
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "0",
-		.set = set_std_map,
-		.offset = offsetof(struct config, redirects),
-		.group = GROUP_LOGS,
-		.metavar = "MASK|RANK:MASK,...",
-		.help = "Send workers' streams to files in the log directory: 1 stdout, 2 stderr, "
-			"3 both, for every local rank or per rank (0:1,1:2).",
-	},
-	{
-		.name = "tee",
-		.short_name = 't',
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "0",
-		.set = set_std_map,
-		.offset = offsetof(struct config, tee),
-		.group = GROUP_LOGS,
-		.metavar = "MASK|RANK:MASK,...",
-		.help = "As --redirects, and also copy the lines to the console with a "
-			"[<role><local_rank>]: prefix.",
-	},
-	{
-		.name = "log-line-prefix-template",
-		.kind = OPT_VALUE,
-		.env = true,
-		.env_fallback = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
-		.def = "[${role_name}${local_rank}]:",
-		.set = set_string,
-		.offset = offsetof(struct config, log_line_prefix_template),
-		.group = GROUP_LOGS,
-		.metavar = "TEMPLATE",
-		.help = "The prefix of teed lines: ${role_name}, ${local_rank}, ${rank} (global), "
-			"${hostname} and ${pid} (the worker's) are replaced.",
-	},
-	{
-		.name = "local-ranks-filter",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "",
-		.set = set_ranks_filter,
-		.group = GROUP_LOGS,
-		.metavar = "RANK,...",
-		.help = "Show only these local ranks' output on the console (log files keep all).",
-	},
-	{
-		.name = "logs-specs",
-		.kind = OPT_VALUE,
-		.set = set_logs_specs,
-		.offset = offsetof(struct config, logs_specs),
-		.group = GROUP_LOGS,
-		.metavar = "default",
-		.help = "The layout of the log directory: only torchrun's default exists; any "
-			"other name is an error.",
-	},
-	{
-		.name = "duplicate-stdout-filters",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_string,
-		.offset = offsetof(struct config, duplicate_stdout_filters),
-		.group = GROUP_LOGS,
-		.metavar = "FILTER,...",
-		.help = "Also copy teed stdout lines that contain any of these strings (,, is a "
-			"comma) to filtered_stdout.log in the attempt directory.",
-	},
-	{
-		.name = "duplicate-stderr-filters",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_string,
-		.offset = offsetof(struct config, duplicate_stderr_filters),
-		.group = GROUP_LOGS,
-		.metavar = "FILTER,...",
-		.help = "As --duplicate-stdout-filters, for stderr: filtered_stderr.log.",
-	},
-	{
-		.name = "event-log-handler",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "file",
-		.set = set_choice,
-		.offset = offsetof(struct config, event_log_handler),
-		.choices = event_log_handlers,
-		.group = GROUP_LOGS,
-		.metavar = "NAME",
-		.help = "Where agent and rendezvous events go, as JSON lines torch's Event and "
-			"RdzvEvent read: null, console (stderr) or file (events.jsonl in the run's "
-			"log directory, or --event-log-file).",
-	},
-	{
-		.name = "event-log-file",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_string,
-		.offset = offsetof(struct config, event_log_file),
-		.group = GROUP_LOGS,
-		.metavar = "PATH",
-		.help = "Append events to this file (with --event-log-handler file).",
-	},
-	{
-		.name = "event-ring-size",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "1024",
-		.set = set_int,
-		.offset = offsetof(struct config, event_ring_size),
-		.min = 0,
-		.max = 65536,
-		.group = GROUP_LOGS,
-		.metavar = "N",
-		.help = "Latest events kept in memory for the control socket (0: none).",
-	},
-
-	/* Signals and shutdown. */
-	{
-		.name = "signals-to-handle",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
-		/* systemd's reload and logrotate send SIGHUP: re-open the logs. */
-		.def_service = "SIGTERM,SIGINT,SIGQUIT",
-		.set = set_signals,
-		.group = GROUP_SIGNALS,
-		.metavar = "SIG,...",
-		.help = "Signals that stop the workers with the same signal, then elasticd. "
-			"SIGHUP, when not listed, re-opens the event log file instead.",
-	},
-	{
-		.name = "shutdown-timeout",
-		.kind = OPT_VALUE,
-		.env = true,
-		.env_fallback = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
-		.def = "30",
-		.set = set_int,
-		.offset = offsetof(struct config, shutdown_timeout),
-		.min = 0,
-		.max = INT_MAX,
-		.group = GROUP_SIGNALS,
-		.metavar = "SECONDS",
-		.help = "Grace time between the stop signal and SIGKILL when the workers are "
-			"stopped for a restart or a failure.",
-	},
-	{
-		.name = "term-timeout",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_int,
-		.offset = offsetof(struct config, term_timeout),
-		.min = 0,
-		.max = INT_MAX,
-		.group = GROUP_SIGNALS,
-		.metavar = "SECONDS",
-		.help = "Grace time between a handled signal, forwarded to the workers, and "
-			"SIGKILL (default: --shutdown-timeout).",
-	},
-	{
-		.name = "forward-signals",
-		.kind = OPT_VALUE,
-		.env = true,
-		.def = "SIGUSR1,SIGUSR2",
-		.set = set_forward_signals,
-		.group = GROUP_SIGNALS,
-		.metavar = "SIG,...",
-		.help = "Signals sent on to every worker's process group while the workers go on "
-			"running (a preemption notice); \"\" for none.",
-	},
-
-	/* Other. */
-	{
-		.name = "control-socket",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_string,
-		.offset = offsetof(struct config, control_socket),
-		.group = GROUP_OTHER,
-		.metavar = "PATH",
-		.help = "Serve the control plane (elasticd-ctl(7)) on this Unix socket (default: "
-			"$RUNTIME_DIRECTORY/elasticd.sock under systemd, else "
-			"/run/elasticd/<run_id>.sock for root, else "
-			"$XDG_RUNTIME_DIR/elasticd/<run_id>.sock, else /tmp/elasticd-<uid>/).",
-	},
-	{
-		.name = "control-socket-mode",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_mode,
-		.offset = offsetof(struct config, control_socket_mode),
-		.group = GROUP_OTHER,
-		.metavar = "MODE",
-		.help = "File mode of the control socket, in octal (default: 0600, 0660 with "
-			"--control-socket-group).",
-	},
-	{
-		.name = "control-socket-group",
-		.kind = OPT_VALUE,
-		.env = true,
-		.set = set_string,
-		.offset = offsetof(struct config, control_socket_group),
-		.group = GROUP_OTHER,
-		.metavar = "GROUP",
-		.help = "Also let this group (name or number) use the control socket.",
-	},
-	{
-		.name = "no-worker-server",
-		.kind = OPT_FLAG,
-		.env = true,
-		.set = set_flag,
-		.offset = offsetof(struct config, no_worker_server),
-		.group = GROUP_OTHER,
-		.help = "Do not give workers TORCH_WORKER_SERVER_SOCKET (their own control socket, "
-			"reached through /ranks/<n>/ on the control socket).",
-	},
-	{
-		.name = "config",
-		.kind = OPT_VALUE,
-		.set = set_string,
-		.offset = offsetof(struct config, config_file),
-		.group = GROUP_OTHER,
-		.metavar = "FILE",
-		.help = "Read settings from FILE: key = value lines with the long option names "
-			"(see elasticd.conf(5)). The command line and PET_* variables beat it.",
-	},
-	{
-		.name = "help",
-		.short_name = 'h',
-		.kind = OPT_HELP,
-		.group = GROUP_OTHER,
-		.help = "Show this help and exit.",
-	},
-	{
-		.name = "version",
-		.kind = OPT_VERSION,
-		.group = GROUP_OTHER,
-		.help = "Show the version and exit.",
-	},
-};
-
-static const char *const group_titles[GROUP_COUNT] = {
-	[GROUP_WORKERS] = "Workers",      [GROUP_RESTARTS] = "Restart policy",
-	[GROUP_HANG] = "Hang detection",  [GROUP_RDZV] = "Rendezvous",
-	[GROUP_LOGS] = "Logs and output", [GROUP_SIGNALS] = "Signals and shutdown",
-	[GROUP_OTHER] = "Other",
-};
 
 /* Where an option's value came from. */
 enum option_source {
@@ -1365,96 +31,6 @@ enum option_source {
 	SRC_ENV,
 	SRC_CLI,
 };
-
-/* Option lookup. */
-
-static size_t
-option_index(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(options); i++) {
-		if (strcmp(options[i].name, name) == 0) {
-			break;
-		}
-	}
-	return i;
-}
-
-/* Whether s[0..len) is a prefix of canon, with '-' read as '_' when underscore;
- * *ret_exact tells whether it is all of it. */
-static bool
-spelling_prefix(const char *canon, bool underscore, const char *s, size_t len, bool *ret_exact)
-{
-	for (size_t k = 0; k < len; k++) {
-		char c = canon[k];
-
-		if (c == '\0') {
-			return false;
-		}
-		if (underscore && c == '-') {
-			c = '_';
-		}
-		if (s[k] != c) {
-			return false;
-		}
-	}
-	*ret_exact = canon[len] == '\0';
-	return true;
-}
-
-/* Find the option named by "--" + s[0..len), exactly in any of its spellings or
- * as a prefix of the spellings of one option only (argparse's allow_abbrev).
- * Returns the option, or NULL with *ret_n the number of distinct options the
- * prefix matches (0 unknown, > 1 ambiguous), listed in matches when non-NULL. */
-static const struct config_option *
-find_long(const char *s, size_t len, size_t *ret_n, const struct config_option **matches)
-{
-	const struct config_option *only = NULL;
-	size_t n = 0;
-
-	if (len == 0) {
-		*ret_n = 0;
-		return NULL;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-		const char *spellings[] = {options[i].name, options[i].alias};
-		bool hit = false;
-
-		for (size_t j = 0; j < ARRAY_SIZE(spellings) && spellings[j]; j++) {
-			for (int u = 0; u < 2; u++) {
-				bool exact = false;
-
-				if (spelling_prefix(spellings[j], u, s, len, &exact)) {
-					if (exact) {
-						return &options[i];
-					}
-					hit = true;
-				}
-			}
-		}
-		if (hit) {
-			if (matches) {
-				matches[n] = &options[i];
-			}
-			n++;
-			only = &options[i];
-		}
-	}
-	*ret_n = n;
-	return n == 1 ? only : NULL;
-}
-
-static const struct config_option *
-find_short(char c)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-		if (c != '\0' && options[i].short_name == c) {
-			return &options[i];
-		}
-	}
-	return NULL;
-}
 
 /* argparse's _negative_number_matcher: ^-\d+$|^-\d*\.\d+$ */
 static bool
@@ -1468,10 +44,10 @@ is_negative_number(const char *arg)
 	arg++;
 	dot = strchr(arg, '.');
 	if (!dot) {
-		return all_digits(arg, strlen(arg));
+		return config_all_digits(arg, strlen(arg));
 	}
-	return (dot == arg || all_digits(arg, (size_t)(dot - arg))) &&
-	       all_digits(dot + 1, strlen(dot + 1));
+	return (dot == arg || config_all_digits(arg, (size_t)(dot - arg))) &&
+	       config_all_digits(dot + 1, strlen(dot + 1));
 }
 
 /* Whether arg is an option string (known, ambiguous or unknown) rather than a
@@ -1486,11 +62,11 @@ is_option_string(const char *arg)
 		return false;
 	}
 	if (arg[1] == '-') {
-		if (arg[2] == '\0' || find_long(arg + 2, strcspn(arg + 2, "="), &n, NULL) ||
-		    n > 0) {
+		if (arg[2] == '\0' ||
+		    config_option_find_long(arg + 2, strcspn(arg + 2, "="), &n, NULL) || n > 0) {
 			return true;
 		}
-	} else if (find_short(arg[1])) {
+	} else if (config_option_find_short(arg[1])) {
 		return true;
 	}
 	return !is_negative_number(arg) && !strchr(arg, ' ');
@@ -1534,7 +110,7 @@ take_option(struct config *cfg, const struct config_option *o, const char *expli
 		}
 		break;
 	}
-	src[o - options] = SRC_CLI;
+	src[o - config_options] = SRC_CLI;
 	r = o->set(cfg, o, name, explicit, reterr);
 	return r < 0 ? r : SCAN_OPTION;
 }
@@ -1543,13 +119,13 @@ static int
 parse_long(struct config *cfg, int argc, char *const argv[], int *i, enum option_source *src,
 	   char **reterr)
 {
-	const struct config_option *matches[ARRAY_SIZE(options)];
+	const struct config_option *matches[ARRAY_SIZE(config_options)];
 	const char *arg = argv[*i], *s = arg + 2;
 	size_t len = strcspn(s, "="), n;
 	const struct config_option *o;
 	char *list;
 
-	o = find_long(s, len, &n, matches);
+	o = config_option_find_long(s, len, &n, matches);
 	if (o) {
 		return take_option(cfg, o, s[len] == '=' ? s + len + 1 : NULL, argc, argv, i, src,
 				   reterr);
@@ -1578,7 +154,7 @@ parse_short(struct config *cfg, int argc, char *const argv[], int *i, enum optio
 	const char *arg = argv[*i], *p = arg + 1;
 
 	for (;;) {
-		const struct config_option *o = find_short(*p);
+		const struct config_option *o = config_option_find_short(*p);
 		int r;
 
 		if (!o) {
@@ -1601,7 +177,7 @@ parse_short(struct config *cfg, int argc, char *const argv[], int *i, enum optio
 		if (*p == '\0') {
 			return SCAN_OPTION;
 		}
-		if (!find_short(*p)) {
+		if (!config_option_find_short(*p)) {
 			*reterr =
 				xasprintf("-%c: ignored explicit argument '%s'", o->short_name, p);
 			return -EINVAL;
@@ -1647,7 +223,8 @@ apply_env(struct config *cfg, const struct config_option *o, const char *var, co
 		return o->set(cfg, o, var, value, reterr);
 	case OPT_FLAG:
 		if (parse_int(value, LLONG_MIN, LLONG_MAX, &on) < 0) {
-			return invalid(reterr, var, value, "expected an integer (1 on, 0 off)");
+			return config_invalid(reterr, var, value,
+					      "expected an integer (1 on, 0 off)");
 		}
 		return on ? o->set(cfg, o, var, value, reterr) : 0;
 	case OPT_HELP:
@@ -1692,8 +269,8 @@ static int
 apply_defaults(struct config *cfg, char *const envp[], enum option_source *src, bool service,
 	       char **reterr)
 {
-	for (size_t k = 0; k < ARRAY_SIZE(options); k++) {
-		const struct config_option *o = &options[k];
+	for (size_t k = 0; k < ARRAY_SIZE(config_options); k++) {
+		const struct config_option *o = &config_options[k];
 		const char *def = service && o->def_service ? o->def_service : o->def;
 		_cleanup_free_ char *var = NULL, *name = NULL;
 		const char *value;
@@ -1735,29 +312,6 @@ file_layer_release(struct file_layer *fl)
 	free(fl->entrypoint);
 	strv_free(fl->args);
 	*fl = (struct file_layer){0};
-}
-
-/* The option whose long name or alias is key, in its dash or underscore
- * spelling; no prefixes. */
-static const struct config_option *
-find_exact(const char *key)
-{
-	size_t len = strlen(key);
-
-	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-		const char *spellings[] = {options[i].name, options[i].alias};
-
-		for (size_t j = 0; j < ARRAY_SIZE(spellings) && spellings[j]; j++) {
-			for (int u = 0; u < 2; u++) {
-				bool exact = false;
-
-				if (spelling_prefix(spellings[j], u, key, len, &exact) && exact) {
-					return &options[i];
-				}
-			}
-		}
-	}
-	return NULL;
 }
 
 static int
@@ -1824,6 +378,45 @@ file_entrypoint(const struct config_file_entry *e, const char *where, struct fil
 	return 0;
 }
 
+/* Store the value of one file line for o, a flag (true or false) or an option
+ * that takes one value, in cfg; where and name prefix messages. Returns 0, or
+ * -EINVAL with *reterr. */
+static int
+file_set(struct config *cfg, const struct config_option *o, const struct config_file_entry *e,
+	 const char *where, const char *name, char **reterr)
+{
+	size_t n = strv_length(e->words);
+	bool on = false;
+
+	switch (o->kind) {
+	case OPT_FLAG:
+		if (n > 1) {
+			return file_error(reterr, where,
+					  "%s: expected true or false, got %zu words", e->key, n);
+		}
+		if (n != 1 || parse_bool_word(e->words[0], &on) < 0) {
+			return file_error(reterr, where, "%s: expected true or false, got '%s'",
+					  e->key, n == 1 ? e->words[0] : "");
+		}
+		if (on) {
+			return o->set(cfg, o, name, e->words[0], reterr);
+		}
+		break;
+	case OPT_VALUE:
+		if (n > 1) {
+			return file_error(reterr, where,
+					  "%s: expected one value, got %zu words; quote a value "
+					  "that contains blanks",
+					  e->key, n);
+		}
+		return o->set(cfg, o, name, n ? e->words[0] : "", reterr);
+	case OPT_HELP:
+	case OPT_VERSION:
+		break;
+	}
+	return 0;
+}
+
 /* Apply one "key = value" of the file. A value for an option that the command
  * line or the environment sets is still checked, on a scratch config. */
 static int
@@ -1833,21 +426,20 @@ file_apply_entry(struct config *cfg, const struct config_file_entry *e, const ch
 {
 	_cleanup_free_ char *where = xasprintf("%s:%d", path, e->line);
 	_cleanup_free_ char *name = NULL, *var = NULL;
-	size_t n = strv_length(e->words);
 	const struct config_option *o;
 	struct config scratch = {0};
-	bool overridden, on = false;
+	bool overridden;
 	size_t k;
-	int r = 0;
+	int r;
 
 	if (strcmp(e->key, "entrypoint") == 0 || strcmp(e->key, "args") == 0) {
 		return file_entrypoint(e, where, fl, reterr);
 	}
-	o = find_exact(e->key);
+	o = config_option_find_exact(e->key);
 	if (!o) {
 		size_t nmatch = 0;
 		const struct config_option *guess =
-			find_long(e->key, strlen(e->key), &nmatch, NULL);
+			config_option_find_long(e->key, strlen(e->key), &nmatch, NULL);
 
 		if (guess) {
 			return file_error(reterr, where, "unknown key '%s' (did you mean '%s'?)",
@@ -1863,7 +455,7 @@ file_apply_entry(struct config *cfg, const struct config_file_entry *e, const ch
 				  "'%s' cannot be set in a configuration file (no includes)",
 				  e->key);
 	}
-	k = (size_t)(o - options);
+	k = (size_t)(o - config_options);
 	if (seen[k]) {
 		return file_error(reterr, where, "'%s' is already set on line %d", o->name,
 				  seen[k]);
@@ -1871,33 +463,7 @@ file_apply_entry(struct config *cfg, const struct config_file_entry *e, const ch
 	seen[k] = e->line;
 	name = xasprintf("%s: %s", where, e->key);
 	overridden = src[k] == SRC_CLI || option_env(o, envp, &var);
-	switch (o->kind) {
-	case OPT_FLAG:
-		if (n > 1) {
-			return file_error(reterr, where,
-					  "%s: expected true or false, got %zu words", e->key, n);
-		}
-		if (n != 1 || parse_bool_word(e->words[0], &on) < 0) {
-			return file_error(reterr, where, "%s: expected true or false, got '%s'",
-					  e->key, n == 1 ? e->words[0] : "");
-		}
-		if (on) {
-			r = o->set(overridden ? &scratch : cfg, o, name, e->words[0], reterr);
-		}
-		break;
-	case OPT_VALUE:
-		if (n > 1) {
-			return file_error(reterr, where,
-					  "%s: expected one value, got %zu words; quote a value "
-					  "that contains blanks",
-					  e->key, n);
-		}
-		r = o->set(overridden ? &scratch : cfg, o, name, n ? e->words[0] : "", reterr);
-		break;
-	case OPT_HELP:
-	case OPT_VERSION:
-		break;
-	}
+	r = file_set(overridden ? &scratch : cfg, o, e, where, name, reterr);
 	config_release(&scratch);
 	if (r < 0) {
 		return r;
@@ -1915,7 +481,7 @@ apply_file(struct config *cfg, const char *text, size_t len, char *const envp[],
 {
 	const char *path = cfg->config_file;
 	_cleanup_free_ char *buf = NULL;
-	int seen[ARRAY_SIZE(options)] = {0};
+	int seen[ARRAY_SIZE(config_options)] = {0};
 	struct config_file f = {0};
 	int r;
 
@@ -1949,9 +515,9 @@ apply_file(struct config *cfg, const char *text, size_t len, char *const envp[],
 static bool
 given(const enum option_source *src, const char *name)
 {
-	size_t k = option_index(name);
+	size_t k = config_option_index(name);
 
-	return k < ARRAY_SIZE(options) &&
+	return k < ARRAY_SIZE(config_options) &&
 	       (src[k] == SRC_CLI || src[k] == SRC_ENV || src[k] == SRC_FILE);
 }
 
@@ -2029,20 +595,16 @@ check_all(struct config *ret, const enum option_source *src, char **reterr)
 				   given(src, "progress-attempts"), reterr);
 }
 
-/* config_parse and config_parse_text: text, when non-NULL, is the contents of
- * the configuration file named name. */
+/* Scan the options at the start of argv (up to the first positional, or past
+ * "--"); *ret_i is then the index of the training script, argc when none.
+ * Returns SCAN_OPTION, SCAN_HELP or SCAN_VERSION (at -h or --version), or
+ * -EINVAL with *reterr. */
 static int
-parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], const char *name,
-	  const char *text, size_t len, char **reterr)
+scan_options(struct config *cfg, int argc, char *const argv[], enum option_source *src, int *ret_i,
+	     char **reterr)
 {
-	enum option_source src[ARRAY_SIZE(options)] = {SRC_UNSET};
-	struct file_layer fl = {0};
-	const char *notify;
-	bool service;
 	int i, r;
 
-	memset(ret, 0, sizeof(*ret));
-	*reterr = NULL;
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 
@@ -2054,17 +616,68 @@ parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], 
 			break;
 		}
 		if (arg[1] == '-') {
-			r = parse_long(ret, argc, argv, &i, src, reterr);
+			r = parse_long(cfg, argc, argv, &i, src, reterr);
 		} else {
-			r = parse_short(ret, argc, argv, &i, src, reterr);
+			r = parse_short(cfg, argc, argv, &i, src, reterr);
 		}
-		if (r < 0) {
-			goto fail;
+		if (r < 0 || r == SCAN_HELP || r == SCAN_VERSION) {
+			return r;
 		}
-		if (r == SCAN_HELP || r == SCAN_VERSION) {
-			config_release(ret);
-			return r == SCAN_HELP ? CONFIG_HELP : CONFIG_VERSION;
+	}
+	*ret_i = i;
+	return SCAN_OPTION;
+}
+
+/* The training script and its arguments: argv[i] on when i < argc (a
+ * command-line entrypoint replaces the file's, and its args), else the file's,
+ * taken from fl. Returns 0, or -EINVAL with *reterr when neither gives one. */
+static int
+take_entrypoint(struct config *cfg, int argc, char *const argv[], int i, struct file_layer *fl,
+		char **reterr)
+{
+	if (i < argc) {
+		cfg->entrypoint = xstrdup(argv[i]);
+		cfg->args = xcalloc(1, sizeof(char *));
+		for (i++; i < argc; i++) {
+			strv_push(&cfg->args, argv[i]);
 		}
+		return 0;
+	}
+	if (fl->entrypoint) {
+		cfg->entrypoint = fl->entrypoint;
+		cfg->args = fl->args ? fl->args : xcalloc(1, sizeof(char *));
+		*fl = (struct file_layer){0};
+		return 0;
+	}
+	*reterr = cfg->config_file
+			  ? xasprintf("the following arguments are required: "
+				      "training_script (or 'entrypoint = ...' in %s)",
+				      cfg->config_file)
+			  : xstrdup("the following arguments are required: training_script");
+	return -EINVAL;
+}
+
+/* config_parse and config_parse_text: text, when non-NULL, is the contents of
+ * the configuration file named name. */
+static int
+parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], const char *name,
+	  const char *text, size_t len, char **reterr)
+{
+	enum option_source src[ARRAY_SIZE(config_options)] = {SRC_UNSET};
+	struct file_layer fl = {0};
+	const char *notify;
+	bool service;
+	int i = 0, r;
+
+	memset(ret, 0, sizeof(*ret));
+	*reterr = NULL;
+	r = scan_options(ret, argc, argv, src, &i, reterr);
+	if (r < 0) {
+		goto fail;
+	}
+	if (r == SCAN_HELP || r == SCAN_VERSION) {
+		config_release(ret);
+		return r == SCAN_HELP ? CONFIG_HELP : CONFIG_VERSION;
 	}
 
 	if (text) {
@@ -2083,25 +696,8 @@ parse_all(struct config *ret, int argc, char *const argv[], char *const envp[], 
 	if (r < 0) {
 		goto fail;
 	}
-	if (i < argc) {
-		/* A command-line entrypoint replaces the file's, and its args. */
-		ret->entrypoint = xstrdup(argv[i]);
-		ret->args = xcalloc(1, sizeof(char *));
-		for (i++; i < argc; i++) {
-			strv_push(&ret->args, argv[i]);
-		}
-	} else if (fl.entrypoint) {
-		ret->entrypoint = fl.entrypoint;
-		ret->args = fl.args ? fl.args : xcalloc(1, sizeof(char *));
-		fl = (struct file_layer){0};
-	} else {
-		*reterr =
-			ret->config_file
-				? xasprintf("the following arguments are required: "
-					    "training_script (or 'entrypoint = ...' in %s)",
-					    ret->config_file)
-				: xstrdup("the following arguments are required: training_script");
-		r = -EINVAL;
+	r = take_entrypoint(ret, argc, argv, i, &fl, reterr);
+	if (r < 0) {
 		goto fail;
 	}
 	file_layer_release(&fl);
@@ -2138,7 +734,7 @@ config_release(struct config *cfg)
 	free(cfg->rdzv_backend);
 	free(cfg->rdzv_endpoint);
 	free(cfg->rdzv_id);
-	rdzv_conf_free(cfg->rdzv_conf, cfg->n_rdzv_conf);
+	config_rdzv_conf_free(cfg->rdzv_conf, cfg->n_rdzv_conf);
 	free(cfg->master_addr);
 	free(cfg->local_addr);
 	free(cfg->start_method);
@@ -2167,113 +763,6 @@ config_release(struct config *cfg)
 	strv_free(cfg->args);
 	free(cfg->config_file);
 	memset(cfg, 0, sizeof(*cfg));
-}
-
-/* --help. */
-
-#define USAGE_WIDTH 100
-#define USAGE_HELP_COLUMN 34
-
-/* A space that print_wrapped does not break at. */
-#define NBSP "\x1f"
-
-/* Print text word-wrapped from column col to USAGE_WIDTH, continuation lines
- * indented to indent; ends the line. */
-static void
-print_wrapped(FILE *out, const char *text, size_t col, size_t indent)
-{
-	const char *p = text;
-
-	while (*p) {
-		size_t len = strcspn(p, " ");
-
-		if (col > indent && col + 1 + len > USAGE_WIDTH) {
-			fprintf(out, "\n%*s", (int)indent, "");
-			col = indent;
-		} else if (col > indent) {
-			fputc(' ', out);
-			col++;
-		}
-		for (size_t k = 0; k < len; k++) {
-			fputc(p[k] == NBSP[0] ? ' ' : p[k], out);
-		}
-		col += len;
-		p += len;
-		while (*p == ' ') {
-			p++;
-		}
-	}
-	fputc('\n', out);
-}
-
-static void
-print_option(FILE *out, const struct config_option *o)
-{
-	_cleanup_free_ char *left = NULL, *text = NULL;
-	size_t col;
-
-	left = xasprintf("  %c%c%s--%s%s%s%s%s", o->short_name ? '-' : ' ',
-			 o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ", o->name,
-			 o->alias ? ", --" : "", o->alias ? o->alias : "", o->metavar ? " " : "",
-			 o->metavar ? o->metavar : "");
-	if (o->env_fallback) {
-		text = xasprintf("%s (default:" NBSP "$%s, else" NBSP "%s)", o->help,
-				 o->env_fallback, o->def);
-	} else if (o->def_service) {
-		text = xasprintf("%s (default:" NBSP "%s; as a service, with --config or "
-				 "$NOTIFY_SOCKET:" NBSP "%s)",
-				 o->help, o->def, o->def_service);
-	} else if (o->def && *o->def) {
-		text = xasprintf("%s (default:" NBSP "%s)", o->help, o->def);
-	} else {
-		text = xstrdup(o->help);
-	}
-	fputs(left, out);
-	col = strlen(left);
-	if (col + 2 > USAGE_HELP_COLUMN) {
-		fputc('\n', out);
-		col = 0;
-	}
-	fprintf(out, "%*s", (int)(USAGE_HELP_COLUMN - col), "");
-	print_wrapped(out, text, USAGE_HELP_COLUMN, USAGE_HELP_COLUMN);
-}
-
-void
-config_usage(FILE *out)
-{
-	const char *no_env[ARRAY_SIZE(options) + 1] = {NULL};
-	_cleanup_free_ char *list = NULL, *note = NULL;
-	size_t n = 0;
-
-	fputs("Usage: elasticd [options] [--] training_script [args...]\n\n", out);
-	fputs("Start, supervise and restart the local workers of a distributed PyTorch job "
-	      "(torchrun's agent).\n",
-	      out);
-	for (int g = 0; g < GROUP_COUNT; g++) {
-		fprintf(out, "\n%s:\n", group_titles[g]);
-		for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-			if (options[i].group == (enum option_group)g) {
-				print_option(out, &options[i]);
-			}
-		}
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(options); i++) {
-		if (!options[i].env) {
-			no_env[n++] = options[i].name;
-		}
-	}
-	list = join_list(no_env, "--", " and ");
-	note = xasprintf(
-		"Every option also has an underscore spelling (--nproc_per_node for "
-		"--nproc-per-node) and a default in the environment variable PET_<NAME> "
-		"(PET_NPROC_PER_NODE; 1 or 0 for flags), except %s. The command line beats "
-		"the environment, which beats the --config file, which beats the default. "
-		"Unambiguous prefixes of long "
-		"options work (--nproc). Everything after training_script (or after --) is "
-		"passed to it unchanged.",
-		list);
-	fputc('\n', out);
-	print_wrapped(out, note, 0, 0);
 }
 
 /* Queries. */

@@ -48,6 +48,56 @@ word_take(struct word *w)
 	return s;
 }
 
+/* Add the '...' quote that starts at p to w. Returns the character after the
+ * closing quote, or NULL with *reterr when there is none. */
+static const char *
+single_quoted(const char *p, struct word *w, char **reterr)
+{
+	const char *end = strchr(p + 1, '\'');
+
+	if (!end) {
+		*reterr = xstrdup("unterminated ' quote");
+		return NULL;
+	}
+	for (const char *q = p + 1; q < end; q++) {
+		word_add(w, *q);
+	}
+	if (end == p + 1 && !w->s) {
+		w->s = xstrdup(""); /* '' is an empty word */
+		w->cap = 1;
+	}
+	return end + 1;
+}
+
+/* Add the "..." quote that starts at p to w (\" and \\ stand for " and \).
+ * Returns the character after the closing quote, or NULL with *reterr when
+ * there is none. */
+static const char *
+double_quoted(const char *p, struct word *w, char **reterr)
+{
+	const char *q = p + 1;
+
+	if (!w->s) {
+		w->s = xstrdup("");
+		w->cap = 1;
+	}
+	for (;;) {
+		if (*q == '\0') {
+			*reterr = xstrdup("unterminated \" quote");
+			return NULL;
+		}
+		if (*q == '"') {
+			break;
+		}
+		if (*q == '\\' && (q[1] == '"' || q[1] == '\\')) {
+			q++;
+		}
+		word_add(w, *q);
+		q++;
+	}
+	return q + 1;
+}
+
 int
 config_file_split(const char *value, char ***ret_words, char **reterr)
 {
@@ -74,45 +124,11 @@ config_file_split(const char *value, char ***ret_words, char **reterr)
 			break; /* a comment, to the end of the line */
 		}
 		in_word = true;
-		if (c == '\'') {
-			const char *end = strchr(p + 1, '\'');
-
-			if (!end) {
-				*reterr = xstrdup("unterminated ' quote");
+		if (c == '\'' || c == '"') {
+			p = c == '\'' ? single_quoted(p, &w, reterr) : double_quoted(p, &w, reterr);
+			if (!p) {
 				goto fail;
 			}
-			for (const char *q = p + 1; q < end; q++) {
-				word_add(&w, *q);
-			}
-			if (end == p + 1 && !w.s) {
-				w.s = xstrdup(""); /* '' is an empty word */
-				w.cap = 1;
-			}
-			p = end + 1;
-			continue;
-		}
-		if (c == '"') {
-			const char *q = p + 1;
-
-			if (!w.s) {
-				w.s = xstrdup("");
-				w.cap = 1;
-			}
-			for (;;) {
-				if (*q == '\0') {
-					*reterr = xstrdup("unterminated \" quote");
-					goto fail;
-				}
-				if (*q == '"') {
-					break;
-				}
-				if (*q == '\\' && (q[1] == '"' || q[1] == '\\')) {
-					q++;
-				}
-				word_add(&w, *q);
-				q++;
-			}
-			p = q + 1;
 			continue;
 		}
 		if (c == '\\') {
