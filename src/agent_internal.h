@@ -11,6 +11,7 @@
 #include "ctl.h"
 #include "hang.h"
 #include "rdzv.h"
+#include "util.h"
 
 struct config;
 struct console;
@@ -22,6 +23,8 @@ struct group;
 struct numa_plan;
 struct sd_notifier;
 struct sentinel;
+struct elastic_event;
+struct worker;
 
 struct agent_hang;
 
@@ -100,18 +103,77 @@ struct agent {
 	char *event_log_path; /* the event log file, for SIGHUP; NULL: none */
 };
 
-/* torch's _NodeDesc of this agent ("<fqdn>_<pid>_0"), for RdzvEvent messages
- * and the status. Made on first use; borrowed from the agent. */
-const char *agent_node_desc(struct agent *a);
-
 /* A hang rule fired (agent_hang.c): record it (log, event, metrics) and stop
  * the group; its attempt then counts as a failure with f as root cause. */
 void agent_on_hang(struct agent *a, const struct hang_fired *f);
 
+/* ---- agent_events.c: what the agent records ------------------------------- */
+
+/* Milliseconds since start_usec (CLOCK_MONOTONIC), for durations. */
+static inline double
+ms_since(uint64_t start_usec)
+{
+	return (double)(now_usec() - start_usec) / (double)USEC_PER_MSEC;
+}
+
+/* Record ev (events_record) and release it; a failure is logged once. */
+void agent_record(struct agent *a, struct elastic_event *ev);
+
+/* Start one of elasticd's own events with its common metadata. Returns false
+ * (and builds nothing) when events are disabled. */
+bool agent_event_begin(struct agent *a, struct elastic_event *ev, const char *name,
+		       enum event_source source);
+
+/* torchrun's torchelastic.worker.status.<state>: worker w's, or the agent's
+ * when w is NULL; duration_ms < 0 is null. */
+void agent_record_status(struct agent *a, const char *state, const struct worker *w,
+			 const char *raw_error, double duration_ms);
+
+/* The agent's own failure (torchrun: agent.run() raised). */
+void agent_record_failed(struct agent *a, const char *raw_error);
+
+/* The end of torchrun's agent.run(): one event per worker of the last group
+ * in state, then the launcher's AGENT SUCCEEDED. */
+void agent_record_run_result(struct agent *a, enum worker_state state);
+
+/* torch's _NodeDesc of this agent ("<fqdn>_<pid>_0"), for RdzvEvent messages
+ * and the status. Made on first use; borrowed from the agent. */
+const char *agent_node_desc(struct agent *a);
+
+/* "rdzv_<backend>.c:<torch method>", an RdzvEvent's name; the caller frees it. */
+char *agent_rdzv_event_name(const struct agent *a, const char *method);
+
+/* elasticd.worker.started: worker w, its attempt and its binding. */
+void agent_record_worker_started(struct agent *a, const struct worker *w);
+
+/* elasticd.worker.exited: worker w, how it ended and after how long. */
+void agent_record_worker_exited(struct agent *a, const struct worker *w);
+
+/* elasticd.signal.received: sig, and what the agent does with it (action). */
+void agent_record_signal(struct agent *a, int sig, const char *action);
+
+/* elasticd.group.stopping: sig sent to the workers, SIGKILL after grace_s. */
+void agent_record_group_stopping(struct agent *a, int sig, const char *why, int grace_s);
+
+/* elasticd.agent.restart: the decision being carried out, and why. */
+void agent_record_restart(struct agent *a, const char *why);
+
+/* The RdzvEvent of a node that starts a round (torch's next_rendezvous). */
+void agent_record_rdzv_join(struct agent *a);
+
+/* elasticd.agent.exit: the agent leaves (the end of torchrun's agent.run()). */
+void agent_record_exit(struct agent *a);
+
+/* elasticd.agent.drain: the notice sent to n_sent worker process groups, the
+ * grace, and the phase the drain began in (from). */
+void agent_record_drain(struct agent *a, enum agent_phase from, int n_sent);
+
+/* elasticd.worker.hang: the rule f that fired on worker w. */
+void agent_record_hang(struct agent *a, const struct hang_fired *f, const struct worker *w);
+
 /* ---- agent_report.c: what a failure leaves behind -------------------------- */
 
 struct process_failure;
-struct worker;
 
 /* The failure table's traceback for f, worker w's failure, when w wrote no
  * error file but its stderr went to a log file (-r/-t): the last lines of
