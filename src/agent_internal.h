@@ -28,6 +28,12 @@ struct worker;
 
 struct agent_hang;
 
+/* Event priorities: the signalfd (child exits and signals) runs before any
+ * other ready event, so that no client of the control socket, however busy,
+ * delays supervision; everything else shares the default priority. */
+#define AGENT_PRIORITIES 2
+#define AGENT_PRIO_SUPERVISION 0
+
 struct agent {
 	struct event_base *base;
 	const struct config *cfg;
@@ -103,6 +109,24 @@ struct agent {
 	char *event_log_path; /* the event log file, for SIGHUP; NULL: none */
 };
 
+/* ---- agent.c: the run loop and the phase ---------------------------------- */
+
+/* Tell systemd that the agent is shutting down (STOPPING=1 the first time),
+ * and why. A no-op without $NOTIFY_SOCKET. */
+void agent_notify_stopping(struct agent *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* The one place the agent's phase changes: logs `old -> new (why)`, runs the
+ * entry action and records the phase's event. */
+void agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reason,
+		     const char *why);
+
+/* rdzv_leave's callback (arg: the agent): an exit waiting for it goes on. */
+void agent_left_cb(void *arg);
+
+/* Count worker w's failure in the failures-by-exit-code counters. */
+void agent_count_failure(struct agent *a, const struct worker *w);
+
 /* A hang rule fired (agent_hang.c): record it (log, event, metrics) and stop
  * the group; its attempt then counts as a failure with f as root cause. */
 void agent_on_hang(struct agent *a, const struct hang_fired *f);
@@ -170,6 +194,16 @@ void agent_record_drain(struct agent *a, enum agent_phase from, int n_sent);
 
 /* elasticd.worker.hang: the rule f that fired on worker w. */
 void agent_record_hang(struct agent *a, const struct hang_fired *f, const struct worker *w);
+
+/* ---- agent_signals.c: signals and children -------------------------------- */
+
+/* Send sig to every worker's process group that still has members; returns
+ * how many got it. */
+int agent_signal_groups(struct agent *a, int sig);
+
+/* Become the subreaper, route the handled signals and SIGCHLD to the
+ * signalfd, start the sentinel. Returns 0, or -errno with *reterr. */
+int agent_setup_supervision(struct agent *a, char **reterr);
 
 /* ---- agent_report.c: what a failure leaves behind -------------------------- */
 
