@@ -121,6 +121,9 @@ void agent_notify_stopping(struct agent *a, const char *fmt, ...)
 void agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reason,
 		     const char *why);
 
+/* Rejoin the rendezvous (phase RENDEZVOUS for reason, why) for a new round. */
+void agent_start_round(struct agent *a, enum agent_reason reason, const char *why);
+
 /* rdzv_leave's callback (arg: the agent): an exit waiting for it goes on. */
 void agent_left_cb(void *arg);
 
@@ -204,6 +207,23 @@ int agent_signal_groups(struct agent *a, int sig);
 /* Become the subreaper, route the handled signals and SIGCHLD to the
  * signalfd, start the sentinel. Returns 0, or -errno with *reterr. */
 int agent_setup_supervision(struct agent *a, char **reterr);
+
+/* ---- agent_policy.c: the restart policy ---------------------------------- */
+
+/* What agent_decide looks at, from the agent's phase, group and counters;
+ * after a failure, reads the progress file. */
+void agent_decide_inputs(struct agent *a, struct agent_decide_in *in);
+
+/* A failure that ends the job: log which rule ended it (a->decision). */
+void agent_log_no_restart(struct agent *a);
+
+/* Carry out a restart decision (a->decision): spend a restart or count a
+ * free re-form, then rejoin the rendezvous, after the backoff if any. */
+void agent_restart(struct agent *a);
+
+/* Set up the policy's state: the jitter's seed, the window's ring, the
+ * progress file's number at start. */
+void agent_setup_policy(struct agent *a);
 
 /* ---- agent_report.c: what a failure leaves behind -------------------------- */
 
