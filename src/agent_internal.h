@@ -121,6 +121,9 @@ void agent_notify_stopping(struct agent *a, const char *fmt, ...)
 void agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reason,
 		     const char *why);
 
+/* Leave with code: the exit status is chosen (phase DONE), the loop ends. */
+void agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why);
+
 /* Rejoin the rendezvous (phase RENDEZVOUS for reason, why) for a new round. */
 void agent_start_round(struct agent *a, enum agent_reason reason, const char *why);
 
@@ -224,6 +227,16 @@ void agent_restart(struct agent *a);
 /* Set up the policy's state: the jitter's seed, the window's ring, the
  * progress file's number at start. */
 void agent_setup_policy(struct agent *a);
+
+/* ---- agent_drain.c: the drain verb ---------------------------------------- */
+
+/* Leave the rendezvous for good but open, so that the others re-form without
+ * this node and without spending a restart; DONE waits for it. */
+void agent_drain_leave(struct agent *a);
+
+/* Entering DRAINING from old: the notice and the grace to a group that runs;
+ * with no group, leave at once and exit 0. */
+void agent_enter_draining(struct agent *a, enum agent_phase old);
 
 /* ---- agent_report.c: what a failure leaves behind -------------------------- */
 
