@@ -238,6 +238,32 @@ void agent_drain_leave(struct agent *a);
  * with no group, leave at once and exit 0. */
 void agent_enter_draining(struct agent *a, enum agent_phase old);
 
+/* ---- agent_setup.c: agent_new's set-up ------------------------------------ */
+
+/* Find the GPUs (hwloc, when needed), resolve --nproc-per-node and plan each
+ * local rank's binding into a->numa. Returns the number of local workers, or
+ * -1 with *ret_exit and *reterr set. */
+int agent_plan(struct agent *a, int *ret_exit, char **reterr);
+
+/* --dry-run: print the plan as JSON lines on stdout; returns the exit status. */
+int agent_print_plan(struct agent *a);
+
+/* Make the run directory a->run_dir under --log-dir (or $LOGS_DIRECTORY, or
+ * a temporary one); none for /dev/null. Returns 0, or -errno with *reterr. */
+int agent_make_run_dir(struct agent *a, char **reterr);
+
+/* The event recorder, and its sink when known before the run directory;
+ * *ret_sink: the sink asked for. Returns 0, or -errno with *reterr. */
+int agent_setup_events(struct agent *a, enum events_sink *ret_sink, char **reterr);
+
+/* The default event file, events.jsonl in the run directory (none for
+ * --log-dir /dev/null). Returns 0, or -errno with *reterr. */
+int agent_open_event_file(struct agent *a, char **reterr);
+
+/* The workers' program as found in PATH, for messages; and torchrun's
+ * OMP_NUM_THREADS=1 default for more than one local worker. */
+void agent_find_program(struct agent *a);
+
 /* ---- agent_report.c: what a failure leaves behind -------------------------- */
 
 struct process_failure;
