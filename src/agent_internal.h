@@ -282,6 +282,10 @@ void agent_report_add_stderr(struct process_failure *f, const struct worker *w);
  * Logs what goes wrong. */
 void agent_report_error_file(const char *own, const struct process_failure *root);
 
+/* The failure report of the group's failed (or hung) workers: torch's
+ * ChildFailedError table on the log, and the agent's own error file. */
+void agent_report_failure(struct agent *a);
+
 /* The agent is leaving because of signal a->signo: write torch's
  * SignalException to its TORCHELASTIC_ERROR_FILE, when it has one. */
 void agent_report_signal(struct agent *a);
