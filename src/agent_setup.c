@@ -93,6 +93,37 @@ agent_plan_warn_crowding(struct agent *a)
 	}
 }
 
+/* What the plan a->numa (made in mode from topology t) leaves to say: its
+ * warning or the GPUs' note, crowded CPUs, each rank that runs unbound or
+ * whose GPU spans NUMA nodes. */
+static void
+agent_plan_warn(struct agent *a, enum numa_mode mode, const struct numa_topology *t)
+{
+	const struct config *cfg = a->cfg;
+
+	if (a->numa->warning) {
+		log_warn("--numa-binding %s: %s", cfg->numa_binding, a->numa->warning);
+	} else if (numa_topology_gpu_note(t)) {
+		log_info("GPUs: %s", numa_topology_gpu_note(t));
+	}
+	agent_plan_warn_crowding(a);
+	for (size_t i = 0; i < a->numa->n; i++) {
+		const struct numa_binding *b = &a->numa->ranks[i];
+
+		if (b->error) {
+			log_warn("--numa-binding %s: local_rank %zu runs unbound "
+				 "(--numa-fallback): %s",
+				 cfg->numa_binding, i, b->error);
+		} else if (b->gpu && b->n_numa_nodes > 1 && mode != NUMA_MODE_NONE &&
+			   mode != NUMA_MODE_SOCKET) {
+			/* torch would read sysfs's numa_node, -1 here, as node 0. */
+			log_warn("--numa-binding %s: local_rank %zu: GPU %s has no NUMA node of "
+				 "its own (its locality spans nodes %s); bound to all of them",
+				 cfg->numa_binding, i, b->gpu, b->numa_nodes_list);
+		}
+	}
+}
+
 /* Find the GPUs (hwloc, when needed), resolve --nproc-per-node and plan each
  * local rank's binding into a->numa. Returns the number of local workers, or
  * -1 with *ret_exit and *reterr set. */
@@ -153,27 +184,7 @@ agent_plan(struct agent *a, int *ret_exit, char **reterr)
 		numa_topology_free(t);
 		return -1;
 	}
-	if (a->numa->warning) {
-		log_warn("--numa-binding %s: %s", cfg->numa_binding, a->numa->warning);
-	} else if (numa_topology_gpu_note(t)) {
-		log_info("GPUs: %s", numa_topology_gpu_note(t));
-	}
-	agent_plan_warn_crowding(a);
-	for (size_t i = 0; i < a->numa->n; i++) {
-		const struct numa_binding *b = &a->numa->ranks[i];
-
-		if (b->error) {
-			log_warn("--numa-binding %s: local_rank %zu runs unbound "
-				 "(--numa-fallback): %s",
-				 cfg->numa_binding, i, b->error);
-		} else if (b->gpu && b->n_numa_nodes > 1 && req.mode != NUMA_MODE_NONE &&
-			   req.mode != NUMA_MODE_SOCKET) {
-			/* torch would read sysfs's numa_node, -1 here, as node 0. */
-			log_warn("--numa-binding %s: local_rank %zu: GPU %s has no NUMA node of "
-				 "its own (its locality spans nodes %s); bound to all of them",
-				 cfg->numa_binding, i, b->gpu, b->numa_nodes_list);
-		}
-	}
+	agent_plan_warn(a, req.mode, t);
 	numa_topology_free(t);
 	return n;
 }
