@@ -11,6 +11,7 @@
 #include "ctl.h"
 #include "hang.h"
 #include "rdzv.h"
+#include "util.h"
 
 struct config;
 struct console;
@@ -22,8 +23,16 @@ struct group;
 struct numa_plan;
 struct sd_notifier;
 struct sentinel;
+struct elastic_event;
+struct worker;
 
 struct agent_hang;
+
+/* Event priorities: the signalfd (child exits and signals) runs before any
+ * other ready event, so that no client of the control socket, however busy,
+ * delays supervision; everything else shares the default priority. */
+#define AGENT_PRIORITIES 2
+#define AGENT_PRIO_SUPERVISION 0
 
 struct agent {
 	struct event_base *base;
@@ -100,18 +109,164 @@ struct agent {
 	char *event_log_path; /* the event log file, for SIGHUP; NULL: none */
 };
 
-/* torch's _NodeDesc of this agent ("<fqdn>_<pid>_0"), for RdzvEvent messages
- * and the status. Made on first use; borrowed from the agent. */
-const char *agent_node_desc(struct agent *a);
+/* ---- agent.c: the run loop and the phase ---------------------------------- */
+
+/* Tell systemd that the agent is shutting down (STOPPING=1 the first time),
+ * and why. A no-op without $NOTIFY_SOCKET. */
+void agent_notify_stopping(struct agent *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* The one place the agent's phase changes: logs `old -> new (why)`, runs the
+ * entry action and records the phase's event. */
+void agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reason,
+		     const char *why);
+
+/* Leave with code: the exit status is chosen (phase DONE), the loop ends. */
+void agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why);
+
+/* Rejoin the rendezvous (phase RENDEZVOUS for reason, why) for a new round. */
+void agent_start_round(struct agent *a, enum agent_reason reason, const char *why);
+
+/* rdzv_leave's callback (arg: the agent): an exit waiting for it goes on. */
+void agent_left_cb(void *arg);
+
+/* Count worker w's failure in the failures-by-exit-code counters. */
+void agent_count_failure(struct agent *a, const struct worker *w);
 
 /* A hang rule fired (agent_hang.c): record it (log, event, metrics) and stop
  * the group; its attempt then counts as a failure with f as root cause. */
 void agent_on_hang(struct agent *a, const struct hang_fired *f);
 
+/* ---- agent_events.c: what the agent records ------------------------------- */
+
+/* Milliseconds since start_usec (CLOCK_MONOTONIC), for durations. */
+static inline double
+ms_since(uint64_t start_usec)
+{
+	return (double)(now_usec() - start_usec) / (double)USEC_PER_MSEC;
+}
+
+/* Record ev (events_record) and release it; a failure is logged once. */
+void agent_record(struct agent *a, struct elastic_event *ev);
+
+/* Start one of elasticd's own events with its common metadata. Returns false
+ * (and builds nothing) when events are disabled. */
+bool agent_event_begin(struct agent *a, struct elastic_event *ev, const char *name,
+		       enum event_source source);
+
+/* torchrun's torchelastic.worker.status.<state>: worker w's, or the agent's
+ * when w is NULL; duration_ms < 0 is null. */
+void agent_record_status(struct agent *a, const char *state, const struct worker *w,
+			 const char *raw_error, double duration_ms);
+
+/* The agent's own failure (torchrun: agent.run() raised). */
+void agent_record_failed(struct agent *a, const char *raw_error);
+
+/* The end of torchrun's agent.run(): one event per worker of the last group
+ * in state, then the launcher's AGENT SUCCEEDED. */
+void agent_record_run_result(struct agent *a, enum worker_state state);
+
+/* torch's _NodeDesc of this agent ("<fqdn>_<pid>_0"), for RdzvEvent messages
+ * and the status. Made on first use; borrowed from the agent. */
+const char *agent_node_desc(struct agent *a);
+
+/* "rdzv_<backend>.c:<torch method>", an RdzvEvent's name; the caller frees it. */
+char *agent_rdzv_event_name(const struct agent *a, const char *method);
+
+/* elasticd.worker.started: worker w, its attempt and its binding. */
+void agent_record_worker_started(struct agent *a, const struct worker *w);
+
+/* elasticd.worker.exited: worker w, how it ended and after how long. */
+void agent_record_worker_exited(struct agent *a, const struct worker *w);
+
+/* elasticd.signal.received: sig, and what the agent does with it (action). */
+void agent_record_signal(struct agent *a, int sig, const char *action);
+
+/* elasticd.group.stopping: sig sent to the workers, SIGKILL after grace_s. */
+void agent_record_group_stopping(struct agent *a, int sig, const char *why, int grace_s);
+
+/* elasticd.agent.restart: the decision being carried out, and why. */
+void agent_record_restart(struct agent *a, const char *why);
+
+/* The RdzvEvent of a node that starts a round (torch's next_rendezvous). */
+void agent_record_rdzv_join(struct agent *a);
+
+/* elasticd.agent.exit: the agent leaves (the end of torchrun's agent.run()). */
+void agent_record_exit(struct agent *a);
+
+/* elasticd.agent.drain: the notice sent to n_sent worker process groups, the
+ * grace, and the phase the drain began in (from). */
+void agent_record_drain(struct agent *a, enum agent_phase from, int n_sent);
+
+/* elasticd.worker.hang: the rule f that fired on worker w. */
+void agent_record_hang(struct agent *a, const struct hang_fired *f, const struct worker *w);
+
+/* ---- agent_signals.c: signals and children -------------------------------- */
+
+/* Send sig to every worker's process group that still has members; returns
+ * how many got it. */
+int agent_signal_groups(struct agent *a, int sig);
+
+/* Become the subreaper, route the handled signals and SIGCHLD to the
+ * signalfd, start the sentinel. Returns 0, or -errno with *reterr. */
+int agent_setup_supervision(struct agent *a, char **reterr);
+
+/* ---- agent_policy.c: the restart policy ---------------------------------- */
+
+/* What agent_decide looks at, from the agent's phase, group and counters;
+ * after a failure, reads the progress file. */
+void agent_decide_inputs(struct agent *a, struct agent_decide_in *in);
+
+/* A failure that ends the job: log which rule ended it (a->decision). */
+void agent_log_no_restart(struct agent *a);
+
+/* Carry out a restart decision (a->decision): spend a restart or count a
+ * free re-form, then rejoin the rendezvous, after the backoff if any. */
+void agent_restart(struct agent *a);
+
+/* Set up the policy's state: the jitter's seed, the window's ring, the
+ * progress file's number at start. */
+void agent_setup_policy(struct agent *a);
+
+/* ---- agent_drain.c: the drain verb ---------------------------------------- */
+
+/* Leave the rendezvous for good but open, so that the others re-form without
+ * this node and without spending a restart; DONE waits for it. */
+void agent_drain_leave(struct agent *a);
+
+/* Entering DRAINING from old: the notice and the grace to a group that runs;
+ * with no group, leave at once and exit 0. */
+void agent_enter_draining(struct agent *a, enum agent_phase old);
+
+/* ---- agent_setup.c: agent_new's set-up ------------------------------------ */
+
+/* Find the GPUs (hwloc, when needed), resolve --nproc-per-node and plan each
+ * local rank's binding into a->numa. Returns the number of local workers, or
+ * -1 with *ret_exit and *reterr set. */
+int agent_plan(struct agent *a, int *ret_exit, char **reterr);
+
+/* --dry-run: print the plan as JSON lines on stdout; returns the exit status. */
+int agent_print_plan(struct agent *a);
+
+/* Make the run directory a->run_dir under --log-dir (or $LOGS_DIRECTORY, or
+ * a temporary one); none for /dev/null. Returns 0, or -errno with *reterr. */
+int agent_make_run_dir(struct agent *a, char **reterr);
+
+/* The event recorder, and its sink when known before the run directory;
+ * *ret_sink: the sink asked for. Returns 0, or -errno with *reterr. */
+int agent_setup_events(struct agent *a, enum events_sink *ret_sink, char **reterr);
+
+/* The default event file, events.jsonl in the run directory (none for
+ * --log-dir /dev/null). Returns 0, or -errno with *reterr. */
+int agent_open_event_file(struct agent *a, char **reterr);
+
+/* The workers' program as found in PATH, for messages; and torchrun's
+ * OMP_NUM_THREADS=1 default for more than one local worker. */
+void agent_find_program(struct agent *a);
+
 /* ---- agent_report.c: what a failure leaves behind -------------------------- */
 
 struct process_failure;
-struct worker;
 
 /* The failure table's traceback for f, worker w's failure, when w wrote no
  * error file but its stderr went to a log file (-r/-t): the last lines of
@@ -126,6 +281,10 @@ void agent_report_add_stderr(struct process_failure *f, const struct worker *w);
  * whose message carries f's traceback (the stderr lines, when there are).
  * Logs what goes wrong. */
 void agent_report_error_file(const char *own, const struct process_failure *root);
+
+/* The failure report of the group's failed (or hung) workers: torch's
+ * ChildFailedError table on the log, and the agent's own error file. */
+void agent_report_failure(struct agent *a);
 
 /* The agent is leaving because of signal a->signo: write torch's
  * SignalException to its TORCHELASTIC_ERROR_FILE, when it has one. */

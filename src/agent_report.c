@@ -1,5 +1,5 @@
 /* agent_report.c — what a failure leaves behind besides the exit status: the
- * stderr lines in the failure table and the agent's own error file. */
+ * failure table (with the stderr lines) and the agent's own error file. */
 #include "agent_internal.h"
 
 #include <errno.h>
@@ -161,4 +161,67 @@ agent_report_remote_failure(struct agent *a, const struct rdzv_close_record *rec
 			 table);
 	log_raw(text, strlen(text));
 	process_failure_release(&f);
+}
+
+void
+agent_report_failure(struct agent *a)
+{
+	struct group *g = a->group;
+	size_t n = 0, root, hung_at = SIZE_MAX;
+	struct process_failure *f = xcalloc(group_size(g), sizeof(*f));
+	const char *own = wenv_get(a->env, "TORCHELASTIC_ERROR_FILE");
+	char *title, *table;
+
+	for (size_t i = 0; i < group_size(g); i++) {
+		struct worker *w = group_worker(g, i);
+		bool hung = a->hung && (int)i == a->hang_fired.local_rank;
+
+		if (!w->failed && !hung) {
+			continue;
+		}
+		process_failure_init(&f[n], w->local_rank, w->global_rank, w->pid, w->exitcode,
+				     w->error_file && *w->error_file ? w->error_file : NULL,
+				     w->exit_wall);
+		if (f[n].problem) {
+			log_warn("%s", f[n].problem);
+		}
+		if (w->exec_errno) {
+			free(f[n].message);
+			f[n].message = xasprintf("elasticd could not execute the worker: %s",
+						 strerror(w->exec_errno));
+		}
+		if (hung) {
+			hung_at = n;
+		}
+		n++;
+	}
+	if (n == 0) {
+		free(f);
+		return;
+	}
+	root = hung_at < n ? hung_at : errfile_root_cause(f, n);
+	if (hung_at < n) {
+		free(f[root].message);
+		f[root].message = xstrdup(a->hang_cause);
+	} else {
+		agent_report_add_stderr(&f[root], group_worker(g, (size_t)f[root].local_rank));
+	}
+	title = xasprintf("%s FAILED", group_entrypoint_name(g));
+	table = errfile_format_table(title, f, n, root, host_fqdn());
+	{
+		_cleanup_free_ char *text = xasprintf(
+			"torch.distributed.elastic.multiprocessing.errors.ChildFailedError: %s\n",
+			table);
+
+		log_raw(text, strlen(text));
+	}
+	if (own && *own) {
+		agent_report_error_file(own, &f[root]);
+	}
+	free(title);
+	free(table);
+	for (size_t i = 0; i < n; i++) {
+		process_failure_release(&f[i]);
+	}
+	free(f);
 }
