@@ -1092,7 +1092,8 @@ test_release_zeroed(void **state)
 	assert_non_null(cfg.rdzv_backend);
 	assert_non_null(cfg.rdzv_conf);
 	assert_non_null(cfg.args);
-	assert_memory_not_equal(&cfg, zero, sizeof(cfg));
+	/* (No byte compare before the release: the struct's padding is not
+	 * initialised by the parse, and valgrind rightly says so.) */
 	config_release(&cfg);
 	assert_memory_equal(&cfg, zero, sizeof(cfg));
 	config_release(&cfg);
