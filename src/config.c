@@ -340,9 +340,7 @@ file_error(char **reterr, const char *where, const char *fmt, ...)
 	char *reason;
 
 	va_start(ap, fmt);
-	if (vasprintf(&reason, fmt, ap) < 0) {
-		abort();
-	}
+	reason = xvasprintf(fmt, ap);
 	va_end(ap);
 	*reterr = xasprintf("%s: %s", where, reason);
 	free(reason);

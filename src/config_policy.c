@@ -3,31 +3,15 @@
 #include "config_policy.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "config_internal.h"
 #include "util.h"
 
 /* Longest backoff and window accepted, seconds (a year). */
 #define POLICY_SECONDS_MAX (365.0 * 24 * 3600)
-
-static int __attribute__((format(printf, 4, 5)))
-invalid(char **reterr, const char *name, const char *value, const char *fmt, ...)
-{
-	va_list ap;
-	char *reason;
-
-	va_start(ap, fmt);
-	if (vasprintf(&reason, fmt, ap) < 0) {
-		abort();
-	}
-	va_end(ap);
-	*reterr = xasprintf("%s: invalid value '%s': %s", name, value, reason);
-	free(reason);
-	return -EINVAL;
-}
 
 /* A number of seconds in s[0..len), 0 to POLICY_SECONDS_MAX. */
 static int
@@ -52,14 +36,14 @@ config_set_restart_backoff(struct config *cfg, const struct config_option *o, co
 
 	if (seconds_n(value, colon ? (size_t)(colon - value) : strlen(value), &min) < 0 ||
 	    (colon && seconds_n(colon + 1, strlen(colon + 1), &max) < 0)) {
-		return invalid(reterr, name, value,
-			       "expected MIN:MAX seconds (e.g. 1:60), or 0 for no backoff");
+		return config_invalid(reterr, name, value,
+				      "expected MIN:MAX seconds (e.g. 1:60), or 0 for no backoff");
 	}
 	if (!colon) {
 		max = min;
 	}
 	if (max > 0 && (min <= 0 || min > max)) {
-		return invalid(reterr, name, value, "expected 0 < MIN <= MAX");
+		return config_invalid(reterr, name, value, "expected 0 < MIN <= MAX");
 	}
 	cfg->restart_backoff_min = min;
 	cfg->restart_backoff_max = max;
@@ -81,16 +65,17 @@ config_set_restart_window(struct config *cfg, const struct config_option *o, con
 		return 0;
 	}
 	if (!slash) {
-		return invalid(reterr, name, value,
-			       "expected N/W: at most N failure restarts in W seconds (e.g. "
-			       "3/3600)");
+		return config_invalid(reterr, name, value,
+				      "expected N/W: at most N failure restarts in W seconds (e.g. "
+				      "3/3600)");
 	}
 	n_s = xstrndup(value, (size_t)(slash - value));
 	if (parse_int(n_s, 1, 1000000, &n) < 0) {
-		return invalid(reterr, name, value, "N must be an integer from 1 to 1000000");
+		return config_invalid(reterr, name, value,
+				      "N must be an integer from 1 to 1000000");
 	}
 	if (seconds_n(slash + 1, strlen(slash + 1), &w) < 0 || w <= 0) {
-		return invalid(reterr, name, value, "W must be a number of seconds > 0");
+		return config_invalid(reterr, name, value, "W must be a number of seconds > 0");
 	}
 	cfg->restart_window_n = (int)n;
 	cfg->restart_window_s = w;
@@ -113,9 +98,10 @@ config_set_exit_code_list(struct config *cfg, const struct config_option *o, con
 
 		if (parse_int(t, 1, 255, &code) < 0) {
 			free(codes);
-			return invalid(reterr, name, value,
-				       "expected a comma-separated list of exit codes 1 to 255 "
-				       "(e.g. 3,42)");
+			return config_invalid(
+				reterr, name, value,
+				"expected a comma-separated list of exit codes 1 to 255 "
+				"(e.g. 3,42)");
 		}
 		for (size_t i = 0; i < n; i++) {
 			seen = seen || codes[i] == (int)code;
@@ -140,7 +126,7 @@ config_set_exit_codes(struct config *cfg, const struct config_option *o, const c
 		      const char *value, char **reterr)
 {
 	if (strcmp(value, "torchrun") != 0 && strcmp(value, "detailed") != 0) {
-		return invalid(reterr, name, value, "expected torchrun or detailed");
+		return config_invalid(reterr, name, value, "expected torchrun or detailed");
 	}
 	cfg->exit_codes_detailed = strcmp(value, "detailed") == 0;
 	return 0;

@@ -123,9 +123,7 @@ config_invalid(char **reterr, const char *name, const char *value, const char *f
 	char *reason;
 
 	va_start(ap, fmt);
-	if (vasprintf(&reason, fmt, ap) < 0) {
-		abort();
-	}
+	reason = xvasprintf(fmt, ap);
 	va_end(ap);
 	*reterr = xasprintf("%s: invalid value '%s': %s", name, value, reason);
 	free(reason);
