@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "ctl_handlers.h"
+#include "ctl_internal.h"
 #include "ctl_params.h"
 #include "ctl_proxy.h"
 #include "events.h"
@@ -38,53 +39,6 @@
 /* Age after which a socket nobody answers on in the default directory is
  * taken for one a killed agent left, seconds. */
 #define CTL_STALE_AGE_S 60
-/* Bytes a follower may send while it streams (read only to see it leave). */
-#define CTL_STREAM_READ_MAX 4096
-
-#define TEXT_PLAIN "text/plain; charset=utf-8"
-
-/* One client connection, known from its first request on. */
-struct ctl_conn {
-	struct ctl *ctl;
-	struct evhttp_connection *evcon;
-	int fd;
-	struct ucred cred;
-	bool allowed;
-	struct ctl_call *call; /* a deferred call (forwarded, fanned out, streaming) */
-};
-
-struct ctl {
-	struct event_base *base;
-	struct ctl_agent agent; /* what the handlers reach the agent through */
-	struct evhttp *http;
-	struct evconnlistener *listener; /* owned by http */
-	struct fdreserve *fdres;         /* pauses the listener at the descriptor reserve */
-	struct event *reap_ev;           /* ends and drops streams outside callbacks */
-	char *path;
-	char *worker_dir; /* NULL: --no-worker-server */
-	dev_t dev;        /* of the socket we bound, to remove only ours */
-	ino_t ino;
-	uid_t uid; /* the agent's user */
-	bool has_group;
-	gid_t gid;
-	struct ctl_conn **conns; /* by fd */
-	size_t n_slots;
-	struct ctl_call *streams; /* events?follow=true, linked by stream_next */
-	/* Replies of per_turn handlers, by handler index, shared until turn_ev
-	 * runs: it is made active when one is kept, so it runs after every
-	 * callback already ready in this loop turn. */
-	struct ctl_turn_reply {
-		char *body;
-		size_t len;
-		const char *content_type;
-	} * turn_replies;
-	struct event *turn_ev;
-	int events_sub; /* events_subscribe id while streams exist */
-	bool refusal_logged;
-	struct ctl_stats stats;
-	struct ctl *next_live;
-};
-
 /* Every live control plane. libevent's evhttp_bind_listener makes the
  * listener's callback argument the evhttp, so the listener's error callback
  * (out of file descriptors) finds its ctl here. */
@@ -167,8 +121,8 @@ call_new(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req,
 	return call;
 }
 
-static void
-call_free(struct ctl_call *call)
+void
+ctl_call_free(struct ctl_call *call)
 {
 	ctl_query_release(&call->query);
 	if (call->body) {
@@ -251,187 +205,13 @@ ctl_call_reply(struct ctl_call *call, int status, const char *content_type, stru
 	if (body) {
 		evbuffer_free(body);
 	}
-	call_free(call);
+	ctl_call_free(call);
 }
 
 const char *
 ctl_call_socket_path(const struct ctl_call *call)
 {
 	return call->ctl->path;
-}
-
-/* ---- event streams ----------------------------------------------------------- */
-
-/* One ring entry as a line {"seq": N, "event": {...}}. */
-static void
-add_event_line(struct evbuffer *b, const struct events_entry *entry)
-{
-	evbuffer_add_printf(b, "{\"seq\": %llu, \"event\": ", (unsigned long long)entry->seq);
-	evbuffer_add(b, entry->line, entry->len);
-	evbuffer_add(b, "}\n", 2);
-}
-
-static void events_cb(const struct events_entry *entry, void *arg);
-
-/* Subscribe to the recorder while someone follows it. */
-static void
-streams_changed(struct ctl *c)
-{
-	struct events *e = c->agent.events;
-
-	if (c->streams && !c->events_sub) {
-		c->events_sub = events_subscribe(e, events_cb, c);
-	} else if (!c->streams && c->events_sub) {
-		events_unsubscribe(e, c->events_sub);
-		c->events_sub = 0;
-	}
-}
-
-static void
-stream_unlink(struct ctl *c, struct ctl_call *call)
-{
-	for (struct ctl_call **pp = &c->streams; *pp; pp = &(*pp)->stream_next) {
-		if (*pp == call) {
-			*pp = call->stream_next;
-			c->stats.streams--;
-			break;
-		}
-	}
-	call->streaming = false;
-}
-
-static size_t
-stream_queued(const struct ctl_call *call)
-{
-	struct evhttp_connection *evcon = evhttp_request_get_connection(call->req);
-
-	return evcon ? evbuffer_get_length(
-			       bufferevent_get_output(evhttp_connection_get_bufferevent(evcon)))
-		     : 0;
-}
-
-static void
-events_cb(const struct events_entry *entry, void *arg)
-{
-	struct ctl *c = arg;
-	bool reap = false;
-
-	for (struct ctl_call *call = c->streams; call; call = call->stream_next) {
-		struct evbuffer *b;
-
-		if (call->ending || call->doomed || entry->seq < call->next_seq) {
-			continue;
-		}
-		b = evbuffer_new();
-		add_event_line(b, entry);
-		evhttp_send_reply_chunk(call->req, b);
-		evbuffer_free(b);
-		call->next_seq = entry->seq + 1;
-		if (call->left > 0 && --call->left == 0) {
-			call->ending = true;
-			reap = true;
-		} else if (stream_queued(call) > CTL_STREAM_BUFFER_MAX) {
-			/* It reads slower than events come: cut it, it can resume
-			 * with since=<last seq it saw>. */
-			call->doomed = true;
-			c->stats.streams_dropped++;
-			reap = true;
-			log_warn("control socket: dropping an events follower that fell %u bytes "
-				 "behind",
-				 CTL_STREAM_BUFFER_MAX);
-		}
-	}
-	if (reap) {
-		event_active(c->reap_ev, EV_TIMEOUT, 0);
-	}
-}
-
-/* Ends streams that reached their limit and drops those that fell behind,
- * outside the recorder's and evhttp's callbacks. */
-static void
-reap_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct ctl *c = arg;
-	struct ctl_call **pp = &c->streams;
-
-	while (*pp) {
-		struct ctl_call *call = *pp;
-		struct ctl_conn *conn = call->conn;
-
-		if (call->ending) {
-			*pp = call->stream_next;
-			c->stats.streams--;
-			conn->call = NULL;
-			evhttp_send_reply_end(call->req);
-			call_free(call);
-			continue;
-		}
-		if (call->doomed) {
-			/* Its close callback unlinks and frees the call. */
-			evhttp_connection_free(conn->evcon);
-			pp = &c->streams;
-			continue;
-		}
-		pp = &call->stream_next;
-	}
-	streams_changed(c);
-}
-
-int
-ctl_call_events(struct ctl_call *call, uint64_t since, uint64_t limit, bool follow)
-{
-	struct ctl *c = call->ctl;
-	struct events *e = c->agent.events;
-	uint64_t first = events_first_seq(e), last = events_last_seq(e), seq = since + 1, sent = 0;
-	struct evkeyvalq *h = evhttp_request_get_output_headers(call->req);
-	struct evhttp_connection *evcon;
-	struct bufferevent *bev;
-	struct timeval wtv = {.tv_sec = CTL_STREAM_WRITE_TIMEOUT_S};
-
-	call->content_type = "application/x-ndjson";
-	if (since > 0 && first > since + 1) {
-		evbuffer_add_printf(call->body, "{\"dropped\": %llu}\n",
-				    (unsigned long long)(first - since - 1));
-	}
-	if (first > seq) {
-		seq = first;
-	}
-	for (; seq <= last && (limit == 0 || sent < limit); seq++) {
-		const struct events_entry *entry = events_ring_get(e, seq);
-
-		if (entry) {
-			add_event_line(call->body, entry);
-			sent++;
-		}
-	}
-	if (!follow || (limit > 0 && sent >= limit)) {
-		return 0;
-	}
-	evhttp_add_header(h, "Content-Type", call->content_type);
-	evhttp_add_header(h, "Cache-Control", "no-store");
-	evhttp_add_header(h, "Connection", "close");
-	evhttp_send_reply_start(call->req, 200, "OK");
-	if (evbuffer_get_length(call->body) > 0) {
-		evhttp_send_reply_chunk(call->req, call->body);
-	}
-	/* Streams are idle for as long as no event comes: no read timeout, but
-	 * read (a little) to see the client leave; a client that stops reading is
-	 * cut after CTL_STREAM_WRITE_TIMEOUT_S. */
-	evcon = evhttp_request_get_connection(call->req);
-	bev = evhttp_connection_get_bufferevent(evcon);
-	bufferevent_set_timeouts(bev, NULL, &wtv);
-	bufferevent_setwatermark(bev, EV_READ, 0, CTL_STREAM_READ_MAX);
-	bufferevent_enable(bev, EV_READ);
-	call->streaming = true;
-	/* The backlog covered everything up to last; since may be ahead. */
-	call->next_seq = last + 1 > since + 1 ? last + 1 : since + 1;
-	call->left = limit > 0 ? limit - sent : 0;
-	call->stream_next = c->streams;
-	c->streams = call;
-	c->stats.streams++;
-	ctl_call_defer(call, NULL, NULL);
-	streams_changed(c);
-	return 0;
 }
 
 /* ---- forwarding to a worker's server ------------------------------------------ */
@@ -500,7 +280,7 @@ conn_drop_call(struct ctl *c, struct ctl_conn *conn, bool req_alive)
 	}
 	conn->call = NULL;
 	if (call->streaming) {
-		stream_unlink(c, call);
+		ctl_stream_unlink(c, call);
 	}
 	if (call->cancel) {
 		call->cancel(call);
@@ -510,7 +290,7 @@ conn_drop_call(struct ctl *c, struct ctl_conn *conn, bool req_alive)
 	if (req_alive && !evhttp_request_get_connection(call->req)) {
 		evhttp_request_free(call->req);
 	}
-	call_free(call);
+	ctl_call_free(call);
 }
 
 static void
@@ -525,7 +305,7 @@ conn_close_cb(struct evhttp_connection *evcon, void *arg)
 	if (!c->http) {
 		return;
 	}
-	streams_changed(c);
+	ctl_streams_changed(c);
 }
 
 static bool
@@ -762,11 +542,11 @@ run_handler(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req,
 	if (r < 0) {
 		reply_text(req, 400, false, "%s", err);
 		free(err);
-		call_free(call);
+		ctl_call_free(call);
 		return;
 	}
 	if (turn_reply(c, h, call)) {
-		call_free(call);
+		ctl_call_free(call);
 		return;
 	}
 	r = h->run(call);
@@ -782,7 +562,7 @@ run_handler(struct ctl *c, struct ctl_conn *conn, struct evhttp_request *req,
 				  call->content_type);
 		evhttp_send_reply(req, call->status, NULL, call->body);
 	}
-	call_free(call);
+	ctl_call_free(call);
 }
 
 static void
@@ -1269,7 +1049,7 @@ static void
 ctl_setup_http(struct ctl *c)
 {
 	c->http = evhttp_new(c->base);
-	c->reap_ev = event_new(c->base, -1, 0, reap_cb, c);
+	c->reap_ev = event_new(c->base, -1, 0, ctl_stream_reap_cb, c);
 	if (!c->http || !c->reap_ev || !c->turn_ev) {
 		abort();
 	}
@@ -1414,7 +1194,7 @@ ctl_free(struct ctl *c)
 		c->stats.streams--;
 		conn->call = NULL;
 		evhttp_send_reply_end(call->req);
-		call_free(call);
+		ctl_call_free(call);
 	}
 	/* Forwarded requests still waiting for a worker: 503, unless what the
 	 * worker already sent settles them. */
