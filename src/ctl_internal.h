@@ -68,6 +68,21 @@ struct ctl {
 /* Free a call that is answered or abandoned: its query, body and error. */
 void ctl_call_free(struct ctl_call *call);
 
+/* The cancel callback of a forwarded call (ctl_call_proxy): drops the
+ * forwarding; ctl_free tells forwarded calls by it. */
+void ctl_call_proxy_cancel(struct ctl_call *call);
+
+/* evhttp's request callback (arg: the ctl): check the connection, route the
+ * request, answer or defer it. */
+void ctl_request_cb(struct evhttp_request *req, void *arg);
+
+/* Drop every per_turn reply kept in this loop turn. */
+void ctl_turn_replies_drop(struct ctl *c);
+
+/* turn_ev's callback (arg: the ctl): the loop turn is over, its shared
+ * replies go. */
+void ctl_turn_end_cb(evutil_socket_t fd, short what, void *arg);
+
 /* ---- ctl_stream.c ---- */
 
 /* Subscribe c to the recorder while it has streams, unsubscribe when none. */
