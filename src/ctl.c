@@ -142,6 +142,39 @@ socket_live(const char *path)
 	return r;
 }
 
+/* What is at path before we bind it: nothing, or a stale socket, which is
+ * removed; anything else (a file, a live socket) is refused with *reterr. */
+static int
+replace_stale(const char *path, char **reterr)
+{
+	struct stat st;
+	int r;
+
+	if (lstat(path, &st) < 0) {
+		return 0;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		*reterr = xasprintf("%s exists and is not a socket", path);
+		return -EEXIST;
+	}
+	r = socket_live(path);
+	if (r > 0) {
+		*reterr = xasprintf("%s is in use: another agent answers on it", path);
+		return -EADDRINUSE;
+	}
+	if (r < 0) {
+		*reterr = xasprintf("cannot check %s: %s", path, strerror(-r));
+		return r;
+	}
+	if (unlink(path) < 0 && errno != ENOENT) {
+		r = -errno;
+		*reterr = xasprintf("cannot remove the stale socket %s: %s", path, strerror(-r));
+		return r;
+	}
+	log_info("control socket: replaced the stale socket %s (its agent is gone)", path);
+	return 0;
+}
+
 /* Bind and listen on path: a stale socket is replaced, a live one refused. */
 static int
 ctl_listen(struct ctl *c, const char *path, int mode, char **reterr)
@@ -159,27 +192,9 @@ ctl_listen(struct ctl *c, const char *path, int mode, char **reterr)
 		return -ENAMETOOLONG;
 	}
 	memcpy(sun.sun_path, path, strlen(path) + 1);
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			*reterr = xasprintf("%s exists and is not a socket", path);
-			return -EEXIST;
-		}
-		r = socket_live(path);
-		if (r > 0) {
-			*reterr = xasprintf("%s is in use: another agent answers on it", path);
-			return -EADDRINUSE;
-		}
-		if (r < 0) {
-			*reterr = xasprintf("cannot check %s: %s", path, strerror(-r));
-			return r;
-		}
-		if (unlink(path) < 0 && errno != ENOENT) {
-			r = -errno;
-			*reterr = xasprintf("cannot remove the stale socket %s: %s", path,
-					    strerror(-r));
-			return r;
-		}
-		log_info("control socket: replaced the stale socket %s (its agent is gone)", path);
+	r = replace_stale(path, reterr);
+	if (r < 0) {
+		return r;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
