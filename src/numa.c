@@ -4,9 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
-#include <linux/mempolicy.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -1462,23 +1460,4 @@ numa_binding_to_json(const struct numa_plan *p, size_t local_rank)
 			 b->cpus ? json_string(b->cpus) : json_null(), "mems",
 			 b->mems ? json_string(b->mems) : json_null(), "mode",
 			 mode ? json_string(mode) : json_null());
-}
-
-int
-numa_apply(const struct numa_binding *b)
-{
-	int e;
-
-	if (b->mem_mask && syscall(SYS_set_mempolicy, MPOL_BIND, b->mem_mask, b->mem_maxnode) < 0) {
-		return -errno;
-	}
-	if (b->cpu_mask && sched_setaffinity(0, b->cpu_mask_size, b->cpu_mask) < 0) {
-		e = errno;
-		if (b->mem_mask) {
-			/* All or nothing: unbound means the memory too. */
-			(void)syscall(SYS_set_mempolicy, MPOL_DEFAULT, NULL, 0);
-		}
-		return -e;
-	}
-	return 0;
 }
