@@ -1,4 +1,4 @@
-#include "numa.h"
+#include "numa_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,45 +9,7 @@
 
 #include "util.h"
 
-/* ---- modes and bus ids ---------------------------------------------------- */
-
-static const char *const mode_names[] = {
-	[NUMA_MODE_NONE] = NULL,
-	[NUMA_MODE_NODE] = "node",
-	[NUMA_MODE_SOCKET] = "socket",
-	[NUMA_MODE_EXCLUSIVE] = "exclusive",
-	[NUMA_MODE_CORE_COMPLEX] = "core-complex",
-};
-
-int
-numa_mode_from_string(const char *s, enum numa_mode *ret)
-{
-	if (!s) {
-		*ret = NUMA_MODE_NONE;
-		return 0;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
-		if (mode_names[i] && strcmp(mode_names[i], s) == 0) {
-			*ret = (enum numa_mode)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-const char *
-numa_mode_to_string(enum numa_mode m)
-{
-	switch (m) {
-	case NUMA_MODE_NONE:
-	case NUMA_MODE_NODE:
-	case NUMA_MODE_SOCKET:
-	case NUMA_MODE_EXCLUSIVE:
-	case NUMA_MODE_CORE_COMPLEX:
-		return mode_names[m];
-	}
-	return NULL;
-}
+/* ---- bus ids ------------------------------------------------------------- */
 
 /* Read 1..max hex digits at *p into *ret, advancing *p. */
 static bool
@@ -170,8 +132,8 @@ fail:
 /* ---- bitmaps ---------------------------------------------------------------- */
 
 /* "0-3,8-11" (hwloc's list form, as sysfs and numactl); "" for an empty set. */
-static char *
-bitmap_list(hwloc_const_bitmap_t b)
+char *
+numa_bitmap_list(hwloc_const_bitmap_t b)
 {
 	char *s = NULL;
 
@@ -184,8 +146,8 @@ bitmap_list(hwloc_const_bitmap_t b)
 	return s;
 }
 
-static hwloc_bitmap_t
-bitmap_new(void)
+hwloc_bitmap_t
+numa_bitmap_new(void)
 {
 	hwloc_bitmap_t b = hwloc_bitmap_alloc();
 
@@ -195,8 +157,8 @@ bitmap_new(void)
 	return b;
 }
 
-static hwloc_bitmap_t
-bitmap_dup(hwloc_const_bitmap_t src)
+hwloc_bitmap_t
+numa_bitmap_dup(hwloc_const_bitmap_t src)
 {
 	hwloc_bitmap_t b = hwloc_bitmap_dup(src);
 
@@ -204,15 +166,6 @@ bitmap_dup(hwloc_const_bitmap_t src)
 		abort();
 	}
 	return b;
-}
-
-static hwloc_bitmap_t
-bitmap_and(hwloc_const_bitmap_t a, hwloc_const_bitmap_t b)
-{
-	hwloc_bitmap_t r = bitmap_new();
-
-	hwloc_bitmap_and(r, a, b);
-	return r;
 }
 
 /* Parse a sysfs list ("0-3,8") from a file; NULL when unreadable. */
@@ -226,7 +179,7 @@ bitmap_read(const char *path)
 		return NULL;
 	}
 	buf[strcspn(buf, "\n")] = '\0';
-	b = bitmap_new();
+	b = numa_bitmap_new();
 	if (*buf && hwloc_bitmap_list_sscanf(b, buf) < 0) {
 		hwloc_bitmap_free(b);
 		return NULL;
@@ -235,40 +188,6 @@ bitmap_read(const char *path)
 }
 
 /* ---- discovery -------------------------------------------------------------- */
-
-/* A device's NUMA node as sysfs gives it (numa_topology_set_device_node). */
-struct device_node {
-	char busid[NUMA_BUSID_SIZE];
-	int node;
-};
-
-struct numa_gpu {
-	hwloc_obj_t dev;
-	char busid[NUMA_BUSID_SIZE];
-	hwloc_bitmap_t home; /* CPU-bearing NUMA nodes it is attached to, OS indices */
-};
-
-struct numa_topology {
-	hwloc_topology_t topo;
-	char *source; /* the XML file, or NULL for this machine */
-	bool live;    /* discovered here */
-	/* A saved topology: this machine's online CPUs and NUMA nodes, which a
-	 * plan must stay in to be applied; NULL when live. */
-	hwloc_bitmap_t host_cpus;
-	hwloc_bitmap_t host_nodes;
-	hwloc_bitmap_t allowed;       /* CPUs the workers may use */
-	hwloc_bitmap_t allowed_nodes; /* memory nodes the workers may use */
-	hwloc_bitmap_t cpuless;       /* NUMA nodes sysfs says have no CPU */
-
-	struct device_node *dev_nodes;
-	size_t n_dev_nodes;
-
-	struct numa_gpu *gpus;
-	size_t n_gpus;
-	bool gpus_unknown; /* CUDA_VISIBLE_DEVICES names GPUs by UUID */
-	size_t n_unknown;  /* then: how many it names */
-	char *gpu_note;
-};
 
 /* This process's CPU affinity, or NULL when it cannot be read. */
 static hwloc_bitmap_t
@@ -286,7 +205,7 @@ affinity_get(void)
 			}
 			return NULL;
 		}
-		b = bitmap_new();
+		b = numa_bitmap_new();
 		for (int i = 0; i < ncpus; i++) {
 			if (CPU_ISSET_S(i, size, set)) {
 				hwloc_bitmap_set(b, (unsigned)i);
@@ -296,19 +215,6 @@ affinity_get(void)
 		return b;
 	}
 	return NULL;
-}
-
-/* The bits of a that are not in b, in list form (malloc'd). */
-static char *
-bitmap_list_andnot(hwloc_const_bitmap_t a, hwloc_const_bitmap_t b)
-{
-	hwloc_bitmap_t d = bitmap_new();
-	char *s;
-
-	hwloc_bitmap_andnot(d, a, b);
-	s = bitmap_list(d);
-	hwloc_bitmap_free(d);
-	return s;
 }
 
 static void
@@ -351,7 +257,7 @@ mark_memory_children(hwloc_obj_t obj, hwloc_bitmap_t with_cpus)
 static void
 mark_cpuless_nodes_from_tree(struct numa_topology *t)
 {
-	hwloc_bitmap_t with_cpus = bitmap_new();
+	hwloc_bitmap_t with_cpus = numa_bitmap_new();
 	hwloc_obj_t pu = NULL;
 	hwloc_obj_t n = NULL;
 
@@ -462,26 +368,26 @@ numa_topology_load(const char *xml_path, struct numa_topology **ret, char **rete
 
 		t->source = xstrdup(env ? env : "the HWLOC_* environment");
 	}
-	t->allowed = bitmap_dup(hwloc_topology_get_allowed_cpuset(t->topo));
-	t->allowed_nodes = bitmap_dup(hwloc_topology_get_allowed_nodeset(t->topo));
-	t->cpuless = bitmap_new();
+	t->allowed = numa_bitmap_dup(hwloc_topology_get_allowed_cpuset(t->topo));
+	t->allowed_nodes = numa_bitmap_dup(hwloc_topology_get_allowed_nodeset(t->topo));
+	t->cpuless = numa_bitmap_new();
 	if (t->live) {
 		mark_cpuless_nodes(t);
 	} else {
 		/* Without sysfs: CPUs 0..n-1 and node 0. */
 		long n = sysconf(_SC_NPROCESSORS_CONF);
-		hwloc_bitmap_t host_fallback = bitmap_new();
+		hwloc_bitmap_t host_fallback = numa_bitmap_new();
 
 		mark_cpuless_nodes_from_tree(t);
 		hwloc_bitmap_set_range(host_fallback, 0, n > 0 ? (int)n - 1 : 0);
 		t->host_cpus = bitmap_read("/sys/devices/system/cpu/online");
 		if (!t->host_cpus) {
-			t->host_cpus = bitmap_dup(host_fallback);
+			t->host_cpus = numa_bitmap_dup(host_fallback);
 		}
 		t->host_nodes = bitmap_read("/sys/devices/system/node/online");
 		if (!t->host_nodes) {
 			hwloc_bitmap_only(host_fallback, 0);
-			t->host_nodes = bitmap_dup(host_fallback);
+			t->host_nodes = numa_bitmap_dup(host_fallback);
 		}
 		hwloc_bitmap_free(host_fallback);
 	}
@@ -548,13 +454,13 @@ numa_topology_is_live(const struct numa_topology *t)
 char *
 numa_topology_allowed_cpus(const struct numa_topology *t)
 {
-	return bitmap_list(t->allowed);
+	return numa_bitmap_list(t->allowed);
 }
 
 int
 numa_topology_restrict(struct numa_topology *t, const char *list)
 {
-	hwloc_bitmap_t b = bitmap_new();
+	hwloc_bitmap_t b = numa_bitmap_new();
 
 	if (*list && hwloc_bitmap_list_sscanf(b, list) < 0) {
 		hwloc_bitmap_free(b);
@@ -629,8 +535,8 @@ device_node(const struct numa_topology *t, const char *busid)
 
 /* A NUMA node CPUs can be bound near: it has CPUs (not GPU memory, MCDRAM,
  * NVM or another memory-only node). */
-static bool
-node_has_cpus(const struct numa_topology *t, hwloc_obj_t n)
+bool
+numa_node_has_cpus(const struct numa_topology *t, hwloc_obj_t n)
 {
 	if (!n->cpuset || hwloc_bitmap_iszero(n->cpuset) ||
 	    hwloc_bitmap_isset(t->cpuless, n->os_index)) {
@@ -650,13 +556,13 @@ device_home(const struct numa_topology *t, hwloc_obj_t dev, const char *busid)
 	};
 	int nnodes = hwloc_get_nbobjs_by_type(t->topo, HWLOC_OBJ_NUMANODE);
 	hwloc_obj_t *nodes = xcalloc(nnodes > 0 ? (size_t)nnodes : 1, sizeof(*nodes));
-	hwloc_bitmap_t home = bitmap_new();
+	hwloc_bitmap_t home = numa_bitmap_new();
 	int sysfs = device_node(t, busid);
 
 	if (sysfs >= 0) {
 		hwloc_obj_t n = hwloc_get_numanode_obj_by_os_index(t->topo, (unsigned)sysfs);
 
-		if (n && node_has_cpus(t, n)) {
+		if (n && numa_node_has_cpus(t, n)) {
 			hwloc_bitmap_set(home, n->os_index);
 			free(nodes);
 			return home;
@@ -676,7 +582,7 @@ device_home(const struct numa_topology *t, hwloc_obj_t dev, const char *busid)
 		for (unsigned i = 0; i < nr && i < (unsigned)nnodes; i++) {
 			int w = hwloc_bitmap_weight(nodes[i]->cpuset);
 
-			if (!node_has_cpus(t, nodes[i])) {
+			if (!numa_node_has_cpus(t, nodes[i])) {
 				continue;
 			}
 			/* Of the nodes around the device, the closest ones. */
@@ -948,516 +854,4 @@ const char *
 numa_topology_gpu_note(const struct numa_topology *t)
 {
 	return t->gpu_note;
-}
-
-/* ---- the plan ------------------------------------------------------------------ */
-
-/* The allowed CPUs of a set of NUMA nodes. */
-static hwloc_bitmap_t
-nodes_cpus(const struct numa_topology *t, hwloc_const_bitmap_t nodes)
-{
-	hwloc_bitmap_t cpus = bitmap_new();
-	unsigned i;
-
-	hwloc_bitmap_foreach_begin(i, nodes)
-	{
-		hwloc_obj_t n = hwloc_get_numanode_obj_by_os_index(t->topo, i);
-
-		if (n && node_has_cpus(t, n)) {
-			hwloc_bitmap_or(cpus, cpus, n->cpuset);
-		}
-	}
-	hwloc_bitmap_foreach_end();
-	hwloc_bitmap_and(cpus, cpus, t->allowed);
-	return cpus;
-}
-
-/* The package of the lowest allowed CPU of node n; NULL when it has none or
- * the topology has no packages (*ret_none tells which). */
-static hwloc_obj_t
-node_package(const struct numa_topology *t, hwloc_obj_t n, bool *ret_none)
-{
-	hwloc_bitmap_t cpus = bitmap_and(n->cpuset, t->allowed);
-	int first = hwloc_bitmap_first(cpus);
-	hwloc_obj_t pu;
-
-	hwloc_bitmap_free(cpus);
-	*ret_none = first < 0;
-	if (first < 0) {
-		return NULL;
-	}
-	pu = hwloc_get_pu_obj_by_os_index(t->topo, (unsigned)first);
-	return pu ? hwloc_get_ancestor_obj_by_type(t->topo, HWLOC_OBJ_PACKAGE, pu) : NULL;
-}
-
-/* socket mode: every CPU-bearing node whose lowest allowed CPU lies in a
- * package of the home nodes' lowest allowed CPUs. */
-static hwloc_bitmap_t
-socket_nodes(const struct numa_topology *t, hwloc_const_bitmap_t home)
-{
-	hwloc_bitmap_t pkgs = bitmap_new(), nodes = bitmap_new();
-	bool whole_machine = false;
-	hwloc_obj_t n = NULL;
-	unsigned i;
-
-	hwloc_bitmap_foreach_begin(i, home)
-	{
-		hwloc_obj_t h = hwloc_get_numanode_obj_by_os_index(t->topo, i);
-		bool none;
-		hwloc_obj_t pkg = h ? node_package(t, h, &none) : NULL;
-
-		if (pkg) {
-			hwloc_bitmap_set(pkgs, pkg->logical_index);
-		} else if (h && !none) {
-			whole_machine = true; /* no Package objects: one socket */
-		}
-	}
-	hwloc_bitmap_foreach_end();
-	while ((n = hwloc_get_next_obj_by_type(t->topo, HWLOC_OBJ_NUMANODE, n))) {
-		bool none;
-		hwloc_obj_t pkg;
-
-		if (!node_has_cpus(t, n)) {
-			continue;
-		}
-		pkg = node_package(t, n, &none);
-		if (none) {
-			continue;
-		}
-		if (whole_machine || (pkg && hwloc_bitmap_isset(pkgs, pkg->logical_index))) {
-			hwloc_bitmap_set(nodes, n->os_index);
-		}
-	}
-	hwloc_bitmap_free(pkgs);
-	return nodes;
-}
-
-/* CPUs grouped under a key (a core's or a cache's lowest CPU). */
-struct cpu_group {
-	int key;
-	hwloc_bitmap_t cpus;
-};
-
-struct cpu_groups {
-	size_t n;
-	struct cpu_group *g;
-};
-
-static void
-groups_add(struct cpu_groups *gs, int key, unsigned cpu)
-{
-	for (size_t i = 0; i < gs->n; i++) {
-		if (gs->g[i].key == key) {
-			hwloc_bitmap_set(gs->g[i].cpus, cpu);
-			return;
-		}
-	}
-	gs->g = xrealloc(gs->g, (gs->n + 1) * sizeof(*gs->g));
-	gs->g[gs->n].key = key;
-	gs->g[gs->n].cpus = bitmap_new();
-	hwloc_bitmap_set(gs->g[gs->n].cpus, cpu);
-	gs->n++;
-}
-
-static void
-groups_release(struct cpu_groups *gs)
-{
-	for (size_t i = 0; i < gs->n; i++) {
-		hwloc_bitmap_free(gs->g[i].cpus);
-	}
-	free(gs->g);
-}
-
-static int
-cmp_group_key(const void *a, const void *b)
-{
-	const struct cpu_group *x = a, *y = b;
-
-	return (x->key > y->key) - (x->key < y->key);
-}
-
-/* More allowed CPUs first, then the lower key. */
-static int
-cmp_group_size(const void *a, const void *b)
-{
-	const struct cpu_group *x = a, *y = b;
-	int wx = hwloc_bitmap_weight(x->cpus), wy = hwloc_bitmap_weight(y->cpus);
-
-	if (wx != wy) {
-		return wx > wy ? -1 : 1;
-	}
-	return cmp_group_key(a, b);
-}
-
-/* The key of a CPU's physical core: its lowest CPU, disallowed siblings
- * included (as torch's thread_siblings_list). */
-static int
-core_key(const struct numa_topology *t, unsigned cpu)
-{
-	hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(t->topo, cpu);
-	hwloc_obj_t core = pu ? hwloc_get_ancestor_obj_by_type(t->topo, HWLOC_OBJ_CORE, pu) : NULL;
-
-	return core ? hwloc_bitmap_first(core->cpuset) : (int)cpu;
-}
-
-/* The key of a CPU's highest-level data or unified cache: its lowest CPU;
- * -1 when the CPU has no cache. */
-static int
-cache_key(const struct numa_topology *t, unsigned cpu)
-{
-	hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(t->topo, cpu), best = NULL;
-
-	for (hwloc_obj_t o = pu ? pu->parent : NULL; o; o = o->parent) {
-		if (hwloc_obj_type_is_dcache(o->type) &&
-		    (!best || o->attr->cache.depth > best->attr->cache.depth)) {
-			best = o;
-		}
-	}
-	return best ? hwloc_bitmap_first(best->cpuset) : -1;
-}
-
-static void
-group_cpus(const struct numa_topology *t, hwloc_const_bitmap_t cpus,
-	   int (*key)(const struct numa_topology *, unsigned), struct cpu_groups *ret)
-{
-	unsigned i;
-
-	hwloc_bitmap_foreach_begin(i, cpus)
-	{
-		groups_add(ret, key(t, i), i);
-	}
-	hwloc_bitmap_foreach_end();
-}
-
-/* The GPUs on the same node(s) as GPU self: how many, and self's position. */
-static size_t
-node_peers(const struct numa_topology *t, size_t self, size_t *ret_pos)
-{
-	size_t count = 0;
-
-	for (size_t i = 0; i < t->n_gpus; i++) {
-		if (hwloc_bitmap_isequal(t->gpus[i].home, t->gpus[self].home)) {
-			if (i == self) {
-				*ret_pos = count;
-			}
-			count++;
-		}
-	}
-	return count;
-}
-
-static char *
-nodes_phrase(hwloc_const_bitmap_t nodes)
-{
-	_cleanup_free_ char *list = bitmap_list(nodes);
-
-	return xasprintf("NUMA node%s %s", hwloc_bitmap_weight(nodes) == 1 ? "" : "s", list);
-}
-
-/* How exclusive_cpus() says that a node has fewer cores than GPUs (torch's
- * words); numa_plan_new() tells that error from the others by it. */
-#define SHORTAGE_PREFIX "There are only "
-
-static char *
-exclusive_cpus(const struct numa_topology *t, size_t gpu, hwloc_const_bitmap_t domain,
-	       hwloc_bitmap_t ret)
-{
-	struct cpu_groups cores = {0};
-	size_t pos = 0, ngpus = node_peers(t, gpu, &pos), base, extra, start, end;
-
-	group_cpus(t, domain, core_key, &cores);
-	qsort(cores.g, cores.n, sizeof(*cores.g), cmp_group_key);
-	base = cores.n / ngpus;
-	extra = cores.n % ngpus;
-	if (base < 1) {
-		_cleanup_free_ char *where = nodes_phrase(t->gpus[gpu].home);
-		char *err = xasprintf(SHORTAGE_PREFIX "%zu physical cores on %s, but there are %zu "
-						      "GPUs associated with this NUMA node.",
-				      cores.n, where, ngpus);
-
-		groups_release(&cores);
-		return err;
-	}
-	start = pos * base + (pos < extra ? pos : extra);
-	end = start + base + (pos < extra ? 1 : 0);
-	for (size_t i = start; i < end; i++) {
-		hwloc_bitmap_or(ret, ret, cores.g[i].cpus);
-	}
-	groups_release(&cores);
-	return NULL;
-}
-
-static void
-core_complex_cpus(const struct numa_topology *t, size_t gpu, hwloc_const_bitmap_t domain,
-		  hwloc_bitmap_t ret)
-{
-	struct cpu_groups ccx = {0};
-	size_t pos = 0;
-
-	(void)node_peers(t, gpu, &pos);
-	group_cpus(t, domain, cache_key, &ccx);
-	qsort(ccx.g, ccx.n, sizeof(*ccx.g), cmp_group_size);
-	hwloc_bitmap_copy(ret, ccx.g[pos % ccx.n].cpus);
-	groups_release(&ccx);
-}
-
-/* Fill b's node list from a nodeset. */
-static void
-binding_set_nodes(struct numa_binding *b, hwloc_const_bitmap_t nodes)
-{
-	unsigned i;
-	int w = hwloc_bitmap_weight(nodes);
-
-	free(b->numa_nodes);
-	free(b->numa_nodes_list);
-	b->numa_nodes = xcalloc(w > 0 ? (size_t)w : 1, sizeof(int));
-	b->n_numa_nodes = 0;
-	hwloc_bitmap_foreach_begin(i, nodes)
-	{
-		b->numa_nodes[b->n_numa_nodes++] = (int)i;
-	}
-	hwloc_bitmap_foreach_end();
-	b->numa_nodes_list = bitmap_list(nodes);
-}
-
-static void
-binding_set_masks(struct numa_binding *b, hwloc_const_bitmap_t cpus, hwloc_const_bitmap_t mems)
-{
-	const size_t bits = 8 * sizeof(unsigned long);
-	unsigned i;
-
-	if (cpus) {
-		int n = hwloc_bitmap_last(cpus) + 1;
-
-		b->cpu_mask_size = CPU_ALLOC_SIZE(n);
-		b->cpu_mask = xcalloc(1, b->cpu_mask_size);
-		hwloc_bitmap_foreach_begin(i, cpus)
-		{
-			CPU_SET_S(i, b->cpu_mask_size, b->cpu_mask);
-		}
-		hwloc_bitmap_foreach_end();
-	}
-	if (mems) {
-		size_t words = (size_t)hwloc_bitmap_last(mems) / bits + 1;
-
-		b->mem_mask = xcalloc(words, sizeof(unsigned long));
-		/* The kernel reads maxnode - 1 bits. */
-		b->mem_maxnode = (unsigned long)(words * bits + 1);
-		hwloc_bitmap_foreach_begin(i, mems)
-		{
-			b->mem_mask[i / bits] |= 1UL << (i % bits);
-		}
-		hwloc_bitmap_foreach_end();
-	}
-}
-
-/* Plan one rank that has GPU gpu (an index into t->gpus, or t->n_gpus for
- * none). Returns NULL, or why it cannot be bound (malloc'd). */
-static char *
-plan_rank(const struct numa_topology *t, const struct numa_request *req, size_t gpu,
-	  struct numa_binding *b)
-{
-	hwloc_bitmap_t domain_nodes = NULL, domain = NULL, cpus = NULL, nodes = NULL, mems = NULL;
-	hwloc_const_bitmap_t home;
-	char *err = NULL;
-	hwloc_obj_t n = NULL;
-
-	if (gpu >= t->n_gpus) {
-		return xasprintf("no GPU for this local rank (%zu GPU%s %s)", t->n_gpus,
-				 t->n_gpus == 1 ? "" : "s", t->n_gpus ? "to share out" : "found");
-	}
-	home = t->gpus[gpu].home;
-	if (hwloc_bitmap_iszero(home)) {
-		return xasprintf("hwloc cannot tell which NUMA node GPU %s is attached to",
-				 t->gpus[gpu].busid);
-	}
-	domain_nodes = req->mode == NUMA_MODE_SOCKET ? socket_nodes(t, home) : bitmap_dup(home);
-	domain = nodes_cpus(t, domain_nodes);
-	if (hwloc_bitmap_iszero(domain)) {
-		_cleanup_free_ char *where = nodes_phrase(home), *allowed = bitmap_list(t->allowed);
-
-		err = xasprintf("none of the CPUs of %s may be used here (allowed CPUs: %s); "
-				"Must bind to a non-empty set of CPU indices",
-				where, *allowed ? allowed : "none");
-		goto out;
-	}
-	cpus = bitmap_new();
-	switch (req->mode) {
-	case NUMA_MODE_NONE:
-	case NUMA_MODE_NODE:
-	case NUMA_MODE_SOCKET:
-		hwloc_bitmap_copy(cpus, domain);
-		break;
-	case NUMA_MODE_EXCLUSIVE:
-		err = exclusive_cpus(t, gpu, domain, cpus);
-		break;
-	case NUMA_MODE_CORE_COMPLEX:
-		core_complex_cpus(t, gpu, domain, cpus);
-		break;
-	}
-	if (err) {
-		goto out;
-	}
-	if (hwloc_bitmap_iszero(cpus)) {
-		err = xstrdup("Must bind to a non-empty set of CPU indices");
-		goto out;
-	}
-	if (!req->plan_only && t->host_cpus && !hwloc_bitmap_isincluded(cpus, t->host_cpus)) {
-		_cleanup_free_ char *missing = bitmap_list_andnot(cpus, t->host_cpus);
-
-		err = xasprintf("the topology in %s is not this machine's (CPUs %s of this "
-				"rank's plan are not online here): its plan cannot be applied",
-				t->source, missing);
-		goto out;
-	}
-	/* The nodes of the chosen CPUs. */
-	nodes = bitmap_new();
-	while ((n = hwloc_get_next_obj_by_type(t->topo, HWLOC_OBJ_NUMANODE, n))) {
-		if (hwloc_bitmap_isset(domain_nodes, n->os_index) && node_has_cpus(t, n) &&
-		    hwloc_bitmap_intersects(n->cpuset, cpus)) {
-			hwloc_bitmap_set(nodes, n->os_index);
-		}
-	}
-	if (req->membind) {
-		mems = bitmap_and(nodes, t->allowed_nodes);
-		if (hwloc_bitmap_iszero(mems)) {
-			_cleanup_free_ char *where = nodes_phrase(nodes),
-					    *allowed = bitmap_list(t->allowed_nodes);
-
-			err = xasprintf("--numa-membind: the memory of %s may not be used here "
-					"(allowed memory nodes: %s)",
-					where, *allowed ? allowed : "none");
-			goto out;
-		}
-		if (!req->plan_only && t->host_nodes &&
-		    !hwloc_bitmap_isincluded(mems, t->host_nodes)) {
-			_cleanup_free_ char *missing = bitmap_list_andnot(mems, t->host_nodes);
-
-			err = xasprintf("--numa-membind: the topology in %s is not this machine's "
-					"(NUMA nodes %s of this rank's plan are not online here)",
-					t->source, missing);
-			goto out;
-		}
-		b->mems = bitmap_list(mems);
-	}
-	binding_set_nodes(b, nodes);
-	b->cpus = bitmap_list(cpus);
-	binding_set_masks(b, cpus, mems);
-	b->child_error = xasprintf(
-		"elasticd: local_rank %d: the kernel refused the NUMA binding "
-		"(CPUs %s%s%s); %s\n",
-		b->local_rank, b->cpus, b->mems ? ", memory nodes " : "", b->mems ? b->mems : "",
-		b->fallback ? "running unbound (--numa-fallback)" : "not starting the worker");
-	b->child_error_len = strlen(b->child_error);
-
-out:
-	hwloc_bitmap_free(domain_nodes);
-	hwloc_bitmap_free(domain);
-	hwloc_bitmap_free(cpus);
-	hwloc_bitmap_free(nodes);
-	hwloc_bitmap_free(mems);
-	return err;
-}
-
-int
-numa_plan_new(const struct numa_topology *t, const struct numa_request *req, struct numa_plan **ret,
-	      char **reterr)
-{
-	struct numa_plan *p = xcalloc(1, sizeof(*p));
-	bool bind = req->mode != NUMA_MODE_NONE && !t->gpus_unknown;
-	hwloc_bitmap_t none = bitmap_new();
-
-	p->mode = req->mode;
-	p->membind = req->membind && bind;
-	p->n = req->nproc > 0 ? (size_t)req->nproc : 0;
-	p->ranks = xcalloc(p->n + 1, sizeof(*p->ranks));
-	if (req->mode != NUMA_MODE_NONE && t->gpus_unknown) {
-		p->warning = xasprintf("%s: no worker is bound", t->gpu_note);
-	}
-	for (size_t r = 0; r < p->n; r++) {
-		struct numa_binding *b = &p->ranks[r];
-		size_t gpu = r < t->n_gpus ? r : t->n_gpus;
-		char *err;
-
-		b->local_rank = (int)r;
-		b->fallback = req->fallback;
-		if (gpu < t->n_gpus) {
-			b->gpu = xstrdup(t->gpus[gpu].busid);
-		}
-		if (!bind) {
-			binding_set_nodes(b, gpu < t->n_gpus ? t->gpus[gpu].home : none);
-			continue;
-		}
-		err = plan_rank(t, req, gpu, b);
-		if (!err) {
-			continue;
-		}
-		if (!req->fallback) {
-			bool shortage = strncmp(err, SHORTAGE_PREFIX, strlen(SHORTAGE_PREFIX)) == 0;
-
-			*reterr = b->gpu ? xasprintf("local_rank %zu (GPU %s): %s", r, b->gpu, err)
-					 : xasprintf("local_rank %zu: %s", r, err);
-			free(err);
-			hwloc_bitmap_free(none);
-			numa_plan_free(p);
-			return shortage ? -ERANGE : -EINVAL;
-		}
-		b->error = err;
-		binding_set_nodes(b, gpu < t->n_gpus ? t->gpus[gpu].home : none);
-	}
-	hwloc_bitmap_free(none);
-	*ret = p;
-	return 0;
-}
-
-void
-numa_plan_free(struct numa_plan *p)
-{
-	if (!p) {
-		return;
-	}
-	for (size_t i = 0; i < p->n; i++) {
-		struct numa_binding *b = &p->ranks[i];
-
-		free(b->gpu);
-		free(b->numa_nodes);
-		free(b->numa_nodes_list);
-		free(b->cpus);
-		free(b->mems);
-		free(b->error);
-		free(b->cpu_mask);
-		free(b->mem_mask);
-		free(b->child_error);
-	}
-	free(p->ranks);
-	free(p->warning);
-	free(p);
-}
-
-bool
-numa_plan_names_gpus(const struct numa_plan *p)
-{
-	for (size_t i = 0; i < p->n; i++) {
-		if (p->ranks[i].gpu) {
-			return true;
-		}
-	}
-	return false;
-}
-
-json_t *
-numa_binding_to_json(const struct numa_plan *p, size_t local_rank)
-{
-	const struct numa_binding *b = &p->ranks[local_rank];
-	const char *mode = numa_mode_to_string(p->mode);
-	json_t *nodes = json_array();
-
-	for (size_t i = 0; i < b->n_numa_nodes; i++) {
-		json_array_append_new(nodes, json_integer(b->numa_nodes[i]));
-	}
-	return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o}", "local_rank", b->local_rank, "gpu",
-			 b->gpu ? json_string(b->gpu) : json_null(), "numa_nodes", nodes, "cpus",
-			 b->cpus ? json_string(b->cpus) : json_null(), "mems",
-			 b->mems ? json_string(b->mems) : json_null(), "mode",
-			 mode ? json_string(mode) : json_null());
 }
