@@ -1,5 +1,6 @@
 /* numa_internal.h — the loaded topology, shared by the NUMA module's own files
- * (numa.c: loading hwloc, allowed sets; numa_plan.c: the per-rank plan).
+ * (numa.c: loading hwloc, allowed sets; numa_gpu.c: the GPUs; numa_plan.c:
+ * the per-rank plan).
  * Nothing outside numa*.c includes it. */
 #pragma once
 
@@ -53,3 +54,8 @@ hwloc_bitmap_t numa_bitmap_dup(hwloc_const_bitmap_t src);
 /* Whether CPUs can be bound near NUMA node n of t: it has CPUs (not GPU memory,
  * MCDRAM, NVM or another memory-only node). */
 bool numa_node_has_cpus(const struct numa_topology *t, hwloc_obj_t n);
+
+/* ---- numa_gpu.c -------------------------------------------------------------- */
+
+/* Forget t's selected GPUs and its GPU note (numa_topology_select_gpus). */
+void numa_gpus_clear(struct numa_topology *t);
