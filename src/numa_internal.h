@@ -1,5 +1,5 @@
 /* numa_internal.h — the loaded topology, shared by the NUMA module's own files
- * (numa.c: loading hwloc, allowed sets; numa_gpu.c: the GPUs; numa_plan.c:
+ * (numa_topology.c: loading hwloc, allowed sets; numa_gpu.c: the GPUs; numa_plan.c:
  * the per-rank plan).
  * Nothing outside numa*.c includes it. */
 #pragma once
@@ -43,7 +43,7 @@ struct numa_topology {
 	char *gpu_note;
 };
 
-/* ---- numa.c ------------------------------------------------------------------ */
+/* ---- numa_topology.c --------------------------------------------------------- */
 
 /* "0-3,8-11" (hwloc's list form, as sysfs and numactl), malloc'd; "" when empty. */
 char *numa_bitmap_list(hwloc_const_bitmap_t b);

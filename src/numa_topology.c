@@ -1,3 +1,6 @@
+/* numa_topology.c — the machine's topology: loading it with hwloc (this
+ * machine, or a saved XML file), which NUMA nodes have CPUs, and the CPUs and
+ * memory nodes the workers may use. */
 #include "numa_internal.h"
 
 #include <errno.h>
