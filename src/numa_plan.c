@@ -372,6 +372,91 @@ binding_set_masks(struct numa_binding *b, hwloc_const_bitmap_t cpus, hwloc_const
 	}
 }
 
+/* The CPUs of one rank (GPU gpu) in its domain, by the mode of req, into
+ * cpus. Returns NULL, or why it cannot be bound (malloc'd). */
+static char *
+rank_cpus(const struct numa_topology *t, const struct numa_request *req, size_t gpu,
+	  hwloc_const_bitmap_t domain, hwloc_bitmap_t cpus)
+{
+	char *err = NULL;
+
+	switch (req->mode) {
+	case NUMA_MODE_NONE:
+	case NUMA_MODE_NODE:
+	case NUMA_MODE_SOCKET:
+		hwloc_bitmap_copy(cpus, domain);
+		break;
+	case NUMA_MODE_EXCLUSIVE:
+		err = exclusive_cpus(t, gpu, domain, cpus);
+		break;
+	case NUMA_MODE_CORE_COMPLEX:
+		core_complex_cpus(t, gpu, domain, cpus);
+		break;
+	}
+	if (err) {
+		return err;
+	}
+	if (hwloc_bitmap_iszero(cpus)) {
+		return xstrdup("Must bind to a non-empty set of CPU indices");
+	}
+	if (!req->plan_only && t->host_cpus && !hwloc_bitmap_isincluded(cpus, t->host_cpus)) {
+		_cleanup_free_ char *missing = bitmap_list_andnot(cpus, t->host_cpus);
+
+		return xasprintf("the topology in %s is not this machine's (CPUs %s of this "
+				 "rank's plan are not online here): its plan cannot be applied",
+				 t->source, missing);
+	}
+	return NULL;
+}
+
+/* --numa-membind: the memory nodes of a rank whose CPUs are on nodes, into
+ * *ret_mems (a new bitmap, also on failure). Returns NULL, or why it cannot be
+ * bound (malloc'd). */
+static char *
+rank_mems(const struct numa_topology *t, const struct numa_request *req, hwloc_const_bitmap_t nodes,
+	  hwloc_bitmap_t *ret_mems)
+{
+	hwloc_bitmap_t mems = bitmap_and(nodes, t->allowed_nodes);
+
+	*ret_mems = mems;
+	if (hwloc_bitmap_iszero(mems)) {
+		_cleanup_free_ char *where = nodes_phrase(nodes),
+				    *allowed = numa_bitmap_list(t->allowed_nodes);
+
+		return xasprintf("--numa-membind: the memory of %s may not be used here "
+				 "(allowed memory nodes: %s)",
+				 where, *allowed ? allowed : "none");
+	}
+	if (!req->plan_only && t->host_nodes && !hwloc_bitmap_isincluded(mems, t->host_nodes)) {
+		_cleanup_free_ char *missing = bitmap_list_andnot(mems, t->host_nodes);
+
+		return xasprintf("--numa-membind: the topology in %s is not this machine's "
+				 "(NUMA nodes %s of this rank's plan are not online here)",
+				 t->source, missing);
+	}
+	return NULL;
+}
+
+/* Fill b from the rank's nodes, CPUs and memory nodes (mems NULL: unbound
+ * memory), with the message its child writes when the kernel refuses. */
+static void
+binding_fill(struct numa_binding *b, hwloc_const_bitmap_t nodes, hwloc_const_bitmap_t cpus,
+	     hwloc_const_bitmap_t mems)
+{
+	if (mems) {
+		b->mems = numa_bitmap_list(mems);
+	}
+	binding_set_nodes(b, nodes);
+	b->cpus = numa_bitmap_list(cpus);
+	binding_set_masks(b, cpus, mems);
+	b->child_error = xasprintf(
+		"elasticd: local_rank %d: the kernel refused the NUMA binding "
+		"(CPUs %s%s%s); %s\n",
+		b->local_rank, b->cpus, b->mems ? ", memory nodes " : "", b->mems ? b->mems : "",
+		b->fallback ? "running unbound (--numa-fallback)" : "not starting the worker");
+	b->child_error_len = strlen(b->child_error);
+}
+
 /* Plan one rank that has GPU gpu (an index into t->gpus, or t->n_gpus for
  * none). Returns NULL, or why it cannot be bound (malloc'd). */
 static char *
@@ -405,32 +490,8 @@ plan_rank(const struct numa_topology *t, const struct numa_request *req, size_t 
 		goto out;
 	}
 	cpus = numa_bitmap_new();
-	switch (req->mode) {
-	case NUMA_MODE_NONE:
-	case NUMA_MODE_NODE:
-	case NUMA_MODE_SOCKET:
-		hwloc_bitmap_copy(cpus, domain);
-		break;
-	case NUMA_MODE_EXCLUSIVE:
-		err = exclusive_cpus(t, gpu, domain, cpus);
-		break;
-	case NUMA_MODE_CORE_COMPLEX:
-		core_complex_cpus(t, gpu, domain, cpus);
-		break;
-	}
+	err = rank_cpus(t, req, gpu, domain, cpus);
 	if (err) {
-		goto out;
-	}
-	if (hwloc_bitmap_iszero(cpus)) {
-		err = xstrdup("Must bind to a non-empty set of CPU indices");
-		goto out;
-	}
-	if (!req->plan_only && t->host_cpus && !hwloc_bitmap_isincluded(cpus, t->host_cpus)) {
-		_cleanup_free_ char *missing = bitmap_list_andnot(cpus, t->host_cpus);
-
-		err = xasprintf("the topology in %s is not this machine's (CPUs %s of this "
-				"rank's plan are not online here): its plan cannot be applied",
-				t->source, missing);
 		goto out;
 	}
 	/* The nodes of the chosen CPUs. */
@@ -442,36 +503,12 @@ plan_rank(const struct numa_topology *t, const struct numa_request *req, size_t 
 		}
 	}
 	if (req->membind) {
-		mems = bitmap_and(nodes, t->allowed_nodes);
-		if (hwloc_bitmap_iszero(mems)) {
-			_cleanup_free_ char *where = nodes_phrase(nodes),
-					    *allowed = numa_bitmap_list(t->allowed_nodes);
-
-			err = xasprintf("--numa-membind: the memory of %s may not be used here "
-					"(allowed memory nodes: %s)",
-					where, *allowed ? allowed : "none");
+		err = rank_mems(t, req, nodes, &mems);
+		if (err) {
 			goto out;
 		}
-		if (!req->plan_only && t->host_nodes &&
-		    !hwloc_bitmap_isincluded(mems, t->host_nodes)) {
-			_cleanup_free_ char *missing = bitmap_list_andnot(mems, t->host_nodes);
-
-			err = xasprintf("--numa-membind: the topology in %s is not this machine's "
-					"(NUMA nodes %s of this rank's plan are not online here)",
-					t->source, missing);
-			goto out;
-		}
-		b->mems = numa_bitmap_list(mems);
 	}
-	binding_set_nodes(b, nodes);
-	b->cpus = numa_bitmap_list(cpus);
-	binding_set_masks(b, cpus, mems);
-	b->child_error = xasprintf(
-		"elasticd: local_rank %d: the kernel refused the NUMA binding "
-		"(CPUs %s%s%s); %s\n",
-		b->local_rank, b->cpus, b->mems ? ", memory nodes " : "", b->mems ? b->mems : "",
-		b->fallback ? "running unbound (--numa-fallback)" : "not starting the worker");
-	b->child_error_len = strlen(b->child_error);
+	binding_fill(b, nodes, cpus, mems);
 
 out:
 	hwloc_bitmap_free(domain_nodes);
