@@ -199,6 +199,28 @@ xml_refused(const char *path)
 			 path, HWLOC_VERSION);
 }
 
+/* A saved topology: this machine's online CPUs and NUMA nodes, which its plan
+ * must stay in to be applied. */
+static void
+read_host_sets(struct numa_topology *t)
+{
+	/* Without sysfs: CPUs 0..n-1 and node 0. */
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+	hwloc_bitmap_t host_fallback = numa_bitmap_new();
+
+	hwloc_bitmap_set_range(host_fallback, 0, n > 0 ? (int)n - 1 : 0);
+	t->host_cpus = bitmap_read("/sys/devices/system/cpu/online");
+	if (!t->host_cpus) {
+		t->host_cpus = numa_bitmap_dup(host_fallback);
+	}
+	t->host_nodes = bitmap_read("/sys/devices/system/node/online");
+	if (!t->host_nodes) {
+		hwloc_bitmap_only(host_fallback, 0);
+		t->host_nodes = numa_bitmap_dup(host_fallback);
+	}
+	hwloc_bitmap_free(host_fallback);
+}
+
 int
 numa_topology_load(const char *xml_path, struct numa_topology **ret, char **reterr)
 {
@@ -256,22 +278,8 @@ numa_topology_load(const char *xml_path, struct numa_topology **ret, char **rete
 	if (t->live) {
 		mark_cpuless_nodes(t);
 	} else {
-		/* Without sysfs: CPUs 0..n-1 and node 0. */
-		long n = sysconf(_SC_NPROCESSORS_CONF);
-		hwloc_bitmap_t host_fallback = numa_bitmap_new();
-
 		mark_cpuless_nodes_from_tree(t);
-		hwloc_bitmap_set_range(host_fallback, 0, n > 0 ? (int)n - 1 : 0);
-		t->host_cpus = bitmap_read("/sys/devices/system/cpu/online");
-		if (!t->host_cpus) {
-			t->host_cpus = numa_bitmap_dup(host_fallback);
-		}
-		t->host_nodes = bitmap_read("/sys/devices/system/node/online");
-		if (!t->host_nodes) {
-			hwloc_bitmap_only(host_fallback, 0);
-			t->host_nodes = numa_bitmap_dup(host_fallback);
-		}
-		hwloc_bitmap_free(host_fallback);
+		read_host_sets(t);
 	}
 	/* This process's affinity narrows the plan when the topology's CPUs are
 	 * this machine's. */
