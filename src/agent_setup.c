@@ -64,7 +64,7 @@ agent_resolve_nproc(const struct config *cfg, const struct numa_topology *t, int
 				    nproc_none_found(cfg->nproc_kind));
 		return -1;
 	}
-	/* The plan binds to NVIDIA and AMD GPUs only (numa.c): refuse before a
+	/* The plan binds to NVIDIA and AMD GPUs only (numa_gpu.c): refuse before a
 	 * worker starts rather than fail the plan. */
 	if (cfg->numa_binding && ngpus == 0 && nxpus > 0 && n == nxpus) {
 		*reterr = xasprintf("--numa-binding %s: binds workers to NVIDIA and AMD GPUs only, "
