@@ -75,6 +75,10 @@ def main() -> int:
     mean_loss = loss.detach().clone()
     dist.all_reduce(mean_loss)
     mean_loss /= world
+    # Everyone is done with the collectives before anyone tears down: without
+    # an agent store (etcd backend), rank 0 hosts the TCPStore, and its exit
+    # must not pull the store from under a rank still shutting down.
+    dist.barrier()
     dist.destroy_process_group()
 
     if bad:
