@@ -1123,7 +1123,7 @@ watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errm
 {
 	struct etcdr *c = arg;
 	bool reread = reset;
-	char *rprefix = xasprintf("%sw/r/", c->prefix);
+	_cleanup_free_ char *rprefix = xasprintf("%sw/r/", c->prefix);
 	size_t rlen = strlen(rprefix);
 
 	if (err < 0) {
@@ -1154,7 +1154,6 @@ watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errm
 			barrier_mark(c, ev->kv.key);
 		}
 	}
-	free(rprefix);
 	if (reread) {
 		read_all(c);
 		return;
