@@ -56,6 +56,14 @@ def s_(b):
     return struct.pack("<Q", len(b)) + b
 
 
+def asan(pid):
+    """Whether the process runs with AddressSanitizer (the build-asan stage of
+    .ci/run): its allocator keeps freed memory in quarantine and maps shadow
+    memory, so RSS says nothing about what elasticd holds."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def rss_mib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -108,6 +116,10 @@ class StoreLimitsTest(lib.ElasticdTestCase):
     def test_unfinished_frames_are_bounded_and_memory_comes_back(self):
         a, w = self.start_job()
         port = w[0][1]
+        # Under ASan the RSS bounds cannot hold (see asan()); the budget's
+        # behaviour (connections closed, logged, the store serving) is checked
+        # in every build, the figures in the plain one.
+        measure = not asan(a.pid)
         head = b"\x00" + s_(b"/attack") + struct.pack("<Q", FRAME)
         chunk = b"x" * (1 << 16)
         peak = 0.0
@@ -129,12 +141,14 @@ class StoreLimitsTest(lib.ElasticdTestCase):
             peak = max(peak, rss_mib(a.pid))
             for s in socks:
                 s.close()
-            ok = lib.wait_until(lambda: rss_mib(a.pid) < RSS_AFTER_MIB, 10)
+            ok = lib.wait_until(lambda: rss_mib(a.pid) < RSS_AFTER_MIB, 10 if measure else 0.1)
             after = rss_mib(a.pid)
-            print("partial frames: peak RSS %.1f MiB, after %.1f MiB" % (peak, after),
-                  file=sys.stderr)
-            self.assertTrue(ok, "RSS %.1f MiB after the connections closed" % after)
-        self.assertLess(peak, RSS_ATTACK_MIB)
+            print("partial frames: peak RSS %.1f MiB, after %.1f MiB%s" % (
+                peak, after, "" if measure else " (ASan: not checked)"), file=sys.stderr)
+            if measure:
+                self.assertTrue(ok, "RSS %.1f MiB after the connections closed" % after)
+        if measure:
+            self.assertLess(peak, RSS_ATTACK_MIB)
         err = a.stderr_text()
         self.assertRegex(err, r"store port \d+: closed the connection from 127\.0\.0\.1:\d+: "
                               r"[0-9.]+ MiB of unfinished frames")
