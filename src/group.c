@@ -561,18 +561,19 @@ group_begin_stop(struct group *g, int sig, int timeout_s)
 	}
 	for (size_t i = 0; i < g->n; i++) {
 		struct worker *w = g->workers[i];
+		int s = w->stop_signal && sig != SIGKILL ? w->stop_signal : sig;
 
 		if (!worker_group_alive(w)) {
 			continue;
 		}
 		if (!w->reaped) {
 			log_warn("Sending process %d closing signal %s", (int)w->pid,
-				 signal_name(sig));
+				 signal_name(s));
 		} else {
 			log_warn("Sending process group %d (leader exited) closing signal %s",
-				 (int)w->pid, signal_name(sig));
+				 (int)w->pid, signal_name(s));
 		}
-		worker_signal(w, sig);
+		worker_signal(w, s);
 	}
 	group_escaped(g, sig);
 	if (g->phase == GROUP_STOPPING) {
