@@ -153,6 +153,26 @@ class HangTest(lib.ElasticdTestCase):
         self.assertNotIn("Fatal Python error", lib.read_text(os.path.join(attempt, "0",
                                                                           "stderr.log")))
 
+    def test_worker_server_silent_deadline(self):
+        """A worker server that never answers dump_traceback: the stop comes
+        after the fetch's deadline (5 s), and the hung Python rank, with no
+        traceback, is stopped with SIGABRT (its stack in stderr.log)."""
+        sock = self.path("c.sock")
+        wdir = self.path("w")
+        os.makedirs(wdir)
+        e = self.env(CTL_WORKER_DIR=wdir, CTL_WORKER_LINES="1", CTL_WORKER_HANG="1")
+        t0 = time.monotonic()
+        res = self.run_elasticd("--standalone", "--max-restarts", "0", "--log-dir",
+                                self.path("logs"), "--control-socket", sock, "--hang-silence",
+                                "2", "-t", "3", CTL_WORKER, env=e, timeout=120)
+        self.assertRc(res, 1)
+        self.assertLess(time.monotonic() - t0, 25, res)
+        self.assertIn("gave no traceback within 5 s", res.err)
+        err_log = os.path.join(self.only_run_dir(self.path("logs")), "attempt_0", "0",
+                               "stderr.log")
+        self.assertIn("Fatal Python error: Aborted", lib.read_text(err_log))
+        self.assertIn("stacks: %s (SIGABRT)" % err_log, lib.failure_table(res.err))
+
     def test_cadence_stops(self):
         script = self.write_py("cadence.py", CADENCE)
         t0 = time.monotonic()
