@@ -201,9 +201,10 @@ agent_stacks_start(struct agent *a)
 		const struct worker *w = group_worker(a->group, i);
 
 		if (s->r[i].asked) {
+			/* The deadline timer, not the proxy's, ends the wait. */
 			s->r[i].p = ctl_proxy_start(a->base, w->server_socket, "POST",
 						    "/handler/dump_traceback", NULL, NULL, 0,
-						    STACKS_DEADLINE_S, fetch_done, &s->r[i]);
+						    STACKS_DEADLINE_S + 1, fetch_done, &s->r[i]);
 		}
 	}
 	s->deadline = evtimer_new(a->base, deadline_cb, s);
