@@ -96,7 +96,7 @@ agent_enter_stopping_group(struct agent *a, const char *why)
 		return;
 	case WORKER_STATE_HEALTHY:
 		agent_record_group_stopping(a, SIGTERM, why, a->cfg->shutdown_timeout);
-		group_stop(a->group, SIGTERM);
+		agent_hang_stop(a);
 		return;
 	case WORKER_STATE_UNKNOWN:
 	case WORKER_STATE_INIT:
@@ -570,6 +570,8 @@ agent_start_group(struct agent *a)
 	a->hung = false;
 	free(a->hang_cause);
 	a->hang_cause = NULL;
+	free(a->hang_stacks);
+	a->hang_stacks = NULL;
 	group_free(a->group);
 	a->group = NULL;
 	filetimer_server_free(a->ftimer);
@@ -908,6 +910,7 @@ agent_free(struct agent *a)
 	}
 	agent_hang_free(a->hang);
 	free(a->hang_cause);
+	free(a->hang_stacks);
 	group_free(a->group);
 	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);

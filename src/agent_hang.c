@@ -4,10 +4,12 @@
  * written by the workers themselves (-r) are polled for growth. */
 #include "agent_hang.h"
 #include "agent_internal.h"
+#include "agent_stacks.h"
 
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <jansson.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,6 +46,7 @@ struct agent_hang {
 	size_t n_src;
 	uint64_t poll_usec; /* 0: no file to poll */
 	bool fired;
+	struct agent_stacks *stacks; /* the fetch before the stop, NULL: none */
 };
 
 struct hang_rules
@@ -256,9 +259,20 @@ agent_hang_free(struct agent_hang *h)
 	if (h->timer) {
 		event_free(h->timer);
 	}
+	agent_stacks_free(h->stacks);
 	hang_free(h->core);
 	free(h->src);
 	free(h);
+}
+
+void
+agent_hang_stop(struct agent *a)
+{
+	if (a->reason != AGENT_REASON_HANG || !a->hang || a->hang->stacks) {
+		group_stop(a->group, SIGTERM);
+		return;
+	}
+	a->hang->stacks = agent_stacks_start(a);
 }
 
 static json_t *

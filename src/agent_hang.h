@@ -23,6 +23,11 @@ struct agent_hang *agent_hang_new(struct agent *a);
  * inside the watch's own callbacks. */
 void agent_hang_free(struct agent_hang *h);
 
+/* Stop a->group, which runs (agent_enter_stopping_group): at once with
+ * SIGTERM, or, when a hang rule stopped it (AGENT_REASON_HANG), after its
+ * stacks are fetched (agent_stacks.h), within STACKS_DEADLINE_S. */
+void agent_hang_stop(struct agent *a);
+
 /* The status's "hang" object for local rank lr: last output age, the
  * cadence's state and the time left; a new reference, NULL without a
  * watch. */

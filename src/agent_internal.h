@@ -58,6 +58,7 @@ struct agent {
 	bool hung;                       /* a hang rule fired in this attempt ... */
 	struct hang_fired hang_fired;    /* ... this one ... */
 	char *hang_cause;                /* ... with this root cause (hang_describe) */
+	char *hang_stacks;               /* ... and its stacks here (agent_stacks.h) */
 
 	/* What the agent is doing (agent_set_phase), and why it entered it. */
 	enum agent_phase phase;

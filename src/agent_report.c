@@ -202,7 +202,9 @@ agent_report_failure(struct agent *a)
 	root = hung_at < n ? hung_at : errfile_root_cause(f, n);
 	if (hung_at < n) {
 		free(f[root].message);
-		f[root].message = xstrdup(a->hang_cause);
+		f[root].message =
+			a->hang_stacks ? xasprintf("%s; stacks: %s", a->hang_cause, a->hang_stacks)
+				       : xstrdup(a->hang_cause);
 	} else {
 		agent_report_add_stderr(&f[root], group_worker(g, (size_t)f[root].local_rank));
 	}

@@ -131,7 +131,9 @@ agent_drain_json(const struct agent *a)
 }
 
 /* "hang_rules": "off", or the rules; "hang_watch": whether a timer watches
- * the group; "hang": the root cause of this attempt's hang, or null. */
+ * the group; "hang": the root cause of this attempt's hang, or null;
+ * "hang_stacks": where its stacks are (files, or "<stderr.log> (SIGABRT)"),
+ * or null. */
 static void
 agent_hang_json(const struct agent *a, json_t *o)
 {
@@ -154,6 +156,7 @@ agent_hang_json(const struct agent *a, json_t *o)
 	json_object_set_new(o, "hang_rules", rules);
 	json_object_set_new(o, "hang_watch", json_boolean(a->hang != NULL));
 	json_object_set_new(o, "hang", json_str_or_null(a->hung ? a->hang_cause : NULL));
+	json_object_set_new(o, "hang_stacks", json_str_or_null(a->hung ? a->hang_stacks : NULL));
 }
 
 json_t *

@@ -219,6 +219,9 @@ group_prepare(struct group *g, const struct group_spec *spec, const struct ranks
 		.cuda_device_order = g->numa && numa_plan_names_gpus(g->numa),
 		.signals_to_handle = g->signals,
 		.timer_file = spec->timer_file,
+		/* Hang rules on: a hung rank's SIGABRT prints its stacks. */
+		.python_faulthandler =
+			cfg->hang_silence > 0 || (cfg->hang_cadence && *cfg->hang_cadence),
 	};
 	int r;
 
@@ -558,18 +561,19 @@ group_begin_stop(struct group *g, int sig, int timeout_s)
 	}
 	for (size_t i = 0; i < g->n; i++) {
 		struct worker *w = g->workers[i];
+		int s = w->stop_signal && sig != SIGKILL ? w->stop_signal : sig;
 
 		if (!worker_group_alive(w)) {
 			continue;
 		}
 		if (!w->reaped) {
 			log_warn("Sending process %d closing signal %s", (int)w->pid,
-				 signal_name(sig));
+				 signal_name(s));
 		} else {
 			log_warn("Sending process group %d (leader exited) closing signal %s",
-				 (int)w->pid, signal_name(sig));
+				 (int)w->pid, signal_name(s));
 		}
-		worker_signal(w, sig);
+		worker_signal(w, s);
 	}
 	group_escaped(g, sig);
 	if (g->phase == GROUP_STOPPING) {

@@ -42,6 +42,9 @@ struct wenv_worker {
 	 * torchrun's LocalElasticAgent._setup_local_watchdog exports it (1.13
 	 * and 2.6); NULL leaves the base's value alone. */
 	const char *timer_file;
+	/* PYTHONFAULTHANDLER=1 when the base has none (hang rules are on: a
+	 * hung Python rank stopped with SIGABRT prints every thread's stack). */
+	bool python_faulthandler;
 };
 
 /* Python string.Template.safe_substitute: "$$" becomes "$", "$name" and
@@ -60,7 +63,7 @@ char *wenv_template_substitute(const char *tmpl, const char *const *keys, const 
  * TORCH_NCCL_ASYNC_ERROR_HANDLING (base's value or "1"; NCCL_ASYNC_ERROR_HANDLING
  * only as base has it), OMP_NUM_THREADS=1 and CUDA_DEVICE_ORDER=PCI_BUS_ID when
  * asked and unset, TORCH_WORKER_SERVER_SOCKET and TORCHELASTIC_SIGNALS_TO_HANDLE
- * when given). With virtual_local_rank
+ * when given, PYTHONFAULTHANDLER=1 when asked and unset). With virtual_local_rank
  * LOCAL_RANK is "0" and CUDA_VISIBLE_DEVICES the local_rank-th entry of the
  * base's list (or the local rank itself when the base has none).
  * Returns 0 and a new strv in *ret_env (strv_free), or -EINVAL with *reterr

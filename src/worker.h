@@ -49,6 +49,9 @@ struct worker {
 	int64_t exit_wall;  /* epoch seconds when reaped */
 	bool failed;        /* counted as a failure (exited non-zero before any stop) */
 	bool group_empty;   /* its process group has no member left */
+	/* Sent by a group stop instead of the group's signal (SIGKILL stays
+	 * SIGKILL), e.g. SIGABRT to a hung Python rank; 0: the group's. */
+	int stop_signal;
 };
 
 /* Where a worker's teed streams go besides its log files, [0] stdout and [1]

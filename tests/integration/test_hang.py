@@ -12,7 +12,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lib  # noqa: E402
-from test_ctl import curl  # noqa: E402
+from test_ctl import CTL_WORKER, curl  # noqa: E402
 
 # Attempt 0: prints, records when, then goes silent (sleeps); later attempts
 # exit 0. argv[1]: the output directory.
@@ -99,6 +99,79 @@ class HangTest(lib.ElasticdTestCase):
         self.assertEqual(len(starts), 1, res)
         table = lib.failure_table(res.err)
         self.assertIn("hang: silence (no output for 2 s) on local rank 0", table)
+
+    def test_silence_sigabrt_stacks(self):
+        """A Python rank hung in time.sleep, with no worker server: SIGABRT
+        with PYTHONFAULTHANDLER (exported by elasticd) puts its stack in
+        stderr.log, and the table says so."""
+        res, out, starts = self.silent_run("-t", "3", restarts="0")
+        self.assertRc(res, 1)
+        err_log = os.path.join(self.only_run_dir(self.path("logs")), "attempt_0", "0",
+                               "stderr.log")
+        text = lib.read_text(err_log)
+        self.assertIn("Fatal Python error: Aborted", text)
+        self.assertRegex(text, r'File "[^"]*silent\.py", line [0-9]+ in <module>')
+        table = lib.failure_table(res.err)
+        self.assertIn("stacks: %s (SIGABRT)" % err_log, table)
+        self.assertIn("exitcode  : -6", table)
+
+    def test_faulthandler_user_choice_kept(self):
+        """PYTHONFAULTHANDLER set (even empty) is the user's: an empty one
+        means no faulthandler, so no SIGABRT either."""
+        out = self.path("out")
+        os.makedirs(out)
+        script = self.write_py("silent.py", SILENT)
+        res = self.run_elasticd("--standalone", "--log-dir", self.path("logs"),
+                                "--max-restarts", "0", "--hang-silence", "2", "-t", "3",
+                                script, out, env=self.env(PYTHONFAULTHANDLER=""), timeout=120)
+        self.assertRc(res, 1)
+        self.assertNotIn("(SIGABRT)", res.err)
+        self.assertNotIn("Fatal Python error", res.err)
+        self.assertIn("hang: no stacks", res.err)
+
+    def test_worker_server_traceback_file(self):
+        """Workers serving the WorkerServer protocol: every rank's
+        dump_traceback lands in attempt_0/<local_rank>/hang_traceback.txt
+        before the stop (SIGTERM, not SIGABRT), and the status and the table
+        name the files."""
+        sock = self.path("c.sock")
+        wdir = self.path("w")
+        os.makedirs(wdir)
+        e = self.env(CTL_WORKER_DIR=wdir, CTL_WORKER_LINES="1")
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "2", "--max-restarts", "0",
+                                "--log-dir", self.path("logs"), "--control-socket", sock,
+                                "--hang-silence", "2", "-t", "3", CTL_WORKER, env=e,
+                                timeout=120)
+        self.assertRc(res, 1)
+        attempt = os.path.join(self.only_run_dir(self.path("logs")), "attempt_0")
+        files = [os.path.join(attempt, str(r), "hang_traceback.txt") for r in range(2)]
+        for f in files:
+            self.assertIn("train_loop", lib.read_text(f), f)
+        table = lib.failure_table(res.err)
+        self.assertIn("stacks: %s" % files[0], table)
+        self.assertNotIn("SIGABRT", table)
+        self.assertNotIn("Fatal Python error", lib.read_text(os.path.join(attempt, "0",
+                                                                          "stderr.log")))
+
+    def test_worker_server_silent_deadline(self):
+        """A worker server that never answers dump_traceback: the stop comes
+        after the fetch's deadline (5 s), and the hung Python rank, with no
+        traceback, is stopped with SIGABRT (its stack in stderr.log)."""
+        sock = self.path("c.sock")
+        wdir = self.path("w")
+        os.makedirs(wdir)
+        e = self.env(CTL_WORKER_DIR=wdir, CTL_WORKER_LINES="1", CTL_WORKER_HANG="1")
+        t0 = time.monotonic()
+        res = self.run_elasticd("--standalone", "--max-restarts", "0", "--log-dir",
+                                self.path("logs"), "--control-socket", sock, "--hang-silence",
+                                "2", "-t", "3", CTL_WORKER, env=e, timeout=120)
+        self.assertRc(res, 1)
+        self.assertLess(time.monotonic() - t0, 25, res)
+        self.assertIn("gave no traceback within 5 s", res.err)
+        err_log = os.path.join(self.only_run_dir(self.path("logs")), "attempt_0", "0",
+                               "stderr.log")
+        self.assertIn("Fatal Python error: Aborted", lib.read_text(err_log))
+        self.assertIn("stacks: %s (SIGABRT)" % err_log, lib.failure_table(res.err))
 
     def test_cadence_stops(self):
         script = self.write_py("cadence.py", CADENCE)

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +192,40 @@ test_env_timer_file(void **state)
 	strv_free(env);
 }
 
+/* PYTHONFAULTHANDLER: "1" with hang rules on, unless the caller set it (even
+ * to "" or "0"); untouched with the rules off. */
+static void
+test_env_faulthandler(void **state)
+{
+	static const struct {
+		const char *given; /* NULL: unset */
+		bool on;
+		const char *want; /* NULL: unset */
+	} rows[] = {
+		{NULL, false, NULL}, {NULL, true, "1"}, {"0", true, "0"},
+		{"", true, ""},      {"1", false, "1"}, {"2", true, "2"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		char given[64];
+		char *base[] = {given, NULL};
+		struct wenv_worker w = base_worker;
+		char **env = NULL, *err = NULL;
+
+		snprintf(given, sizeof(given), "PYTHONFAULTHANDLER=%s", rows[i].given);
+		w.python_faulthandler = rows[i].on;
+		assert_int_equal(wenv_build_env(rows[i].given ? base : NULL, &w, &env, &err), 0);
+		if (rows[i].want) {
+			assert_non_null(wenv_get(env, "PYTHONFAULTHANDLER"));
+			assert_string_equal(wenv_get(env, "PYTHONFAULTHANDLER"), rows[i].want);
+		} else {
+			assert_null(wenv_get(env, "PYTHONFAULTHANDLER"));
+		}
+		strv_free(env);
+	}
+}
+
 static void
 test_env_virtual_local_rank(void **state)
 {
@@ -284,6 +319,7 @@ main(void)
 		cmocka_unit_test(test_env_virtual_local_rank),
 		cmocka_unit_test(test_env_worker_server_socket),
 		cmocka_unit_test(test_env_timer_file),
+		cmocka_unit_test(test_env_faulthandler),
 		cmocka_unit_test(test_template),
 		cmocka_unit_test(test_argv),
 	};
