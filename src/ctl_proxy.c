@@ -139,6 +139,147 @@ dechunk(const char *buf, size_t len, size_t off, char **ret_body, size_t *ret_le
 	}
 }
 
+/* The head of one response: status line and the headers framing needs. */
+struct head {
+	int status;
+	bool chunked, have_length;
+	unsigned long long length;
+	const char *ctype;
+	size_t ctype_len;
+};
+
+/* "HTTP/1.x NNN[ reason]": the status, or -1. */
+static int
+status_line(const char *l, size_t n)
+{
+	if (n < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') || l[8] != ' ' ||
+	    l[9] < '1' || l[9] > '9' || l[10] < '0' || l[10] > '9' || l[11] < '0' || l[11] > '9' ||
+	    (n > 12 && l[12] != ' ')) {
+		return -1;
+	}
+	return (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
+}
+
+/* One header line into *h. Returns 0 or -EPROTO with *reterr. */
+static int
+header_line(const char *l, size_t n, struct head *h, char **reterr)
+{
+	const char *v;
+	size_t vlen;
+
+	if (header_is(l, n, "Content-Length", &v, &vlen)) {
+		unsigned long long x = 0;
+
+		if (vlen == 0 || vlen > 19) {
+			return fail(reterr, -EPROTO, "malformed Content-Length");
+		}
+		for (size_t i = 0; i < vlen; i++) {
+			if (v[i] < '0' || v[i] > '9') {
+				return fail(reterr, -EPROTO, "malformed Content-Length");
+			}
+			x = x * 10 + (unsigned)(v[i] - '0');
+		}
+		if (h->have_length && x != h->length) {
+			return fail(reterr, -EPROTO, "conflicting Content-Length");
+		}
+		h->have_length = true;
+		h->length = x;
+	} else if (header_is(l, n, "Transfer-Encoding", &v, &vlen)) {
+		h->chunked = vlen >= 7 && strncasecmp(v + vlen - 7, "chunked", 7) == 0;
+		if (!h->chunked) {
+			return fail(reterr, -EPROTO, "unsupported Transfer-Encoding");
+		}
+	} else if (header_is(l, n, "Content-Type", &v, &vlen)) {
+		h->ctype = v;
+		h->ctype_len = vlen;
+	}
+	return 0;
+}
+
+/* The status line and headers from buf[*off..len). Returns 1 with *h filled
+ * and *off past the blank line, 0 when more bytes are needed, or an error as
+ * ctl_proxy_parse_response. */
+static int
+parse_head(const char *buf, size_t len, bool eof, size_t *off, struct head *h, char **reterr)
+{
+	size_t line_len, start = *off, next = next_line(buf, len, *off, &line_len);
+
+	*h = (struct head){0};
+	if (!next) {
+		if (len - start > CTL_PROXY_HEADERS_MAX) {
+			return fail(reterr, -EFBIG, "response header too large");
+		}
+		return eof ? fail(reterr, -EPROTO,
+				  len == start ? "empty response" : "truncated response")
+			   : 0;
+	}
+	h->status = status_line(buf + start, line_len);
+	if (h->status < 0) {
+		return fail(reterr, -EPROTO, "malformed status line");
+	}
+	for (*off = next;; *off = next) {
+		int r;
+
+		next = next_line(buf, len, *off, &line_len);
+		if (!next) {
+			if (len - start > CTL_PROXY_HEADERS_MAX) {
+				return fail(reterr, -EFBIG, "response header too large");
+			}
+			return eof ? fail(reterr, -EPROTO, "truncated response header") : 0;
+		}
+		if (next - start > CTL_PROXY_HEADERS_MAX) {
+			return fail(reterr, -EFBIG, "response header too large");
+		}
+		if (line_len == 0) {
+			*off = next;
+			return 1;
+		}
+		r = header_line(buf + *off, line_len, h, reterr);
+		if (r < 0) {
+			return r;
+		}
+	}
+}
+
+/* The body framed by *h from buf[off..len). Returns 1 with *ret_body (malloc'd,
+ * NUL added) and *ret_len, 0 when more bytes are needed, or an error. */
+static int
+parse_body(const char *buf, size_t len, bool eof, size_t off, const struct head *h, char **ret_body,
+	   size_t *ret_len, char **reterr)
+{
+	size_t n;
+
+	if (h->status == 204 || h->status == 304) {
+		*ret_body = xstrdup("");
+		*ret_len = 0;
+		return 1;
+	}
+	if (h->chunked) {
+		int r = dechunk(buf, len, off, ret_body, ret_len, reterr);
+
+		return r == 0 && eof ? fail(reterr, -EPROTO, "truncated chunked body") : r;
+	}
+	if (h->have_length) {
+		if (h->length > CTL_PROXY_RESPONSE_MAX) {
+			return fail(reterr, -EFBIG, "response too large");
+		}
+		if (len - off < h->length) {
+			return eof ? fail(reterr, -EPROTO, "truncated body") : 0;
+		}
+		n = (size_t)h->length;
+	} else if (!eof) {
+		return 0;
+	} else {
+		n = len - off;
+	}
+	/* Not strndup: a body may hold NUL bytes (a pickle). */
+	*ret_body = xmalloc(n + 1);
+	memcpy(*ret_body, buf + off, n);
+	(*ret_body)[n] = '\0';
+	*ret_len = n;
+	return 1;
+}
+
 int
 ctl_proxy_parse_response(const char *buf, size_t len, bool eof, struct ctl_proxy_response *ret,
 			 char **reterr)
@@ -149,121 +290,24 @@ ctl_proxy_parse_response(const char *buf, size_t len, bool eof, struct ctl_proxy
 		return fail(reterr, -EFBIG, "response too large");
 	}
 	for (;;) {
-		size_t line_len, next, start = off;
-		int status = 0;
-		bool chunked = false, have_length = false;
-		unsigned long long length = 0;
-		const char *ctype = NULL;
-		size_t ctype_len = 0;
+		struct head h;
 		char *body = NULL;
 		size_t body_len = 0;
+		int r = parse_head(buf, len, eof, &off, &h, reterr);
 
-		next = next_line(buf, len, off, &line_len);
-		if (!next) {
-			if (len - off > CTL_PROXY_HEADERS_MAX) {
-				return fail(reterr, -EFBIG, "response header too large");
-			}
-			return eof ? fail(reterr, -EPROTO,
-					  len == off ? "empty response" : "truncated response")
-				   : 0;
+		if (r <= 0) {
+			return r;
 		}
-		/* "HTTP/1.x NNN[ reason]" */
-		if (line_len < 12 || memcmp(buf + off, "HTTP/1.", 7) != 0 ||
-		    (buf[off + 7] != '0' && buf[off + 7] != '1') || buf[off + 8] != ' ' ||
-		    buf[off + 9] < '1' || buf[off + 9] > '9' || buf[off + 10] < '0' ||
-		    buf[off + 10] > '9' || buf[off + 11] < '0' || buf[off + 11] > '9' ||
-		    (line_len > 12 && buf[off + 12] != ' ')) {
-			return fail(reterr, -EPROTO, "malformed status line");
-		}
-		status = (buf[off + 9] - '0') * 100 + (buf[off + 10] - '0') * 10 +
-			 (buf[off + 11] - '0');
-		off = next;
-		for (;;) {
-			const char *v;
-			size_t vlen;
-
-			next = next_line(buf, len, off, &line_len);
-			if (!next) {
-				if (len - start > CTL_PROXY_HEADERS_MAX) {
-					return fail(reterr, -EFBIG, "response header too large");
-				}
-				return eof ? fail(reterr, -EPROTO, "truncated response header") : 0;
-			}
-			if (next - start > CTL_PROXY_HEADERS_MAX) {
-				return fail(reterr, -EFBIG, "response header too large");
-			}
-			if (line_len == 0) {
-				off = next;
-				break;
-			}
-			if (header_is(buf + off, line_len, "Content-Length", &v, &vlen)) {
-				unsigned long long x = 0;
-
-				if (vlen == 0 || vlen > 19) {
-					return fail(reterr, -EPROTO, "malformed Content-Length");
-				}
-				for (size_t i = 0; i < vlen; i++) {
-					if (v[i] < '0' || v[i] > '9') {
-						return fail(reterr, -EPROTO,
-							    "malformed Content-Length");
-					}
-					x = x * 10 + (unsigned)(v[i] - '0');
-				}
-				if (have_length && x != length) {
-					return fail(reterr, -EPROTO, "conflicting Content-Length");
-				}
-				have_length = true;
-				length = x;
-			} else if (header_is(buf + off, line_len, "Transfer-Encoding", &v, &vlen)) {
-				chunked = vlen >= 7 && strncasecmp(v + vlen - 7, "chunked", 7) == 0;
-				if (!chunked) {
-					return fail(reterr, -EPROTO,
-						    "unsupported Transfer-Encoding");
-				}
-			} else if (header_is(buf + off, line_len, "Content-Type", &v, &vlen)) {
-				ctype = v;
-				ctype_len = vlen;
-			}
-			off = next;
-		}
-		if (status >= 100 && status < 200) {
+		if (h.status >= 100 && h.status < 200) {
 			continue; /* interim response (100 Continue) */
 		}
-		if (status == 204 || status == 304) {
-			body = xstrdup("");
-		} else if (chunked) {
-			int r = dechunk(buf, len, off, &body, &body_len, reterr);
-
-			if (r < 0) {
-				return r;
-			}
-			if (r == 0) {
-				return eof ? fail(reterr, -EPROTO, "truncated chunked body") : 0;
-			}
-		} else if (have_length) {
-			if (length > CTL_PROXY_RESPONSE_MAX) {
-				return fail(reterr, -EFBIG, "response too large");
-			}
-			if (len - off < length) {
-				return eof ? fail(reterr, -EPROTO, "truncated body") : 0;
-			}
-			/* Not strndup: a body may hold NUL bytes (a pickle). */
-			body = xmalloc((size_t)length + 1);
-			memcpy(body, buf + off, (size_t)length);
-			body[length] = '\0';
-			body_len = (size_t)length;
-		} else {
-			if (!eof) {
-				return 0;
-			}
-			body = xmalloc(len - off + 1);
-			memcpy(body, buf + off, len - off);
-			body[len - off] = '\0';
-			body_len = len - off;
+		r = parse_body(buf, len, eof, off, &h, &body, &body_len, reterr);
+		if (r <= 0) {
+			return r;
 		}
 		*ret = (struct ctl_proxy_response){
-			.status = status,
-			.content_type = ctype ? xstrndup(ctype, ctype_len) : NULL,
+			.status = h.status,
+			.content_type = h.ctype ? xstrndup(h.ctype, h.ctype_len) : NULL,
 			.body = body,
 			.body_len = body_len,
 		};
