@@ -199,7 +199,8 @@ void agent_record_exit(struct agent *a);
  * grace, and the phase the drain began in (from). */
 void agent_record_drain(struct agent *a, enum agent_phase from, int n_sent);
 
-/* elasticd.worker.hang: the rule f that fired on worker w. */
+/* elasticd.worker.hang: the rule f that fired on worker w, with its stacks'
+ * paths (a->hang_stacks); agent_stacks.c records it once they are known. */
 void agent_record_hang(struct agent *a, const struct hang_fired *f, const struct worker *w);
 
 /* ---- agent_signals.c: signals and children -------------------------------- */
