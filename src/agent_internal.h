@@ -28,9 +28,11 @@ struct worker;
 
 struct agent_hang;
 
-/* Event priorities: the signalfd (child exits and signals) runs before any
- * other ready event, so that no client of the control socket, however busy,
- * delays supervision; everything else shares the default priority. */
+/* Event priorities: the signalfd (child exits and signals) and the hang
+ * rules' timer run before any other ready event, so that no client of the
+ * control socket and no output, however busy, delays supervision (with
+ * agent_base_new's dispatch slice); everything else shares the default
+ * priority. */
 #define AGENT_PRIORITIES 2
 #define AGENT_PRIO_SUPERVISION 0
 
