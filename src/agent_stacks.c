@@ -326,10 +326,15 @@ agent_stacks_free(struct agent_stacks *s)
 	}
 	cancel_all(s);
 	if (!s->stopped) { /* the agent leaves mid-fetch: the hang is still told */
+		const struct worker *hung =
+			s->a->group ? group_worker(s->a->group, (size_t)s->a->hang_fired.local_rank)
+				    : NULL;
+
 		free(s->a->hang_stacks);
 		s->a->hang_stacks = stacks_where(s, NULL);
-		agent_record_hang(s->a, &s->a->hang_fired,
-				  group_worker(s->a->group, (size_t)s->a->hang_fired.local_rank));
+		if (hung) {
+			agent_record_hang(s->a, &s->a->hang_fired, hung);
+		}
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->r[i].path);
