@@ -386,7 +386,6 @@ agent_on_hang(struct agent *a, const struct hang_fired *f)
 	a->stats.hangs[f->rule]++;
 	log_error("[%s] %s (pid %d, idle %.1f s): stopping the worker group", a->cfg->role,
 		  a->hang_cause, (int)w->pid, f->idle_s);
-	agent_record_hang(a, f, w);
 	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_HANG, a->hang_cause);
 }
 

@@ -18,6 +18,16 @@ struct events;
 struct json_t;
 struct agent;
 
+/* The event loop for an agent: while callbacks of the default priority
+ * (output, control clients) are ready, the loop looks again for timers and
+ * for supervision events (the signalfd, the hang rules' timer) once
+ * AGENT_DISPATCH_SLICE_USEC microseconds went to them (libevent's
+ * event_config_set_max_dispatch_interval), so that busy output cannot delay
+ * them by more than about one callback. Returns NULL when libevent cannot
+ * make one. Free it with event_base_free. */
+#define AGENT_DISPATCH_SLICE_USEC 1000
+struct event_base *agent_base_new(void);
+
 /* Build the agent: block and route the handled signals (cfg->signals minus
  * those ignored at start, plus SIGCHLD) to a signalfd, become a child
  * subreaper, start the sentinel, resolve --nproc-per-node, create the run log

@@ -356,7 +356,9 @@ agent_record_drain(struct agent *a, enum agent_phase from, int n_sent)
 	agent_record(a, &ev);
 }
 
-/* elasticd.worker.hang: the rule that fired on worker w. */
+/* elasticd.worker.hang: the rule that fired on worker w, and where its
+ * stacks are (a->hang_stacks; recorded once they are known, before the
+ * stop). */
 void
 agent_record_hang(struct agent *a, const struct hang_fired *f, const struct worker *w)
 {
@@ -373,5 +375,10 @@ agent_record_hang(struct agent *a, const struct hang_fired *f, const struct work
 	elastic_event_set_double(&ev, "idle_s", f->idle_s);
 	elastic_event_set_double(&ev, "limit_s", f->limit_s);
 	elastic_event_set_string(&ev, "reason", a->hang_cause);
+	if (a->hang_stacks) {
+		elastic_event_set_string(&ev, "stacks", a->hang_stacks);
+	} else {
+		elastic_event_set_null(&ev, "stacks");
+	}
 	agent_record(a, &ev);
 }

@@ -236,6 +236,8 @@ agent_hang_new(struct agent *a)
 	}
 	h->poll_usec = files ? poll_period(&rules) : 0;
 	h->timer = evtimer_new(a->base, timer_cb, h);
+	/* Before any ready output: a deadline is kept to within one read. */
+	event_priority_set(h->timer, AGENT_PRIO_SUPERVISION);
 	arm(h, now_usec());
 	log_debug("%s: watching %zu ranks%s", __func__, n, files ? ", polling log files" : "");
 	return h;

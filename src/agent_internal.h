@@ -28,9 +28,11 @@ struct worker;
 
 struct agent_hang;
 
-/* Event priorities: the signalfd (child exits and signals) runs before any
- * other ready event, so that no client of the control socket, however busy,
- * delays supervision; everything else shares the default priority. */
+/* Event priorities: the signalfd (child exits and signals) and the hang
+ * rules' timer run before any other ready event, so that no client of the
+ * control socket and no output, however busy, delays supervision (with
+ * agent_base_new's dispatch slice); everything else shares the default
+ * priority. */
 #define AGENT_PRIORITIES 2
 #define AGENT_PRIO_SUPERVISION 0
 
@@ -199,7 +201,8 @@ void agent_record_exit(struct agent *a);
  * grace, and the phase the drain began in (from). */
 void agent_record_drain(struct agent *a, enum agent_phase from, int n_sent);
 
-/* elasticd.worker.hang: the rule f that fired on worker w. */
+/* elasticd.worker.hang: the rule f that fired on worker w, with its stacks'
+ * paths (a->hang_stacks); agent_stacks.c records it once they are known. */
 void agent_record_hang(struct agent *a, const struct hang_fired *f, const struct worker *w);
 
 /* ---- agent_signals.c: signals and children -------------------------------- */

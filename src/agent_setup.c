@@ -5,6 +5,7 @@
 #include "agent_internal.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -366,4 +367,24 @@ agent_find_program(struct agent *a)
 			 "variable for optimal performance in your application as needed. \n"
 			 "*****************************************");
 	}
+}
+
+struct event_base *
+agent_base_new(void)
+{
+	struct event_config *ec = event_config_new();
+	struct timeval slice = {0, AGENT_DISPATCH_SLICE_USEC};
+	struct event_base *base;
+
+	if (!ec) {
+		return NULL;
+	}
+	/* Priorities after AGENT_PRIO_SUPERVISION yield after the slice. */
+	if (event_config_set_max_dispatch_interval(ec, &slice, -1, AGENT_PRIO_SUPERVISION + 1) <
+	    0) {
+		log_debug("cannot bound the loop's dispatch; output may delay supervision");
+	}
+	base = event_base_new_with_config(ec);
+	event_config_free(ec);
+	return base;
 }

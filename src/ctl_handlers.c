@@ -7,10 +7,14 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -100,7 +104,7 @@ handle_events(struct ctl_call *call)
 
 /* ---- logs ------------------------------------------------------------------- */
 
-enum { LOGS_RANK, LOGS_STREAM, LOGS_LINES };
+enum { LOGS_RANK, LOGS_STREAM, LOGS_LINES, LOGS_OFFSET };
 
 static const struct ctl_param_spec logs_params[] = {
 	[LOGS_RANK] = {.name = "rank",
@@ -117,6 +121,11 @@ static const struct ctl_param_spec logs_params[] = {
 			.min = 1,
 			.max = 100000,
 			.help = "how many lines from the end (default 100)"},
+	[LOGS_OFFSET] = {.name = "offset",
+			 .type = CTL_PARAM_INT,
+			 .min = 0,
+			 .max = INT64_MAX,
+			 .help = "the bytes from this byte offset on instead (at most 1 MiB)"},
 };
 
 /* Where the last `lines` lines of buf[0..len) start; whole says buf starts at
@@ -146,6 +155,49 @@ tail_start(const char *buf, size_t len, long long lines, bool whole)
 	}
 }
 
+/* Answer with path's bytes from offset on (at most LOGS_BYTES_MAX), or with
+ * its last `lines` lines when offset < 0; the headers X-Elasticd-Log-File
+ * (path) and X-Elasticd-Log-Offset (where the bytes answered end: the next
+ * offset to ask for; the file's size when offset is past it) go with them. */
+static int
+logs_reply(struct ctl_call *call, const char *path, long long offset, long long lines)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(call->req);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	_cleanup_free_ char *buf = NULL;
+	char end[32];
+	struct stat st;
+	off_t from;
+	size_t want, start = 0;
+	ssize_t got;
+
+	if (fd < 0) {
+		return ctl_call_error(call, "%s: %s", path, strerror(errno));
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		return ctl_call_error(call, "%s is not a regular file", path);
+	}
+	from = offset >= 0 && offset < st.st_size ? (off_t)offset : st.st_size;
+	want = (size_t)(offset >= 0 ? st.st_size - from : st.st_size);
+	want = want < LOGS_BYTES_MAX ? want : LOGS_BYTES_MAX;
+	if (offset < 0) { /* the end */
+		from = st.st_size - (off_t)want;
+	}
+	buf = xmalloc(want + 1);
+	got = pread(fd, buf, want, from);
+	if (got < 0) {
+		return ctl_call_error(call, "%s: %s", path, strerror(errno));
+	}
+	if (offset < 0) {
+		start = tail_start(buf, (size_t)got, lines, from == 0);
+	}
+	snprintf(end, sizeof(end), "%lld", (long long)from + (long long)got);
+	evhttp_add_header(h, "X-Elasticd-Log-File", path);
+	evhttp_add_header(h, "X-Elasticd-Log-Offset", end);
+	evbuffer_add(call->body, buf + start, (size_t)got - start);
+	return 0;
+}
+
 static int
 handle_logs(struct ctl_call *call)
 {
@@ -155,12 +207,6 @@ handle_logs(struct ctl_call *call)
 	long long lines = v[LOGS_LINES].set ? v[LOGS_LINES].i : 100;
 	int n = call->agent->local_world_size;
 	struct ctl_worker_view w;
-	const char *path;
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *buf = NULL;
-	struct stat st;
-	size_t want, start;
-	ssize_t got;
 
 	if (rank >= n) {
 		return ctl_call_fail(call, 400,
@@ -168,32 +214,22 @@ handle_logs(struct ctl_call *call)
 				     "ranks 0 to %d)",
 				     rank, n - 1);
 	}
+	if (v[LOGS_OFFSET].set && v[LOGS_LINES].set) {
+		return ctl_call_fail(call, 400,
+				     "Invalid parameters - offset and lines exclude "
+				     "each other");
+	}
 	if (agent_worker(call, rank, &w) < 0) {
 		return ctl_call_error(call, "no worker group was started yet");
 	}
-	path = w.stream_path[s];
-	if (!path) {
+	if (!w.stream_path[s]) {
 		return ctl_call_error(call,
 				      "local_rank %d's %s is not written to a file (start elasticd "
 				      "with -r %d or -r 3, or -t, for it)",
 				      rank, stream_names[s], s + 1);
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
-		return ctl_call_error(call, "%s: %s", path, strerror(errno));
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		return ctl_call_error(call, "%s is not a regular file", path);
-	}
-	want = (size_t)st.st_size < LOGS_BYTES_MAX ? (size_t)st.st_size : LOGS_BYTES_MAX;
-	buf = xmalloc(want + 1);
-	got = pread(fd, buf, want, st.st_size - (off_t)want);
-	if (got < 0) {
-		return ctl_call_error(call, "%s: %s", path, strerror(errno));
-	}
-	start = tail_start(buf, (size_t)got, lines, (size_t)st.st_size == want);
-	evbuffer_add(call->body, buf + start, (size_t)got - start);
-	return 0;
+	return logs_reply(call, w.stream_path[s], v[LOGS_OFFSET].set ? v[LOGS_OFFSET].i : -1,
+			  lines);
 }
 
 /* ---- restart, stop, signal ----------------------------------------------------- */

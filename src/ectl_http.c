@@ -22,8 +22,10 @@ void
 ectl_http_parser_release(struct ectl_http_parser *p)
 {
 	free(p->content_type);
+	free(p->head);
 	free(p->line);
 	p->content_type = NULL;
+	p->head = NULL;
 	p->line = NULL;
 	p->line_len = 0;
 }
@@ -51,10 +53,8 @@ line_reset(struct ectl_http_parser *p)
 	}
 }
 
-/* The value of header name in a head (lines split at "\r\n"), trimmed, or
- * NULL; malloc'd. */
-static char *
-header_value(const char *head, const char *name)
+char *
+ectl_http_header(const char *head, const char *name)
 {
 	size_t n = strlen(name);
 
@@ -90,9 +90,11 @@ parse_head(struct ectl_http_parser *p)
 		return -EBADMSG;
 	}
 	p->status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
-	p->content_type = header_value(h, "Content-Type");
-	te = header_value(h, "Transfer-Encoding");
-	cl = header_value(h, "Content-Length");
+	free(p->head);
+	p->head = xstrdup(h);
+	p->content_type = ectl_http_header(h, "Content-Type");
+	te = ectl_http_header(h, "Transfer-Encoding");
+	cl = ectl_http_header(h, "Content-Length");
 	if (te && strcasestr(te, "chunked")) {
 		p->state = ECTL_HTTP_CHUNK_SIZE;
 	} else if (cl) {
@@ -351,7 +353,7 @@ send_request(int fd, const char *method, const char *target, int timeout_s)
 
 int
 ectl_http_request(const char *path, const char *method, const char *target, int timeout_s,
-		  ectl_http_body_fn body, void *arg, int *ret_status, char **ret_content_type)
+		  ectl_http_body_fn body, void *arg, int *ret_status, char **ret_head)
 {
 	_cleanup_close_ int fd = ectl_http_connect(path);
 	struct ectl_http_parser p;
@@ -383,9 +385,9 @@ ectl_http_request(const char *path, const char *method, const char *target, int 
 	}
 	if (r > 0) {
 		*ret_status = p.status;
-		if (ret_content_type) {
-			*ret_content_type = p.content_type;
-			p.content_type = NULL;
+		if (ret_head) {
+			*ret_head = p.head;
+			p.head = NULL;
 		}
 	}
 	ectl_http_parser_release(&p);

@@ -31,6 +31,7 @@ struct ectl_http_parser {
 	enum ectl_http_state state;
 	int status;                   /* the status code once the head is read, else 0 */
 	char *content_type;           /* Content-Type (malloc'd), or NULL */
+	char *head;                   /* status line and headers, "\r\n"-separated (malloc'd) */
 	unsigned long long remaining; /* bytes left of a body or chunk */
 	char *line;                   /* the head, or a chunk-size or trailer line */
 	size_t line_len;
@@ -62,16 +63,21 @@ char *ectl_http_escape(const char *value);
  * (-ENOENT: no such socket, -ECONNREFUSED: nobody listens, -EACCES). */
 int ectl_http_connect(const char *path);
 
+/* The value of header name (case-insensitive) in a response head such as
+ * ectl_http_parser's head, trimmed; malloc'd, or NULL when absent. */
+char *ectl_http_header(const char *head, const char *name);
+
 /* Send "method target HTTP/1.1" on the Unix socket at path and read the
  * reply: *ret_status gets its status, body bytes go to body(data, n, arg),
- * and *ret_content_type (may be NULL) a malloc'd Content-Type or NULL.
+ * and *ret_head (may be NULL) the reply's malloc'd head (ectl_http_header()
+ * reads it), NULL on error.
  * timeout_s > 0 bounds each wait for the agent (0: wait for ever, for
  * streams). Returns 0 once the reply is complete, -ECONNREFUSED and the
  * other errors of ectl_http_connect(), -EBADMSG for a malformed reply,
  * -EPIPE when it closed before any reply, -ETIMEDOUT, or body's
  * negative value. */
 int ectl_http_request(const char *path, const char *method, const char *target, int timeout_s,
-		      ectl_http_body_fn body, void *arg, int *ret_status, char **ret_content_type);
+		      ectl_http_body_fn body, void *arg, int *ret_status, char **ret_head);
 
 /* A growing byte buffer, NUL-terminated, for ectl_http_collect(). Zero it
  * (or set only max); free data. */

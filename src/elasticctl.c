@@ -33,8 +33,9 @@ enum {
 #define REPLY_MAX (256u << 20) /* bytes of one reply kept in memory */
 #define FOLLOW_WINDOW 1000     /* lines asked for on each reading of logs -f */
 #define FOLLOW_INTERVAL_NS 1000000000L
-#define EVENT_LINE_MAX (4u << 20)  /* bytes of one event line; longer: skipped */
-#define ERROR_TEXT_MAX (64u << 10) /* bytes of an error reply's text shown */
+#define LOGS_REPLY_MAX (1024u * 1024) /* the most one logs?offset= reply holds */
+#define EVENT_LINE_MAX (4u << 20)     /* bytes of one event line; longer: skipped */
+#define ERROR_TEXT_MAX (64u << 10)    /* bytes of an error reply's text shown */
 
 struct ctx {
 	const struct ectl_args *args;
@@ -355,12 +356,12 @@ cmd_events(const struct ctx *c)
 	_cleanup_free_ char *target = xasprintf("/handler/events?since=%lld%s", c->args->since,
 						c->args->follow ? "&follow=true" : "");
 	struct event_stream s = {.json = c->args->json, .visible = isatty(STDOUT_FILENO)};
-	_cleanup_free_ char *ctype = NULL;
+	_cleanup_free_ char *head = NULL;
 	int status = 0;
 	int r;
 
 	r = ectl_http_request(c->socket, "GET", target, c->args->follow ? 0 : REQUEST_TIMEOUT_S,
-			      events_body, &s, &status, &ctype);
+			      events_body, &s, &status, &head);
 	if (r == 0 && (s.line.len > 0 || s.skipping > 0)) {
 		event_line_end(&s); /* a last line without its '\n' */
 	}
@@ -373,17 +374,29 @@ cmd_events(const struct ctx *c)
 	return r;
 }
 
-/* One reading of a rank's log: its last `lines` lines into *out. */
+/* One reading of a rank's log into *out: its last `lines` lines, or with
+ * offset >= 0 (lines ignored) its bytes from that offset on; *ret_head (may
+ * be NULL) gets the reply's head (X-Elasticd-Log-File, -Offset). */
 static int
-read_log(const struct ctx *c, long long lines, struct ectl_buf *out)
+read_log(const struct ctx *c, long long lines, long long offset, struct ectl_buf *out,
+	 char **ret_head)
 {
 	_cleanup_free_ char *target =
-		xasprintf("/handler/logs?rank=%lld&lines=%lld%s", c->args->rank, lines,
-			  c->args->use_stderr ? "&stream=stderr" : "");
+		offset >= 0 ? xasprintf("/handler/logs?rank=%lld&offset=%lld%s", c->args->rank,
+					offset, c->args->use_stderr ? "&stream=stderr" : "")
+			    : xasprintf("/handler/logs?rank=%lld&lines=%lld%s", c->args->rank,
+					lines, c->args->use_stderr ? "&stream=stderr" : "");
 	int status = 0;
-	int r = call(c, "GET", target, out, &status);
+	int r;
 
-	return r == 0 && status != 200 ? agent_error(c, "logs", status, out->data) : r;
+	out->max = REPLY_MAX;
+	ectl_http_collect(0, "", 0, out);
+	r = ectl_http_request(c->socket, "GET", target, REQUEST_TIMEOUT_S, ectl_http_collect, out,
+			      &status, ret_head);
+	if (r < 0) {
+		return request_failed(c, r);
+	}
+	return status != 200 ? agent_error(c, "logs", status, out->data) : 0;
 }
 
 /* The last n complete lines of text: their offset. */
@@ -401,31 +414,23 @@ last_lines(const char *text, size_t len, long long n)
 	return 0;
 }
 
-/* logs -f: the agent has no follow for logs, so read its last
+/* logs -f against an agent without the offset parameter: read its last
  * FOLLOW_WINDOW lines once a second and print what is new since the last
  * reading (complete lines only). Lossy: over FOLLOW_WINDOW lines a second,
- * or repeated identical lines, are missed (elasticctl(1) BUGS); a fix needs
- * the agent to serve a log from a byte offset. */
+ * or repeated identical lines, are missed (elasticctl(1) BUGS). */
 static int
-follow_log(const struct ctx *c)
+follow_log_window(const struct ctx *c, struct ectl_buf prev)
 {
-	struct ectl_buf prev = {0};
 	long long window = c->args->lines > FOLLOW_WINDOW ? c->args->lines : FOLLOW_WINDOW;
-	int r = read_log(c, window, &prev);
-	size_t end = r == 0 ? ectl_fmt_complete(prev.data) : 0;
+	int r = 0;
 
-	if (r == 0) {
-		size_t from = last_lines(prev.data, end, c->args->lines);
-
-		fwrite(prev.data + from, 1, end - from, stdout);
-		fflush(stdout);
-	}
 	while (r == 0) {
 		struct ectl_buf cur = {0};
 		struct timespec ts = {0, FOLLOW_INTERVAL_NS};
+		size_t end;
 
 		nanosleep(&ts, NULL);
-		r = read_log(c, window, &cur);
+		r = read_log(c, window, -1, &cur, NULL);
 		if (r == 0) {
 			size_t from = ectl_fmt_new_lines(prev.data, cur.data);
 
@@ -442,6 +447,79 @@ follow_log(const struct ctx *c)
 	return r;
 }
 
+/* Where a logs reply's bytes end (X-Elasticd-Log-Offset) and which file they
+ * are from (X-Elasticd-Log-File, malloc'd into *ret_file); -1 without. */
+static long long
+log_reply_end(const char *head, char **ret_file)
+{
+	_cleanup_free_ char *v = head ? ectl_http_header(head, "X-Elasticd-Log-Offset") : NULL;
+	char *e = NULL;
+	long long end;
+
+	*ret_file = head ? ectl_http_header(head, "X-Elasticd-Log-File") : NULL;
+	end = v ? strtoll(v, &e, 10) : -1;
+	return v && *v && !*e && end >= 0 && *ret_file ? end : -1;
+}
+
+/* logs -f: print the last lines, then every byte the log gains, read by
+ * offset (complete lines, except a line over a whole reply); a new file (the
+ * next attempt's) or a shorter one is read from its start. */
+static int
+follow_log(const struct ctx *c)
+{
+	long long window = c->args->lines > FOLLOW_WINDOW ? c->args->lines : FOLLOW_WINDOW;
+	struct ectl_buf b = {0};
+	_cleanup_free_ char *head = NULL, *file = NULL;
+	int r = read_log(c, window, -1, &b, &head);
+	long long off;
+	size_t end, from;
+
+	if (r != 0) {
+		free(b.data);
+		return r;
+	}
+	end = ectl_fmt_complete(b.data);
+	from = last_lines(b.data, end, c->args->lines);
+	fwrite(b.data + from, 1, end - from, stdout);
+	fflush(stdout);
+	off = log_reply_end(head, &file);
+	if (off < 0) { /* an agent without offset= */
+		return follow_log_window(c, b);
+	}
+	off -= (long long)(b.len - end);
+	while (r == 0) {
+		_cleanup_free_ char *h = NULL, *f = NULL;
+		long long got_end;
+
+		free(b.data);
+		b = (struct ectl_buf){0};
+		r = read_log(c, 0, off, &b, &h);
+		got_end = r == 0 ? log_reply_end(h, &f) : -1;
+		if (r != 0 || got_end < 0) {
+			break;
+		}
+		if (strcmp(f, file) != 0 || got_end < off) { /* a new attempt, or truncated */
+			free(file);
+			file = f;
+			f = NULL;
+			off = 0;
+			continue;
+		}
+		end = ectl_fmt_complete(b.data);
+		end = end == 0 && b.len >= LOGS_REPLY_MAX ? b.len : end;
+		fwrite(b.data, 1, end, stdout);
+		fflush(stdout);
+		off += (long long)end;
+		if (b.len < LOGS_REPLY_MAX) {
+			struct timespec ts = {0, FOLLOW_INTERVAL_NS};
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	free(b.data);
+	return r;
+}
+
 static int
 cmd_logs(const struct ctx *c)
 {
@@ -451,7 +529,7 @@ cmd_logs(const struct ctx *c)
 	if (c->args->follow) {
 		return follow_log(c);
 	}
-	r = read_log(c, c->args->lines, &b);
+	r = read_log(c, c->args->lines, -1, &b, NULL);
 	if (r == 0) {
 		fputs(b.data, stdout);
 	}

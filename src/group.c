@@ -544,8 +544,33 @@ kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(g->drain_timer, &tv);
 }
 
+/* Send each populated process group of g whose worker has (own) or has not
+ * (!own) a stop signal of its own that one, or sig. */
+static void
+signal_workers(struct group *g, int sig, bool own)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		struct worker *w = g->workers[i];
+		int s = w->stop_signal && sig != SIGKILL ? w->stop_signal : sig;
+
+		if (!worker_group_alive(w) || (w->stop_signal != 0) != own) {
+			continue;
+		}
+		if (!w->reaped) {
+			log_warn("Sending process %d closing signal %s", (int)w->pid,
+				 signal_name(s));
+		} else {
+			log_warn("Sending process group %d (leader exited) closing signal %s",
+				 (int)w->pid, signal_name(s));
+		}
+		worker_signal(w, s);
+	}
+}
+
 /* Send sig to every populated process group and arm the SIGKILL timer
- * (timeout_s seconds; one armed already stays as it is). */
+ * (timeout_s seconds; one armed already stays as it is). Workers with a stop
+ * signal of their own (a hung rank's SIGABRT) get it first: the others' exits
+ * must not keep the CPUs from it. */
 static void
 group_begin_stop(struct group *g, int sig, int timeout_s)
 {
@@ -559,22 +584,8 @@ group_begin_stop(struct group *g, int sig, int timeout_s)
 		/* Ranks not started yet stay so (pid 0: nothing to stop). */
 		evtimer_del(g->spawn_timer);
 	}
-	for (size_t i = 0; i < g->n; i++) {
-		struct worker *w = g->workers[i];
-		int s = w->stop_signal && sig != SIGKILL ? w->stop_signal : sig;
-
-		if (!worker_group_alive(w)) {
-			continue;
-		}
-		if (!w->reaped) {
-			log_warn("Sending process %d closing signal %s", (int)w->pid,
-				 signal_name(s));
-		} else {
-			log_warn("Sending process group %d (leader exited) closing signal %s",
-				 (int)w->pid, signal_name(s));
-		}
-		worker_signal(w, s);
-	}
+	signal_workers(g, sig, true);
+	signal_workers(g, sig, false);
 	group_escaped(g, sig);
 	if (g->phase == GROUP_STOPPING) {
 		if (!g->kill_timer) {

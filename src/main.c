@@ -132,7 +132,7 @@ daemon_start(struct daemon *d)
 	int code;
 
 	json_object_seed(0);
-	d->base = event_base_new();
+	d->base = agent_base_new();
 	if (!d->base) {
 		fprintf(stderr, "elasticd: error: cannot create the event loop\n");
 		return AGENT_EXIT_FAILURE;

@@ -17,7 +17,11 @@ on stdout, writes $CTL_WORKER_DIR/rank<r>.pid, writes $CTL_WORKER_DIR/usr1.<r>
 on SIGUSR1, exits $CTL_WORKER_EXIT after $CTL_WORKER_EXIT_AFTER seconds when
 set, else sleeps in train_loop() until killed (SIGTERM exits 0). With
 $CTL_WORKER_NO_SERVER set it serves nothing (a worker without worker_main());
-with $CTL_WORKER_HANG set its dump_traceback never answers."""
+with $CTL_WORKER_HANG set its dump_traceback never answers. With
+$CTL_WORKER_TRACE set to a handler name (fr_trace_json, dump_nccl_trace_json)
+the listing has it too and it answers a flight recorder's JSON dump, as
+torch's: {"version": ..., "pg_config": ..., "entries": [...]} with this
+rank's "rank" and "handler"."""
 
 import faulthandler
 import http.server
@@ -33,6 +37,9 @@ import urllib.parse
 
 RANK = os.environ.get("LOCAL_RANK", "?")
 HANDLERS = ["ping", "dump_traceback", "echo", "fail", "sleep"]
+TRACE = os.environ.get("CTL_WORKER_TRACE")
+if TRACE:
+    HANDLERS.append(TRACE)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -84,6 +91,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 "content_type": self.headers.get("Content-Type"), "rank": RANK}))
         elif name == "fail":
             self.reply(500, "text/plain", "Handler fail failed: boom")
+        elif TRACE and name == TRACE:
+            self.reply(200, "application/json", json.dumps({
+                "version": "2.4", "pg_config": {"0": {"name": "0", "desc": "default_pg"}},
+                "entries": [{"record_id": 7, "profiling_name": "gloo:all_reduce",
+                             "state": "started"}],
+                "rank": RANK, "handler": name}))
         elif name == "sleep":
             time.sleep(float(query.get("seconds", ["1"])[0]))
             self.reply(200, "text/plain", "slept")

@@ -445,6 +445,35 @@ class CtlTest(lib.ElasticdTestCase):
                           "line 49 of rank 1\n")
         self.stop(a, sock)
 
+    def test_logs_offset(self):
+        """offset=N answers the bytes from N on, as they are; the headers say
+        which file and where the answer ends, the next offset to ask for."""
+        a, sock = self.start_agent("-r", "3", worker_env={"CTL_WORKER_LINES": "50"})
+        text = "".join("line %d of rank 0\n" % i for i in range(50))
+        r = lib.wait_until(lambda: (lambda r: r if r.body == text else None)(
+            curl(sock, "/handler/logs?lines=100")), 5)
+        self.assertTrue(r, "rank 0 did not write its 50 lines")
+        path = r.headers["x-elasticd-log-file"]
+        self.assertTrue(path.endswith("/attempt_0/0/stdout.log"), r)
+        self.assertEqual(int(r.headers["x-elasticd-log-offset"]), len(text), r)
+        r = curl(sock, "/handler/logs?offset=20")
+        self.assertStatus(r, 200, text[20:])
+        self.assertEqual(int(r.headers["x-elasticd-log-offset"]), len(text), r)
+        self.assertEqual(r.headers["x-elasticd-log-file"], path)
+        r = curl(sock, "/handler/logs?offset=%d" % len(text))
+        self.assertStatus(r, 200, "")
+        self.assertEqual(int(r.headers["x-elasticd-log-offset"]), len(text), r)
+        # Past the end (a truncated file): nothing, and the size.
+        r = curl(sock, "/handler/logs?offset=999999")
+        self.assertStatus(r, 200, "")
+        self.assertEqual(int(r.headers["x-elasticd-log-offset"]), len(text), r)
+        self.assertStatus(curl(sock, "/handler/logs?offset=0&rank=1"), 200,
+                          text.replace("rank 0", "rank 1"))
+        self.assertStatus(curl(sock, "/handler/logs?offset=-1"), 400)
+        self.assertStatus(curl(sock, "/handler/logs?offset=1&lines=2"), 400,
+                          "Invalid parameters - offset and lines exclude each other")
+        self.stop(a, sock)
+
     def test_logs_without_files_is_500(self):
         a, sock = self.start_agent(nproc=1)
         r = curl(sock, "/handler/logs")

@@ -265,6 +265,43 @@ class ElasticctlTest(lib.ElasticdTestCase):
             p.kill()
             p.wait()
 
+    def test_logs_follow_loses_nothing(self):
+        """logs -f reads by offset: a burst of identical lines, far more than
+        1000 a second, arrives whole (the old reading of the last 1000 lines
+        printed none of them)."""
+        script = self.path("burst.py")
+        with open(script, "w") as f:
+            f.write("import os, sys, time\n"
+                    "print('start', flush=True)\n"
+                    "while not os.path.exists(sys.argv[1]):\n"
+                    "    time.sleep(0.05)\n"
+                    "for i in range(3):\n"
+                    "    sys.stdout.write('same\\n' * 5000)\n"
+                    "    sys.stdout.flush()\n"
+                    "    time.sleep(0.3)\n"
+                    "print('end', flush=True)\n"
+                    "time.sleep(60)\n")
+        go = self.path("go")
+        sock = self.path("c.sock")
+        self.start("--standalone", "--nproc-per-node", 1, "-t", "3", "--log-dir",
+                   self.path("logs"), "--control-socket", sock, script, go)
+        self.assertTrue(lib.wait_until(
+            lambda: self.ctl("-s", sock, "logs", 0).out == "start\n", 30))
+        out = self.path("logs.out")
+        with open(out, "wb") as f:
+            p = subprocess.Popen([ELASTICCTL, "-s", sock, "logs", "0", "-f", "-n", "1"],
+                                 stdout=f, stderr=subprocess.STDOUT, env=self.env())
+        try:
+            self.assertTrue(lib.wait_until(lambda: lib.read_text(out) == "start\n", 10),
+                            lib.read_text(out))
+            open(go, "w").close()
+            want = "start\n" + "same\n" * 15000 + "end\n"
+            self.assertTrue(lib.wait_until(lambda: lib.read_text(out) == want, 20),
+                            lib.read_text(out)[-300:])
+        finally:
+            p.kill()
+            p.wait()
+
     def test_signal_dump_metrics(self):
         a, sock = self.start_agent()
         self.wait_workers(sock)

@@ -153,6 +153,58 @@ class HangTest(lib.ElasticdTestCase):
         self.assertNotIn("Fatal Python error", lib.read_text(os.path.join(attempt, "0",
                                                                           "stderr.log")))
 
+    def trace_run(self, handler, *extra_env):
+        sock = self.path("c.sock")
+        wdir = self.path("w")
+        os.makedirs(wdir)
+        e = self.env(CTL_WORKER_DIR=wdir, CTL_WORKER_LINES="1", CTL_WORKER_TRACE=handler,
+                     **dict(extra_env))
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "2", "--max-restarts", "0",
+                                "--log-dir", self.path("logs"), "--control-socket", sock,
+                                "--hang-silence", "2", "-t", "3", CTL_WORKER, env=e,
+                                timeout=120)
+        self.assertRc(res, 1)
+        return res, self.only_run_dir(self.path("logs"))
+
+    def test_worker_server_trace_json(self):
+        """A worker server that lists dump_nccl_trace_json: its answer is
+        written as is to attempt_0/<local_rank>/hang_traceback.json next to
+        the .txt, and the table and the event name both files."""
+        res, run_dir = self.trace_run("dump_nccl_trace_json")
+        attempt = os.path.join(run_dir, "attempt_0")
+        txt = [os.path.join(attempt, str(r), "hang_traceback.txt") for r in range(2)]
+        js = [os.path.join(attempt, str(r), "hang_traceback.json") for r in range(2)]
+        for r in range(2):
+            self.assertIn("train_loop", lib.read_text(txt[r]))
+            with open(js[r]) as f:
+                trace = json.load(f)
+            self.assertEqual(trace["rank"], str(r), trace)
+            self.assertEqual(trace["handler"], "dump_nccl_trace_json", trace)
+            self.assertEqual(trace["entries"][0]["profiling_name"], "gloo:all_reduce")
+        where = ", ".join([txt[0], js[0], txt[1], js[1]])
+        self.assertIn("stacks: %s" % where, lib.failure_table(res.err))
+        hang = events(os.path.join(run_dir, "events.jsonl"), "elasticd.worker.hang")
+        self.assertEqual(len(hang), 1, hang)
+        self.assertEqual(hang[0]["stacks"], where, hang)
+        self.assertEqual(hang[0]["rule"], "silence", hang)
+
+    def test_worker_server_fr_trace_json(self):
+        """fr_trace_json (torch >= 2.7) is asked for as well."""
+        res, run_dir = self.trace_run("fr_trace_json")
+        with open(os.path.join(run_dir, "attempt_0", "1", "hang_traceback.json")) as f:
+            self.assertEqual(json.load(f)["handler"], "fr_trace_json")
+
+    def test_worker_server_unlisted_trace(self):
+        """A server that lists no trace handler: no .json file, and the
+        event says where the tracebacks are."""
+        res, run_dir = self.trace_run("")
+        attempt = os.path.join(run_dir, "attempt_0")
+        self.assertFalse(os.path.exists(os.path.join(attempt, "0", "hang_traceback.json")))
+        hang = events(os.path.join(run_dir, "events.jsonl"), "elasticd.worker.hang")
+        self.assertEqual(hang[0]["stacks"], "%s, %s" % (
+            os.path.join(attempt, "0", "hang_traceback.txt"),
+            os.path.join(attempt, "1", "hang_traceback.txt")), hang)
+
     def test_worker_server_silent_deadline(self):
         """A worker server that never answers dump_traceback: the stop comes
         after the fetch's deadline (5 s), and the hung Python rank, with no
