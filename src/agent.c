@@ -23,6 +23,7 @@
 #include "events.h"
 #include "filetimer_server.h"
 #include "agent_hang.h"
+#include "agent_health.h"
 #include "hang.h"
 #include "group.h"
 #include "log.h"
@@ -149,6 +150,9 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 	if (old == phase) {
 		return;
 	}
+	if (old == AGENT_PHASE_HEALTH_CHECK) {
+		agent_health_cancel(a);
+	}
 	switch (phase) {
 	case AGENT_PHASE_RENDEZVOUS:
 		agent_record_rdzv_join(a);
@@ -173,6 +177,7 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 		}
 		return;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
@@ -255,6 +260,7 @@ rdzv_finished_cb(int err, const char *errmsg, void *arg)
 	case AGENT_PHASE_DONE:
 		return;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_STOPPING_GROUP:
@@ -297,6 +303,7 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 	case AGENT_PHASE_DONE:
 		return;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_STOPPING_GROUP:
@@ -416,16 +423,17 @@ agent_exit_stopped(struct agent *a)
 	case AGENT_REASON_DRAIN:
 		log_info("[%s] drain: the workers exited; leaving the job (exit status %d)",
 			 a->cfg->role, d->exit_code);
-		agent_drain_leave(a);
+		agent_leave(a, "drain");
 		break;
 	case AGENT_REASON_DRAIN_FAILED:
 		agent_report_failure(a);
 		log_warn("[%s] drain: the workers did not all exit 0 within the grace; leaving the "
 			 "job (exit status %d)",
 			 a->cfg->role, d->exit_code);
-		agent_drain_leave(a);
+		agent_leave(a, "drain");
 		break;
 	case AGENT_REASON_NONE:
+	case AGENT_REASON_UNHEALTHY:
 	case AGENT_REASON_SUCCEEDED:
 	case AGENT_REASON_WORKER_FAILED:
 	case AGENT_REASON_MEMBERSHIP:
@@ -674,6 +682,7 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 	case AGENT_PHASE_DONE:
 		return;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_STOPPING_GROUP:
 	case AGENT_PHASE_RESTARTING:
@@ -719,6 +728,14 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 
 void
 agent_start_round(struct agent *a, enum agent_reason reason, const char *why)
+{
+	if (!agent_health_gate(a, reason, why)) {
+		agent_join_round(a, reason, why);
+	}
+}
+
+void
+agent_join_round(struct agent *a, enum agent_reason reason, const char *why)
 {
 	int r;
 
@@ -849,6 +866,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	}
 	agent_find_program(a);
 	agent_setup_policy(a);
+	agent_health_setup(a);
 	if (agent_setup_supervision(a, reterr) < 0) {
 		goto out_free;
 	}
@@ -863,6 +881,12 @@ void
 agent_set_worker_server_dir(struct agent *a, const char *dir)
 {
 	a->worker_server_dir = dir;
+}
+
+void
+agent_set_control_socket(struct agent *a, const char *path)
+{
+	a->control_socket = path;
 }
 
 int
@@ -911,6 +935,7 @@ agent_free(struct agent *a)
 	agent_hang_free(a->hang);
 	free(a->hang_cause);
 	free(a->hang_stacks);
+	agent_health_free(a->health);
 	group_free(a->group);
 	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);
@@ -953,47 +978,4 @@ int
 agent_local_world_size(const struct agent *a)
 {
 	return a->local_world_size;
-}
-
-int
-agent_request_restart(struct agent *a, char **reterr)
-{
-	switch (a->phase) {
-	case AGENT_PHASE_DRAINING:
-		*reterr = xstrdup("the agent is draining");
-		return -EBUSY;
-	case AGENT_PHASE_STOPPING_SIGNAL:
-	case AGENT_PHASE_EXIT_BARRIER:
-	case AGENT_PHASE_CLOSING:
-	case AGENT_PHASE_DONE:
-		*reterr = xstrdup("the agent is stopping");
-		return -EBUSY;
-	case AGENT_PHASE_INIT:
-	case AGENT_PHASE_RENDEZVOUS:
-	case AGENT_PHASE_RUNNING:
-	case AGENT_PHASE_STOPPING_GROUP:
-	case AGENT_PHASE_RESTARTING:
-		break;
-	}
-	if (a->phase == AGENT_PHASE_RESTARTING && a->next_attempt_usec) {
-		/* An operator's restart never waits: end the backoff now. */
-		log_info("[%s] restart requested over the control socket; ending the restart "
-			 "backoff",
-			 a->cfg->role);
-		evtimer_del(a->backoff_timer);
-		a->next_attempt_usec = 0;
-		agent_start_round(a, a->decision.reason, "restart backoff ended on request");
-		return 0;
-	}
-	if (!a->group || group_is_done(a->group) || group_state(a->group) != WORKER_STATE_HEALTHY) {
-		*reterr = xasprintf(
-			"no worker group is running (worker group %s%s)",
-			worker_state_name(a->group ? group_state(a->group) : WORKER_STATE_INIT),
-			a->phase == AGENT_PHASE_RENDEZVOUS ? ", rendezvous under way" : "");
-		return -EBUSY;
-	}
-	log_info("[%s] restart requested over the control socket; will restart worker group",
-		 a->cfg->role);
-	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_REQUESTED, "restart requested");
-	return 0;
 }

@@ -32,6 +32,11 @@ struct agent *agent_new(struct event_base *base, const struct config *cfg, char 
  * dir must outlive agent_run (it is the control plane's, ctl_worker_dir). */
 void agent_set_worker_server_dir(struct agent *a, const char *dir);
 
+/* The control socket's path, exported to the workers and the health checks
+ * as ELASTICD_CONTROL_SOCKET from the next group on; NULL: none. Borrowed:
+ * must outlive agent_run (ctl_socket_path). */
+void agent_set_control_socket(struct agent *a, const char *path);
+
 /* Run until the job ends; returns elasticd's exit status. The control plane,
  * if any, is started before (main.c) so that it listens before READY=1. */
 int agent_run(struct agent *a);

@@ -15,6 +15,8 @@ agent_phase_name(enum agent_phase p)
 	switch (p) {
 	case AGENT_PHASE_INIT:
 		return "init";
+	case AGENT_PHASE_HEALTH_CHECK:
+		return "health-check";
 	case AGENT_PHASE_RENDEZVOUS:
 		return "rendezvous";
 	case AGENT_PHASE_RUNNING:
@@ -69,6 +71,8 @@ agent_reason_name(enum agent_reason r)
 		return "drained, workers did not exit 0 in time";
 	case AGENT_REASON_HANG:
 		return "worker hang";
+	case AGENT_REASON_UNHEALTHY:
+		return "node unhealthy";
 	case AGENT_REASON_UNEXPECTED:
 		return "unexpected worker group state";
 	}
@@ -391,6 +395,7 @@ agent_node_state(enum agent_phase p, enum agent_reason reason, int exit_code, bo
 {
 	switch (p) {
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RESTARTING:
 		return NODE_STATE_INIT;
@@ -420,6 +425,7 @@ agent_group_view_state(enum agent_phase p, enum agent_reason reason, bool have_g
 	}
 	switch (p) {
 	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 		return WORKER_STATE_STOPPED;
 	case AGENT_PHASE_CLOSING:

@@ -7,8 +7,10 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
+#include <string.h>
 
 #include "config.h"
+#include "events.h"
 #include "group.h"
 #include "log.h"
 #include "util.h"
@@ -17,10 +19,10 @@
  * others re-form without this node and without spending a restart. DONE
  * waits for it (agent_left_cb). */
 void
-agent_drain_leave(struct agent *a)
+agent_leave(struct agent *a, const char *what)
 {
 	a->leaving = a->rdzv && rdzv_leave(a->rdzv, 5 * USEC_PER_SEC, agent_left_cb, a) == 0;
-	log_info("[%s] drain: leaving the rendezvous%s", a->cfg->role,
+	log_info("[%s] %s: leaving the rendezvous%s", a->cfg->role, what,
 		 a->leaving ? "; the other nodes re-form without this one" : " (nothing to leave)");
 }
 
@@ -86,7 +88,7 @@ agent_enter_draining(struct agent *a, enum agent_phase old)
 		return;
 	}
 	log_info("[%s] drain: no worker group runs (%s)", a->cfg->role, agent_phase_name(old));
-	agent_drain_leave(a);
+	agent_leave(a, "drain");
 	agent_exit(a, AGENT_EXIT_SUCCESS, AGENT_REASON_DRAIN, "nothing to drain");
 }
 
@@ -110,6 +112,7 @@ agent_drain_refusal(const struct agent *a)
 			       ? "the worker group succeeded: the job is finishing"
 			       : NULL;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RESTARTING:
 		return NULL;

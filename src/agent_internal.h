@@ -27,6 +27,7 @@ struct elastic_event;
 struct worker;
 
 struct agent_hang;
+struct agent_health;
 
 /* Event priorities: the signalfd (child exits and signals) runs before any
  * other ready event, so that no client of the control socket, however busy,
@@ -99,6 +100,9 @@ struct agent {
 	int drain_timeout_s;          /* the grace, seconds */
 	uint64_t drain_deadline_usec; /* CLOCK_MONOTONIC: when it ends; 0: no grace running */
 
+	struct agent_health *health; /* the health gate (agent_health.h), NULL: no checks */
+	const char *control_socket;  /* the control plane's socket (borrowed), NULL: none */
+
 	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
 	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */
 
@@ -125,8 +129,14 @@ void agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason 
 /* Leave with code: the exit status is chosen (phase DONE), the loop ends. */
 void agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why);
 
-/* Rejoin the rendezvous (phase RENDEZVOUS for reason, why) for a new round. */
+/* Rejoin the rendezvous for a new round (for reason, why): through the
+ * health gate (phase HEALTH_CHECK) when checks are configured, else at once
+ * (agent_join_round). */
 void agent_start_round(struct agent *a, enum agent_reason reason, const char *why);
+
+/* Join the rendezvous now (phase RENDEZVOUS for reason, why): the health gate
+ * passed, or there is none. */
+void agent_join_round(struct agent *a, enum agent_reason reason, const char *why);
 
 /* rdzv_leave's callback (arg: the agent): an exit waiting for it goes on. */
 void agent_left_cb(void *arg);
@@ -232,8 +242,9 @@ void agent_setup_policy(struct agent *a);
 /* ---- agent_drain.c: the drain verb ---------------------------------------- */
 
 /* Leave the rendezvous for good but open, so that the others re-form without
- * this node and without spending a restart; DONE waits for it. */
-void agent_drain_leave(struct agent *a);
+ * this node and without spending a restart; DONE waits for it. what names
+ * the cause in the log line ("drain", "health", "exclude"). */
+void agent_leave(struct agent *a, const char *what);
 
 /* Entering DRAINING from old: the notice and the grace to a group that runs;
  * with no group, leave at once and exit 0. */

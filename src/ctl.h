@@ -78,6 +78,10 @@ struct ctl_agent_counters {
 	uint64_t worker_exits;        /* worker processes reaped */
 	uint64_t file_timer_expired;  /* pids whose torch FileTimer expired (filetimer_server.h) */
 	uint64_t hangs[3];            /* hang rules fired, by enum hang_rule (hang.h) */
+	uint64_t health_passed;       /* health gates passed (--health-*) */
+	uint64_t health_failed;       /* health gates failed */
+	uint64_t health_check_fails;  /* checks that ended unhealthy (not by their deadline) */
+	uint64_t health_timeouts;     /* checks killed at --health-timeout */
 	/* Workers that failed (exited non-zero, or could not start, before any
 	 * stop), by exit code: index exitcode - CTL_EXITCODE_MIN. */
 	uint64_t worker_failures[CTL_EXITCODE_MAX - CTL_EXITCODE_MIN + 1];

@@ -486,6 +486,24 @@ metrics_workers(struct evbuffer *b, const struct ctl_agent_counters *as)
 	}
 }
 
+/* The health gate (--health-*). */
+static void
+metrics_health(struct evbuffer *b, const struct ctl_agent_counters *as)
+{
+	metric_head(b, "elasticd_health_gates_total", "counter",
+		    "Health gates before a rendezvous join (--health-*), by result.");
+	evbuffer_add_printf(b, "elasticd_health_gates_total{result=\"passed\"} %llu\n",
+			    (unsigned long long)as->health_passed);
+	evbuffer_add_printf(b, "elasticd_health_gates_total{result=\"failed\"} %llu\n",
+			    (unsigned long long)as->health_failed);
+	metric_head(b, "elasticd_health_check_failures_total", "counter",
+		    "Health checks that failed, by how (exit: a non-zero status or a signal).");
+	evbuffer_add_printf(b, "elasticd_health_check_failures_total{how=\"exit\"} %llu\n",
+			    (unsigned long long)as->health_check_fails);
+	evbuffer_add_printf(b, "elasticd_health_check_failures_total{how=\"timeout\"} %llu\n",
+			    (unsigned long long)as->health_timeouts);
+}
+
 /* The event recorder and the control plane itself. */
 static void
 metrics_events_ctl(struct evbuffer *b, const struct events_stats *es, const struct ctl_stats *cs)
@@ -531,6 +549,7 @@ handle_metrics(struct ctl_call *call)
 	events_get_stats(call->agent->events, &es);
 	metrics_agent(call->body, &st);
 	metrics_workers(call->body, &st.counters);
+	metrics_health(call->body, &st.counters);
 	metrics_events_ctl(call->body, &es, ctl_get_stats(call->ctl));
 	call->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	return 0;

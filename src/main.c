@@ -110,6 +110,7 @@ daemon_start_ctl(struct daemon *d)
 	if (r == 0) {
 		log_info("[%s] control socket: %s", d->cfg.role, ctl_socket_path(d->ctl));
 		agent_set_worker_server_dir(d->agent, ctl_worker_dir(d->ctl));
+		agent_set_control_socket(d->agent, ctl_socket_path(d->ctl));
 		return 0;
 	}
 	if (d->cfg.control_socket || r == -EINVAL) {

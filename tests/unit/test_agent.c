@@ -340,6 +340,9 @@ static const struct node_case node_cases[] = {
 	{P(DRAINING), R(DRAIN), 0, false, NODE_STATE_INIT},
 	{P(DONE), R(DRAIN), 0, true, NODE_STATE_SUCCEEDED},
 	{P(DONE), R(NONE), 0, false, NODE_STATE_SUCCEEDED},
+	{P(HEALTH_CHECK), R(NONE), 0, false, NODE_STATE_INIT},
+	{P(HEALTH_CHECK), R(WORKER_FAILED), 0, true, NODE_STATE_INIT},
+	{P(DONE), R(UNHEALTHY), 6, false, NODE_STATE_FAILED},
 	{P(DONE), R(SIGNAL), 143, true, NODE_STATE_FAILED},
 };
 
@@ -379,6 +382,8 @@ static const struct view_case view_cases[] = {
 	{P(STOPPING_SIGNAL), R(SIGNAL), true, WORKER_STATE_STOPPED, WORKER_STATE_STOPPED},
 	{P(DRAINING), R(DRAIN), true, WORKER_STATE_HEALTHY, WORKER_STATE_HEALTHY},
 	{P(DRAINING), R(DRAIN), true, WORKER_STATE_SUCCEEDED, WORKER_STATE_SUCCEEDED},
+	{P(HEALTH_CHECK), R(NONE), false, WORKER_STATE_INIT, WORKER_STATE_INIT},
+	{P(HEALTH_CHECK), R(WORKER_FAILED), true, WORKER_STATE_FAILED, WORKER_STATE_STOPPED},
 };
 
 static void
@@ -411,6 +416,8 @@ test_names(void **state)
 	assert_string_equal(agent_reason_name(R(EXHAUSTED)), "restarts exhausted");
 	assert_string_equal(agent_phase_name(P(DRAINING)), "draining");
 	assert_string_equal(agent_reason_name(R(DRAIN)), "drained");
+	assert_string_equal(agent_phase_name(P(HEALTH_CHECK)), "health-check");
+	assert_string_equal(agent_reason_name(R(UNHEALTHY)), "node unhealthy");
 }
 
 /* --restart-window: restarts less than W old count; unused slots do not. */

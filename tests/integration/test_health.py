@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""Bad nodes stay out (issue 16): the health gate before every rendezvous
+join (--health-check commands with a deadline, built-in checks over a
+fixture root, retries, exit 6), and the exclude verb (an operator, or a
+worker through ELASTICD_CONTROL_SOCKET): the excluded node exits 6 while
+the others re-form without it and without spending a restart."""
+
+import json
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lib  # noqa: E402
+from test_ctl import curl, post  # noqa: E402
+from test_rdzv_c10d import FAST, free_port  # noqa: E402
+
+TOPO = os.path.join(os.environ.get("TESTS_DIR", os.path.join(os.path.dirname(__file__), "..")),
+                    "data", "topo")
+
+# Dumps what it got into DIR, then waits (or with "exclude" asks its own
+# agent to exclude this node over ELASTICD_CONTROL_SOCKET, once).
+WORKER = r"""
+import json, os, signal, socket, sys, time
+d, mode = sys.argv[1], sys.argv[2]
+f = os.path.join(d, "w_%d" % os.getpid())
+env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "GROUP_WORLD_SIZE",
+                                      "TORCHELASTIC_RESTART_COUNT", "ELASTICD_CONTROL_SOCKET")}
+env["AGENT_PID"] = os.getppid()
+with open(f + ".tmp", "w") as out:
+    json.dump(env, out)
+os.rename(f + ".tmp", f)
+if mode == "exclude" and env["WORLD_SIZE"] == "3":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # until the reply is read
+    time.sleep(0.5)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(os.environ["ELASTICD_CONTROL_SOCKET"])
+    s.sendall(b"POST /handler/exclude?reason=ecc%20errors HTTP/1.1\r\nHost: x\r\n"
+              b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+    reply = b""
+    while True:
+        b = s.recv(4096)
+        if not b:
+            break
+        reply += b
+    open(f + ".reply", "wb").write(reply)
+    sys.exit(0)
+while True:
+    time.sleep(1)
+"""
+
+
+def events(path, name):
+    with open(path) as f:
+        evs = [json.loads(line) for line in f]
+    return [ev["metadata"] for ev in evs if ev.get("name") == name]
+
+
+class HealthTest(lib.ElasticdTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.port = free_port()
+        self.dumps = self.path("dumps")
+        os.makedirs(self.dumps)
+        self.script = self.write_py("worker.py", WORKER)
+
+    def agent(self, n, mode="wait", nnodes="2:3", extra=()):
+        sock = self.path("ctl%d.sock" % n)
+        ev = self.path("events%d.jsonl" % n)
+        a = self.start("--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                       "--rdzv-endpoint", "127.0.0.1:%d" % self.port, "--rdzv-id", "job",
+                       "--rdzv-conf", FAST, "--monitor-interval", "0.1", "--max-restarts", "3",
+                       "--event-log-file", ev, "--control-socket", sock, *extra,
+                       self.script, self.dumps, mode)
+        a.sock, a.events = sock, ev
+        return a
+
+    def dumps_where(self, pred):
+        out = []
+        for name in sorted(os.listdir(self.dumps)):
+            if not name.startswith("w_") or "." in name:
+                continue
+            with open(os.path.join(self.dumps, name)) as f:
+                d = json.load(f)
+            if pred(d):
+                out.append(d)
+        return out
+
+    def wait_world(self, world, n, timeout=40):
+        got = lib.wait_until(
+            lambda: len(self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))) >= n or None,
+            timeout)
+        self.assertTrue(got, "world %d: only %r" % (world, self.dumps_where(lambda d: True)))
+        return self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))
+
+    def stop_all(self, agents):
+        for x in reversed(agents):
+            x.signal(signal.SIGTERM)
+            self.assertRc(x.wait(30), 128 + signal.SIGTERM)
+
+    def assert_survivors(self, agents, world):
+        two = self.wait_world(world, world, timeout=30)
+        self.assertEqual({d["TORCHELASTIC_RESTART_COUNT"] for d in two}, {"0"}, two)
+        time.sleep(1.5)
+        for x in agents:
+            self.assertIsNone(x.proc.poll(), "a survivor exited: %s" % x.stderr_text())
+            st = curl(x.sock, "/handler/status").json()
+            self.assertEqual(st["restart_count"], 0, st)
+            self.assertEqual(st["group_world_size"], world, st)
+            self.assertEqual(st["worker_state"], "HEALTHY", st)
+        return two
+
+    # -- the health gate -------------------------------------------------------
+
+    def test_failing_check_keeps_a_node_out_of_a_2_3_job(self):
+        facts = self.path("facts")
+        good = ("--health-check", "env | grep ^ELASTICD_ > %s.$$" % facts,
+                "--health-check", "true")
+        a = [self.agent(0, extra=good)]
+        time.sleep(0.5)  # the first one hosts the c10d store
+        bad = self.agent(2, extra=("--health-check",
+                                   "echo checking; echo 'GPU 3 fell off the bus' >&2; exit 1"))
+        a.append(self.agent(1, extra=good))
+        res = bad.wait(30)
+        self.assertRc(res, 6)
+        self.assertIn("health check command:echo checking; echo 'GPU 3 fell off the bus' >&2; "
+                      "exit 1 failed (exit status 1): checking\\nGPU 3 fell off the bus", res.err)
+        self.assertIn("no --health-retries left; leaving the job (exit status 6)", res.err)
+        ev = events(bad.events, "elasticd.node.unhealthy")
+        self.assertEqual(len(ev), 1, ev)
+        self.assertEqual(ev[0]["result"], "exit status 1")
+        self.assertEqual(ev[0]["output"], "checking\\nGPU 3 fell off the bus")
+        self.assertEqual(ev[0]["action"], "exit")
+        self.assertFalse(ev[0]["timed_out"])
+        # It never joined: the two others run the job at 2 nodes.
+        two = self.assert_survivors(a, 2)
+        self.assertNotIn(bad.pid, {d["AGENT_PID"] for d in two})
+        # The checks ran with the node's facts.
+        fact_files = [n for n in os.listdir(self.tmp) if n.startswith("facts.")]
+        self.assertGreaterEqual(len(fact_files), 2, fact_files)
+        env = dict(line.split("=", 1) for line in lib.read_text(
+            self.path(fact_files[0])).splitlines())
+        self.assertEqual(env["ELASTICD_RUN_ID"], "job")
+        self.assertEqual(env["ELASTICD_LOCAL_WORLD_SIZE"], "1")
+        self.assertEqual(env["ELASTICD_RESTART_COUNT"], "0")
+        self.assertIn("ELASTICD_NODE", env)
+        self.assertIn("ELASTICD_GPU_BUS_IDS", env)
+        self.assertTrue(env["ELASTICD_CONTROL_SOCKET"].endswith(".sock"), env)
+        st = curl(a[0].sock, "/handler/status").json()
+        self.assertEqual(st["health"]["state"], "healthy", st)
+        self.assertEqual(st["health"]["failures"], 0, st)
+        m = curl(a[0].sock, "/metrics").body
+        self.assertIn('elasticd_health_gates_total{result="passed"} 1', m)
+        self.stop_all(a)
+
+    def test_check_that_times_out_is_killed_and_retried(self):
+        sock = self.path("s.sock")
+        t0 = time.monotonic()
+        a = self.start("--standalone", "--nproc-per-node", "1", "--no-python",
+                       "--control-socket", sock, "--health-check",
+                       "echo started; exec sleep 60", "--health-timeout", "1",
+                       "--health-retries", "1", "--health-retry-interval", "1",
+                       "/bin/true")
+        self.assertTrue(lib.wait_until(lambda: os.path.exists(sock), 20))
+        st = curl(sock, "/handler/status").json()
+        self.assertEqual(st["phase"], "health-check", st)
+        self.assertEqual(st["node_state"], "INIT", st)
+        self.assertIn(st["health"]["state"], ("checking", "unhealthy"), st)
+        self.assertEqual(st["health"]["checks"], ["command:echo started; exec sleep 60"], st)
+        self.assertTrue(lib.wait_until(
+            lambda: curl(sock, "/handler/status").json()["health"]["failures"] == 1, 20))
+        st = curl(sock, "/handler/status").json()
+        self.assertEqual(st["health"]["last_failure"]["result"], "timed out after 1 s", st)
+        self.assertEqual(st["health"]["last_failure"]["output"], "started", st)
+        m = curl(sock, "/metrics").body
+        self.assertIn('elasticd_health_check_failures_total{how="timeout"} 1', m)
+        self.assertIn('elasticd_health_gates_total{result="failed"} 1', m)
+        res = a.wait(30)
+        self.assertRc(res, 6)
+        # Two tries of about 1 s each and a 1 s wait between them.
+        self.assertGreaterEqual(time.monotonic() - t0, 2.9)
+        self.assertEqual(res.err.count("still runs after 1 s: killing it"), 2, res.err)
+        self.assertIn("trying again in 1.0 s (1 of --health-retries 1)", res.err)
+        self.assertNoLeftovers()
+
+    def test_check_passes_on_retry_and_before_every_join(self):
+        runs, mark = self.path("runs"), self.path("mark")
+        check = "echo x >> %s; test -e %s || { touch %s; exit 1; }" % (runs, mark, mark)
+        fail_once = self.write_sh("w.sh", "test -e %s.w && exit 0; touch %s.w; exit 3\n"
+                                  % (mark, mark))
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "1", "--no-python",
+                                "--max-restarts", "1", "--health-check", check,
+                                "--health-retries", "2", "--health-retry-interval", "0.2",
+                                fail_once, timeout=60)
+        self.assertRc(res, 0)
+        # Failed once, passed, then ran again before the rejoin after the
+        # worker's failure: three runs.
+        self.assertEqual(lib.read_text(runs).count("x"), 3, res.err)
+        self.assertIn("trying again in 0.2 s (1 of --health-retries 2)", res.err)
+        self.assertEqual(res.err.count("health: 1 check passed"), 2, res.err)
+
+    def test_builtin_checks_read_the_fixture_root(self):
+        root = self.path("root")
+        ports = os.path.join(root, "sys/class/infiniband/mlx5_0/ports/1")
+        os.makedirs(ports)
+        os.makedirs(os.path.join(root, "sys/class/net/eth0"))
+        with open(os.path.join(ports, "state"), "w") as f:
+            f.write("1: DOWN\n")
+        with open(os.path.join(root, "sys/class/net/eth0/operstate"), "w") as f:
+            f.write("up\n")
+        args = ("--standalone", "--nproc-per-node", "1", "--no-python",
+                "--health-root", root, "--health-nics", "ib,eth0",
+                "--health-writable", self.tmp, "--health-free-space", self.tmp + ":1K",
+                "--health-gpus", "2", "--topology-xml", os.path.join(TOPO, "host-2node.xml"))
+        res = self.run_elasticd(*args, "/bin/true")
+        self.assertRc(res, 6)
+        self.assertIn("health check nics failed (exit status 1): ib mlx5_0/ports/1: 1: DOWN; "
+                      "eth0: up", res.err)
+        self.assertNotIn("health check writable", res.err)
+        self.assertNotIn("health check gpus", res.err)
+        with open(os.path.join(ports, "state"), "w") as f:
+            f.write("4: ACTIVE\n")
+        res = self.run_elasticd(*args, "/bin/true")
+        self.assertRc(res, 0)
+        self.assertIn("health: 4 checks passed", res.err)
+        res = self.run_elasticd(*args[:-4], "--health-gpus", "3", *args[-2:], "/bin/true")
+        self.assertRc(res, 6)
+        self.assertIn("health check gpus failed (exit status 1): 2 GPUs found, 3 expected",
+                      res.err)
+        # Too few GPUs, a full disk, a directory that is not there.
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "1", "--no-python",
+                                "--health-gpus", "1", "--topology-xml",
+                                os.path.join(TOPO, "gpuless.xml"),
+                                "--health-free-space", self.tmp + ":1000000T",
+                                "--health-writable", self.path("none"), "/bin/true")
+        self.assertRc(res, 6)
+        self.assertIn("health check gpus failed (exit status 1): 0 GPUs found, 1 expected",
+                      res.err)
+        self.assertIn("health check free-space:%s failed" % self.tmp, res.err)
+        self.assertIn("health check writable:%s failed" % self.path("none"), res.err)
+
+    def test_bad_health_settings_are_usage_errors(self):
+        for args, text in [
+                (("--health-free-space", "/x"), "--health-free-space: invalid value '/x'"),
+                (("--health-free-space", "/x:lots"), "'lots' is not a size"),
+                (("--health-timeout", "0"), "--health-timeout: invalid value '0'"),
+                (("--health-nics", "eth0,eth0"), "'eth0' is given twice"),
+                (("--health-gpus", "0"), "--health-gpus: invalid value '0'"),
+                (("--health-writable", "rel"), "the path must be absolute")]:
+            res = self.run_elasticd("--standalone", *args, "--no-python", "/bin/true")
+            self.assertRc(res, 2)
+            self.assertIn(text, res.err)
+
+    def test_config_file_repeats_health_check(self):
+        conf = self.write_script("e.conf", "health-check = true\n"
+                                 "health-check = \"echo second; exit 4\"\n")
+        res = self.run_elasticd("--config", conf, "--standalone", "--no-python", "/bin/true")
+        self.assertRc(res, 6)
+        self.assertIn("health check command:echo second; exit 4 failed (exit status 4)",
+                      res.err)
+
+
+
+if __name__ == "__main__":
+    lib.main()
