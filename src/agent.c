@@ -432,6 +432,11 @@ agent_exit_stopped(struct agent *a)
 			 a->cfg->role, d->exit_code);
 		agent_leave(a, "drain");
 		break;
+	case AGENT_REASON_EXCLUDED:
+		log_warn("[%s] excluded: the workers stopped; leaving the job (exit status %d)",
+			 a->cfg->role, d->exit_code);
+		agent_leave(a, "exclude");
+		break;
 	case AGENT_REASON_NONE:
 	case AGENT_REASON_UNHEALTHY:
 	case AGENT_REASON_SUCCEEDED:
@@ -569,6 +574,7 @@ agent_start_group(struct agent *a)
 		.consoles = a->consoles,
 		.numa = a->numa,
 		.worker_server_dir = a->worker_server_dir,
+		.control_socket = a->control_socket,
 	};
 	char *attempt_dir = NULL, *err = NULL;
 	uint64_t assign_start;
@@ -936,6 +942,7 @@ agent_free(struct agent *a)
 	free(a->hang_cause);
 	free(a->hang_stacks);
 	agent_health_free(a->health);
+	free(a->exclude_reason);
 	group_free(a->group);
 	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);

@@ -104,6 +104,17 @@ int agent_request_restart(struct agent *a, char **reterr);
  * *reterr (malloc'd). */
 int agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr);
 
+/* Exclude this node from the job (elasticd-ctl(7), exclude; an operator or
+ * one of its own workers through ELASTICD_CONTROL_SOCKET says it is bad):
+ * record reason (copied; "" for none), stop a running group (SIGTERM, SIGKILL
+ * after --shutdown-timeout), leave the rendezvous open so that the other
+ * nodes re-form without spending a restart, and exit 6
+ * (AGENT_EXIT_NODE_EXCLUDED). With no group running (health check,
+ * rendezvous, a restart backoff) it leaves at once. Returns 0, or -EALREADY
+ * (excluded already) / -EBUSY (stopping, draining, finishing) with *reterr
+ * (malloc'd). */
+int agent_request_exclude(struct agent *a, const char *reason, char **reterr);
+
 /* Stop the agent exactly as if the handled signal sig (SIGTERM) had arrived:
  * the workers get sig, SIGKILL after the shutdown timeout, and elasticd exits
  * 128 + sig. A second request while stopping kills the workers at once, as a

@@ -73,6 +73,8 @@ agent_reason_name(enum agent_reason r)
 		return "worker hang";
 	case AGENT_REASON_UNHEALTHY:
 		return "node unhealthy";
+	case AGENT_REASON_EXCLUDED:
+		return "node excluded";
 	case AGENT_REASON_UNEXPECTED:
 		return "unexpected worker group state";
 	}
@@ -148,6 +150,7 @@ enum exit_kind {
 	EXIT_EXHAUSTED_CODE, /* detailed: AGENT_EXIT_RESTARTS_EXHAUSTED, else 1 */
 	EXIT_NO_RESTART_CODE,
 	EXIT_NO_PROGRESS_CODE,
+	EXIT_EXCLUDED_CODE, /* AGENT_EXIT_NODE_EXCLUDED in either mode */
 };
 
 /* One row: when every condition holds (a mask of 0 matches anything), the
@@ -181,6 +184,11 @@ static const struct rule rules[] = {
 	 false, false, EXIT_FAILURE_CODE},
 	{BIT(AGENT_PHASE_DRAINING), ANY, BIT(AGENT_OUTCOME_SUCCEEDED) | BIT(AGENT_OUTCOME_STOPPED),
 	 ANY, AGENT_ACTION_EXIT, AGENT_REASON_DRAIN, false, false, EXIT_SUCCESS_CODE},
+	/* Excluded on request (the exclude verb): whatever the workers did, the
+	 * node leaves the rendezvous open, so the others re-form for free, and
+	 * exits with the bad-node status. */
+	{ANY, BIT(AGENT_REASON_EXCLUDED), ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_EXCLUDED, false,
+	 false, EXIT_EXCLUDED_CODE},
 	/* The rendezvous could not go on: the workers are stopped, exit 1. */
 	{ANY, BIT(AGENT_REASON_RDZV_FAILED), ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_RDZV_FAILED,
 	 false, false, EXIT_FAILURE_CODE},
@@ -271,6 +279,8 @@ exit_code_of(enum exit_kind k, const struct agent_decide_in *in)
 		return in->detailed_exit ? AGENT_EXIT_NO_RESTART_CODE : AGENT_EXIT_FAILURE;
 	case EXIT_NO_PROGRESS_CODE:
 		return in->detailed_exit ? AGENT_EXIT_NO_PROGRESS : AGENT_EXIT_FAILURE;
+	case EXIT_EXCLUDED_CODE:
+		return AGENT_EXIT_NODE_EXCLUDED;
 	}
 	return AGENT_EXIT_FAILURE;
 }

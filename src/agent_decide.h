@@ -77,6 +77,7 @@ enum agent_reason {
 	AGENT_REASON_DRAIN_FAILED,    /* drained, but a worker failed or outlived the grace */
 	AGENT_REASON_HANG,            /* a hang rule fired (hang.h): the agent stops the group */
 	AGENT_REASON_UNHEALTHY,       /* the health gate failed with no retry left (exit 6) */
+	AGENT_REASON_EXCLUDED,        /* excluded on request (exclude verb): leave, exit 6 */
 	AGENT_REASON_UNEXPECTED,      /* the group in a state it cannot stop in: a bug (last) */
 };
 

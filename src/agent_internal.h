@@ -102,6 +102,7 @@ struct agent {
 
 	struct agent_health *health; /* the health gate (agent_health.h), NULL: no checks */
 	const char *control_socket;  /* the control plane's socket (borrowed), NULL: none */
+	char *exclude_reason;        /* the exclude verb's reason, NULL: not excluded */
 
 	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
 	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */

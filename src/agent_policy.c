@@ -171,6 +171,7 @@ agent_log_no_restart(struct agent *a)
 	case AGENT_REASON_DRAIN_FAILED:
 	case AGENT_REASON_HANG:
 	case AGENT_REASON_UNHEALTHY:
+	case AGENT_REASON_EXCLUDED:
 	case AGENT_REASON_UNEXPECTED:
 		return;
 	}

@@ -203,6 +203,8 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "phase", json_string(agent_phase_name(a->phase)));
 	json_object_set_new(o, "drain", agent_drain_json(a));
 	json_object_set_new(o, "health", agent_health_status(a));
+	json_object_set_new(o, "excluded",
+			    a->exclude_reason ? json_string(a->exclude_reason) : json_null());
 	json_object_set_new(o, "uptime_s",
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));

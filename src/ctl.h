@@ -140,6 +140,11 @@ struct ctl_agent_ops {
 	 * --term-timeout) for them to exit, leave the rendezvous, exit. 0, or
 	 * -EALREADY / -EBUSY with *reterr (malloc'd) when it cannot begin. */
 	int (*drain)(void *agent, int sig, int timeout_s, char **reterr);
+	/* Exclude this node (it is bad): stop the workers, leave the
+	 * rendezvous open for the others, exit AGENT_EXIT_NODE_EXCLUDED (6).
+	 * reason: free text ("" for none), copied. 0, or -EALREADY / -EBUSY with
+	 * *reterr (malloc'd) when it cannot begin. */
+	int (*exclude)(void *agent, const char *reason, char **reterr);
 	/* Stop as if the handled signal sig had arrived. */
 	void (*stop)(void *agent, int sig);
 	/* Send sig to local rank's process group (every worker for -1): 0, or

@@ -254,6 +254,27 @@ handle_drain(struct ctl_call *call)
 	return 0;
 }
 
+static const struct ctl_param_spec exclude_params[] = {
+	{.name = "reason",
+	 .type = CTL_PARAM_STRING,
+	 .help = "why this node is bad, for the log, the event and the status"},
+};
+
+static int
+handle_exclude(struct ctl_call *call)
+{
+	const char *reason = call->args[0].s;
+	_cleanup_free_ char *err = NULL;
+
+	if (call->agent->ops->exclude(call->agent->agent, reason ? reason : "", &err) < 0) {
+		return ctl_call_error(call, "%s", err);
+	}
+	evbuffer_add_printf(call->body,
+			    "excluding this node: its workers are stopped, it leaves the job "
+			    "and elasticd exits 6; the other nodes re-form without it\n");
+	return 0;
+}
+
 enum { SIGNAL_RANK, SIGNAL_SIGNAL };
 
 static const struct ctl_param_spec signal_params[] = {
@@ -726,6 +747,8 @@ const struct ctl_handler ctl_handlers[] = {
 	 "re-form the worker group now, without spending a restart"},
 	{"drain", false, false, drain_params, ARRAY_SIZE(drain_params), handle_drain,
 	 "send the workers the notice, wait for them, leave the job for good"},
+	{"exclude", false, false, exclude_params, ARRAY_SIZE(exclude_params), handle_exclude,
+	 "this node is bad: stop the workers, leave the job, exit 6"},
 	{"stop", false, false, NULL, 0, handle_stop, "stop the workers and exit, as on SIGTERM"},
 	{"signal", false, false, signal_params, ARRAY_SIZE(signal_params), handle_signal,
 	 "send a signal to a worker's process group (or every worker's)"},

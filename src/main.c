@@ -59,6 +59,12 @@ ctl_drain(void *agent, int sig, int timeout_s, char **reterr)
 	return agent_request_drain(agent, sig, timeout_s, reterr);
 }
 
+static int
+ctl_exclude(void *agent, const char *reason, char **reterr)
+{
+	return agent_request_exclude(agent, reason, reterr);
+}
+
 static void
 ctl_stop(void *agent, int sig)
 {
@@ -83,6 +89,7 @@ static const struct ctl_agent_ops agent_ctl_ops = {
 	.worker = ctl_worker,
 	.restart = ctl_restart,
 	.drain = ctl_drain,
+	.exclude = ctl_exclude,
 	.stop = ctl_stop,
 	.signal = ctl_signal,
 	.nodes = ctl_nodes,

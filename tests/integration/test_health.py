@@ -262,6 +262,54 @@ class HealthTest(lib.ElasticdTestCase):
         self.assertIn("health check command:echo second; exit 4 failed (exit status 4)",
                       res.err)
 
+    # -- exclusion ---------------------------------------------------------------
+
+    def three(self, mode="wait"):
+        a = [self.agent(0)]
+        time.sleep(0.5)  # the first one hosts the c10d store: it stays
+        a += [self.agent(1), self.agent(2, mode)]
+        self.wait_world(3, 3)
+        return a
+
+    def test_exclude_by_operator_re_forms_without_a_restart(self):
+        a = self.three()
+        bad = a[2]
+        r = post(bad.sock, "/handler/exclude?reason=xid%2079")
+        self.assertEqual(r.status, 200, r.body)
+        res = bad.wait(30)
+        self.assertRc(res, 6)
+        self.assertIn("excluded over the control socket: xid 79", res.err)
+        self.assertIn("exclude: leaving the rendezvous", res.err)
+        ev = events(bad.events, "elasticd.node.excluded")
+        self.assertEqual(ev[0]["reason"], "xid 79", ev)
+        self.assertEqual(ev[0]["phase"], "running", ev)
+        two = self.assert_survivors(a[:2], 2)
+        self.assertNotIn(bad.pid, {d["AGENT_PID"] for d in two})
+        self.stop_all(a[:2])
+
+    def test_exclude_from_a_worker(self):
+        a = self.three("exclude")
+        bad = a[2]
+        res = bad.wait(30)
+        self.assertRc(res, 6)
+        replies = [n for n in os.listdir(self.dumps) if n.endswith(".reply")]
+        self.assertEqual(len(replies), 1, replies)
+        reply = lib.read_text(os.path.join(self.dumps, replies[0]))
+        self.assertIn("200", reply.splitlines()[0])
+        self.assertIn("excluded over the control socket: ecc errors", res.err)
+        self.assertEqual({d["ELASTICD_CONTROL_SOCKET"] for d in self.dumps_where(
+            lambda d: d["AGENT_PID"] == bad.pid)}, {bad.sock})
+        self.assert_survivors(a[:2], 2)
+        self.stop_all(a[:2])
+
+    def test_exclude_while_waiting_and_twice(self):
+        a = self.agent(0, nnodes="2")
+        self.assertTrue(lib.wait_until(lambda: os.path.exists(a.sock), 20))
+        r = post(a.sock, "/handler/exclude")
+        self.assertEqual(r.status, 200, r.body)
+        res = a.wait(20)
+        self.assertRc(res, 6)
+        self.assertIn("no worker group runs; leaving the job", res.err)
 
 
 if __name__ == "__main__":

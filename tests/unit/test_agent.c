@@ -215,6 +215,26 @@ static const struct decide_case decide_cases[] = {
 	{"drained, group still HEALTHY after stopping: a bug, exit 1",
 	 {P(DRAINING), R(DRAIN), O(UNEXPECTED), 0, 3, 3},
 	 {A(EXIT), R(UNEXPECTED), false, 1}},
+	/* Exclusion (the exclude verb): leave the job with the bad-node status,
+	 * whatever the workers did and whatever restarts remain. */
+	{"excluded: the group stopped, exit 6, nothing spent",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(STOPPED), 0, 3, 3},
+	 {A(EXIT), R(EXCLUDED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"excluded while a worker failed: still exit 6, no restart",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(FAILED), 0, 3, 3},
+	 {A(EXIT), R(EXCLUDED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"excluded as every worker exited 0: exit 6, no exit barrier",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(SUCCEEDED), 0, 3, 3},
+	 {A(EXIT), R(EXCLUDED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"excluded, a no-restart exit code does not matter",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(FAILED), 0, 0, 3, .no_restart_code = true},
+	 {A(EXIT), R(EXCLUDED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"excluded: 6 without --exit-codes detailed too",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(STOPPED), 0, 3, 3, .detailed_exit = false},
+	 {A(EXIT), R(EXCLUDED), false, 6}},
+	{"a signal while excluded: the signal wins",
+	 {P(STOPPING_SIGNAL), R(SIGNAL), O(STOPPED), SIGTERM, 3, 3},
+	 {A(EXIT), R(SIGNAL), false, 128 + SIGTERM}},
 	/* Bugs. */
 	{"group still HEALTHY after stopping: exit 1",
 	 {P(RUNNING), R(NONE), O(UNEXPECTED), 0, 3, 3},
@@ -342,7 +362,9 @@ static const struct node_case node_cases[] = {
 	{P(DONE), R(NONE), 0, false, NODE_STATE_SUCCEEDED},
 	{P(HEALTH_CHECK), R(NONE), 0, false, NODE_STATE_INIT},
 	{P(HEALTH_CHECK), R(WORKER_FAILED), 0, true, NODE_STATE_INIT},
+	{P(STOPPING_GROUP), R(EXCLUDED), 0, true, NODE_STATE_RUNNING},
 	{P(DONE), R(UNHEALTHY), 6, false, NODE_STATE_FAILED},
+	{P(DONE), R(EXCLUDED), 6, true, NODE_STATE_FAILED},
 	{P(DONE), R(SIGNAL), 143, true, NODE_STATE_FAILED},
 };
 
@@ -418,6 +440,7 @@ test_names(void **state)
 	assert_string_equal(agent_reason_name(R(DRAIN)), "drained");
 	assert_string_equal(agent_phase_name(P(HEALTH_CHECK)), "health-check");
 	assert_string_equal(agent_reason_name(R(UNHEALTHY)), "node unhealthy");
+	assert_string_equal(agent_reason_name(R(EXCLUDED)), "node excluded");
 }
 
 /* --restart-window: restarts less than W old count; unused slots do not. */
