@@ -323,9 +323,9 @@ class ElasticctlTest(lib.ElasticdTestCase):
         self.assertCtl(r, 1)
         self.assertIn("elasticctl: loglevel: Invalid value for level", r.err)
         # A verb elasticctl knows and this agent does not (it is older).
-        r = self.ctl("-s", sock, "exclude")
+        r = self.ctl("-s", sock, "readmit")
         self.assertCtl(r, 1)
-        self.assertIn("has no 'exclude' handler (it is older than this elasticctl); it answers: "
+        self.assertIn("has no 'readmit' handler (it is older than this elasticctl); it answers: "
                       "ping, status,", r.err)
         # Neither knows it.
         r = self.ctl("-s", sock, "frobnicate", "x=1")

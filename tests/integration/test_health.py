@@ -8,6 +8,7 @@ the others re-form without it and without spending a restart."""
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -17,6 +18,8 @@ import lib  # noqa: E402
 from test_ctl import curl, post  # noqa: E402
 from test_rdzv_c10d import FAST, free_port  # noqa: E402
 
+ELASTICCTL = os.environ.get("ELASTICCTL") or os.path.join(lib.SOURCE_ROOT, "build", "src",
+                                                          "elasticctl")
 TOPO = os.path.join(os.environ.get("TESTS_DIR", os.path.join(os.path.dirname(__file__), "..")),
                     "data", "topo")
 
@@ -302,14 +305,18 @@ class HealthTest(lib.ElasticdTestCase):
         self.assert_survivors(a[:2], 2)
         self.stop_all(a[:2])
 
-    def test_exclude_while_waiting_and_twice(self):
+    def test_exclude_while_waiting_with_elasticctl(self):
         a = self.agent(0, nnodes="2")
         self.assertTrue(lib.wait_until(lambda: os.path.exists(a.sock), 20))
-        r = post(a.sock, "/handler/exclude")
-        self.assertEqual(r.status, 200, r.body)
+        p = subprocess.run([ELASTICCTL, "-s", a.sock, "exclude", "reason=bad disk"],
+                           capture_output=True, text=True, timeout=30, env=self.env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("excluding this node", p.stdout)
         res = a.wait(20)
         self.assertRc(res, 6)
-        self.assertIn("no worker group runs; leaving the job", res.err)
+        self.assertIn("excluded over the control socket: bad disk: no worker group runs; "
+                      "leaving the job", res.err)
+        self.assertEqual(events(a.events, "elasticd.node.excluded")[0]["phase"], "rendezvous")
 
 
 if __name__ == "__main__":
