@@ -19,13 +19,16 @@
 
 #include "config.h"
 #include "events.h"
+#include "group.h"
 #include "health.h"
 #include "log.h"
 #include "numa.h"
+#include "nvml.h"
 #include "sd.h"
 #include "spawn.h"
 #include "util.h"
 #include "wenv.h"
+#include "worker.h"
 
 /* One check's run. */
 struct health_run {
@@ -40,6 +43,7 @@ struct health_run {
 	int status;     /* its wait status */
 	int spawn_err;  /* > 0: it could not be started */
 	bool timed_out; /* the deadline passed and it was killed */
+	double deadline_s;
 	bool ended;
 };
 
@@ -48,9 +52,17 @@ enum health_state {
 	HEALTH_CHECKING,    /* the checks run */
 	HEALTH_HEALTHY,     /* the last gate passed */
 	HEALTH_UNHEALTHY,   /* the last gate failed */
+	HEALTH_WAITING_GPU, /* before a respawn: waiting for the GPUs' memory (nvml.h) */
 };
 
-static const char *const state_names[] = {"not-checked", "checking", "healthy", "unhealthy"};
+static const char *const state_names[] = {"not-checked", "checking", "healthy", "unhealthy",
+					  "waiting-gpu-memory"};
+
+/* The GPU memory wait's own deadline beyond --gpu-memory-wait: NVML's
+ * start-up may take seconds. */
+#define GPU_WAIT_GRACE_S 15.0
+/* How often the wait looks. */
+#define GPU_WAIT_INTERVAL_S 0.2
 
 struct agent_health {
 	struct agent *a;
@@ -67,6 +79,11 @@ struct agent_health {
 	char *last_check;          /* the last failed gate's first failed check ... */
 	char *last_result;         /* ... how it ended ... */
 	char *last_output;         /* ... and its output's last lines */
+	/* --gpu-memory-wait: one run before the checks of a respawn. */
+	struct health_check gpu_check;
+	struct health_run gpu_run;
+	pid_t *watch; /* the last attempt's worker pids */
+	size_t n_watch;
 };
 
 /* The checks' environment: the agent's (without systemd's variables) with
@@ -139,6 +156,11 @@ health_child(const struct agent *a, const struct health_check *c, int out_fd)
 	case HEALTH_FREE_SPACE:
 		ok = health_check_free_space(c->arg, c->min_bytes, &msg);
 		break;
+	case HEALTH_GPU_MEMORY:
+		_exit(nvml_wait_released(a->cfg->nvml_library, a->cfg->gpu_memory_threshold,
+					 a->health->watch, a->health->n_watch,
+					 a->cfg->gpu_memory_wait, GPU_WAIT_INTERVAL_S,
+					 STDOUT_FILENO));
 	case HEALTH_COMMAND:
 		break;
 	}
@@ -222,12 +244,13 @@ health_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	r->timed_out = true;
 	log_warn("[%s] health check %s still runs after %g s: killing it", r->h->a->cfg->role,
-		 r->check->name, r->h->a->cfg->health_timeout);
+		 r->check->name, r->deadline_s);
 	kill(-r->pid, SIGKILL);
 	kill(r->pid, SIGKILL);
 }
 
 static void health_gate_done(evutil_socket_t fd, short what, void *arg);
+static void health_gpu_done(evutil_socket_t fd, short what, void *arg);
 
 /* Run r has ended (reaped, or never started): count it; the last one ends
  * the gate (in a later loop turn: never inside the reaping loop). */
@@ -242,21 +265,22 @@ health_run_ended(struct health_run *r)
 		r->deadline = NULL;
 	}
 	if (--h->pending == 0) {
-		event_base_once(h->a->base, -1, EV_TIMEOUT, health_gate_done, h, NULL);
+		event_base_once(h->a->base, -1, EV_TIMEOUT,
+				h->state == HEALTH_WAITING_GPU ? health_gpu_done : health_gate_done,
+				h, NULL);
 	}
 }
 
 /* Start run r; a failure to start ends it at once. */
 static void
-health_run_start(struct health_run *r, char **env)
+health_run_start(struct health_run *r, char **env, double deadline_s)
 {
 	struct agent *a = r->h->a;
-	struct timeval tv = {
-		(time_t)a->cfg->health_timeout,
-		(suseconds_t)((a->cfg->health_timeout - (double)(time_t)a->cfg->health_timeout) *
-			      1e6)};
+	struct timeval tv = {(time_t)deadline_s,
+			     (suseconds_t)((deadline_s - (double)(time_t)deadline_s) * 1e6)};
 	int p[2], err;
 
+	r->deadline_s = deadline_s;
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		r->spawn_err = errno;
 		health_run_ended(r);
@@ -298,7 +322,7 @@ health_gate_start(struct agent_health *h)
 					 .status_fd = -1};
 	}
 	for (size_t i = 0; i < h->n; i++) {
-		health_run_start(&h->runs[i], env);
+		health_run_start(&h->runs[i], env, h->a->cfg->health_timeout);
 	}
 	strv_free(env);
 }
@@ -428,6 +452,96 @@ health_gate_done(evutil_socket_t fd, short what, void *arg)
 	agent_exit(a, AGENT_EXIT_NODE_EXCLUDED, AGENT_REASON_UNHEALTHY, "node unhealthy");
 }
 
+/* ---- the GPU memory wait before a respawn (--gpu-memory-wait) ------------- */
+
+/* Start the wait: a child polls NVML (nvml_wait_released) for the last
+ * attempt's workers' memory to go. */
+static void
+health_gpu_start(struct agent_health *h)
+{
+	struct agent *a = h->a;
+
+	free(h->watch);
+	h->watch = NULL;
+	h->n_watch = 0;
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		const struct worker *w = group_worker(a->group, i);
+
+		if (w->pid > 0) {
+			h->watch = xrealloc(h->watch, (h->n_watch + 1) * sizeof(*h->watch));
+			h->watch[h->n_watch++] = w->pid;
+		}
+	}
+	h->state = HEALTH_WAITING_GPU;
+	h->gate_start_usec = now_usec();
+	h->pending = 1;
+	h->gpu_run =
+		(struct health_run){.h = h, .check = &h->gpu_check, .out_fd = -1, .status_fd = -1};
+	sd_notify_status(a->sd, "waiting up to %g s for the GPUs' memory to be released",
+			 a->cfg->gpu_memory_wait);
+	health_run_start(&h->gpu_run, NULL, a->cfg->gpu_memory_wait + GPU_WAIT_GRACE_S);
+}
+
+/* The result of the wait, as elasticd.gpu.memory_wait's "result". */
+static const char *
+health_gpu_result(const struct health_run *r)
+{
+	if (r->spawn_err > 0 || r->timed_out || !WIFEXITED(r->status)) {
+		return "failed";
+	}
+	switch (WEXITSTATUS(r->status)) {
+	case 0:
+		return "released";
+	case 1:
+		return "timeout";
+	case 2:
+		return "unavailable";
+	}
+	return "failed";
+}
+
+/* The wait is over: log it, record it, then the health checks (or join). */
+static void
+health_gpu_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent_health *h = arg;
+	struct agent *a = h->a;
+	const char *result = health_gpu_result(&h->gpu_run);
+	_cleanup_free_ char *out = health_tail_lines(&h->gpu_run.tail, 1);
+	double waited = ms_since(h->gate_start_usec) / 1000.0;
+	struct elastic_event ev;
+
+	if (a->phase != AGENT_PHASE_HEALTH_CHECK || h->state != HEALTH_WAITING_GPU) {
+		return;
+	}
+	if (!strcmp(result, "released")) {
+		a->stats.gpu_waits_released++;
+		log_info("[%s] GPU memory: %s", a->cfg->role, out);
+	} else if (!strcmp(result, "unavailable")) {
+		a->stats.gpu_waits_unavailable++;
+		log_info("[%s] GPU memory: not waiting: %s", a->cfg->role, out);
+	} else {
+		a->stats.gpu_waits_timeout++;
+		log_warn("[%s] GPU memory still held after --gpu-memory-wait %g s: %s; starting "
+			 "the new attempt anyway",
+			 a->cfg->role, a->cfg->gpu_memory_wait, *out ? out : result);
+	}
+	if (agent_event_begin(a, &ev, "elasticd.gpu.memory_wait", EVENT_SOURCE_AGENT)) {
+		elastic_event_set_string(&ev, "result", result);
+		elastic_event_set_string(&ev, "detail", out);
+		elastic_event_set_double(&ev, "waited_s", waited);
+		elastic_event_set_double(&ev, "limit_s", a->cfg->gpu_memory_wait);
+		elastic_event_set_int(&ev, "processes_watched", (long long)h->n_watch);
+		agent_record(a, &ev);
+	}
+	h->state = HEALTH_NOT_CHECKED;
+	if (h->n > 0) {
+		health_gate_start(h);
+		return;
+	}
+	agent_join_round(a, h->reason, h->why);
+}
+
 /* ---- the agent's side ------------------------------------------------------ */
 
 void
@@ -435,13 +549,15 @@ agent_health_setup(struct agent *a)
 {
 	struct agent_health *h;
 
-	if (a->cfg->n_health_checks == 0) {
+	if (a->cfg->n_health_checks == 0 && !(a->cfg->gpu_memory_wait > 0)) {
 		return;
 	}
 	h = xcalloc(1, sizeof(*h));
 	h->a = a;
 	h->n = a->cfg->n_health_checks;
-	h->runs = xcalloc(h->n, sizeof(*h->runs));
+	h->runs = xcalloc(h->n ? h->n : 1, sizeof(*h->runs));
+	h->gpu_check = (struct health_check){.kind = HEALTH_GPU_MEMORY, .name = "gpu-memory"};
+	h->gpu_run = (struct health_run){.h = h, .out_fd = -1, .status_fd = -1, .ended = true};
 	h->retry_timer = evtimer_new(a->base, health_retry_cb, h);
 	a->health = h;
 }
@@ -454,10 +570,17 @@ agent_health_gate(struct agent *a, enum agent_reason reason, const char *why)
 	if (!h) {
 		return false;
 	}
+	if (h->n == 0 && !(a->cfg->gpu_memory_wait > 0 && a->group)) {
+		return false; /* only the GPU memory wait, and this is no respawn */
+	}
 	h->reason = reason;
 	free(h->why);
 	h->why = xstrdup(why);
 	agent_set_phase(a, AGENT_PHASE_HEALTH_CHECK, reason, why);
+	if (a->cfg->gpu_memory_wait > 0 && a->group) {
+		health_gpu_start(h);
+		return true;
+	}
 	health_gate_start(h);
 	return true;
 }
@@ -485,9 +608,33 @@ agent_health_cancel(struct agent *a)
 	for (size_t i = 0; i < h->n; i++) {
 		health_run_kill(&h->runs[i]);
 	}
-	if (h->state == HEALTH_CHECKING) {
+	health_run_kill(&h->gpu_run);
+	if (h->state == HEALTH_CHECKING || h->state == HEALTH_WAITING_GPU) {
 		h->state = HEALTH_NOT_CHECKED;
 	}
+}
+
+/* Run r's process exited with status: take its end. */
+static void
+health_run_reaped(struct health_run *r, int status)
+{
+	int err;
+
+	r->status = status;
+	health_read(r); /* what it wrote before it exited */
+	if (r->out_ev) {
+		event_free(r->out_ev);
+		r->out_ev = NULL;
+	}
+	closep(&r->out_fd);
+	if (r->status_fd >= 0) {
+		err = spawn_read_status(r->status_fd);
+		r->spawn_err = err > 0 ? err : 0;
+		closep(&r->status_fd);
+	}
+	kill(-r->pid, SIGKILL); /* whatever the check left running */
+	r->pid = 0;
+	health_run_ended(r);
 }
 
 bool
@@ -495,31 +642,35 @@ agent_health_reaped(struct agent *a, pid_t pid, int status)
 {
 	struct agent_health *h = a->health;
 
-	for (size_t i = 0; h && i < h->n; i++) {
-		struct health_run *r = &h->runs[i];
-		int err;
-
-		if (r->pid != pid || r->ended) {
-			continue;
-		}
-		r->status = status;
-		health_read(r); /* what it wrote before it exited */
-		if (r->out_ev) {
-			event_free(r->out_ev);
-			r->out_ev = NULL;
-		}
-		closep(&r->out_fd);
-		if (r->status_fd >= 0) {
-			err = spawn_read_status(r->status_fd);
-			r->spawn_err = err > 0 ? err : 0;
-			closep(&r->status_fd);
-		}
-		kill(-pid, SIGKILL); /* whatever the check left running */
-		r->pid = 0;
-		health_run_ended(r);
+	if (!h || pid <= 0) {
+		return false;
+	}
+	if (h->gpu_run.pid == pid && !h->gpu_run.ended) {
+		health_run_reaped(&h->gpu_run, status);
 		return true;
 	}
+	for (size_t i = 0; i < h->n; i++) {
+		if (h->runs[i].pid == pid && !h->runs[i].ended) {
+			health_run_reaped(&h->runs[i], status);
+			return true;
+		}
+	}
 	return false;
+}
+
+/* Release run r's process, events and descriptors. */
+static void
+health_run_release(struct health_run *r)
+{
+	health_run_kill(r);
+	if (r->out_ev) {
+		event_free(r->out_ev);
+	}
+	if (r->deadline) {
+		event_free(r->deadline);
+	}
+	closep(&r->out_fd);
+	closep(&r->status_fd);
 }
 
 void
@@ -529,20 +680,12 @@ agent_health_free(struct agent_health *h)
 		return;
 	}
 	for (size_t i = 0; i < h->n; i++) {
-		struct health_run *r = &h->runs[i];
-
-		health_run_kill(r);
-		if (r->out_ev) {
-			event_free(r->out_ev);
-		}
-		if (r->deadline) {
-			event_free(r->deadline);
-		}
-		closep(&r->out_fd);
-		closep(&r->status_fd);
+		health_run_release(&h->runs[i]);
 	}
+	health_run_release(&h->gpu_run);
 	event_free(h->retry_timer);
 	free(h->runs);
+	free(h->watch);
 	free(h->why);
 	free(h->last_check);
 	free(h->last_result);

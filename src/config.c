@@ -763,6 +763,7 @@ config_release(struct config *cfg)
 	free(cfg->config_file);
 	health_checks_free(cfg->health_checks, cfg->n_health_checks);
 	free(cfg->health_root);
+	free(cfg->nvml_library);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct health_check;
@@ -167,10 +168,13 @@ struct config {
 	 * --health-writable, --health-free-space); none: no gate. */
 	struct health_check *health_checks;
 	size_t n_health_checks;
-	char *health_root;            /* --health-root DIR: where built-ins read /sys ("/") */
-	double health_timeout;        /* --health-timeout SECONDS: each check's deadline (> 0) */
-	int health_retries;           /* --health-retries N: failed gates retried before exit 6 */
-	double health_retry_interval; /* --health-retry-interval SECONDS: the first wait */
+	char *health_root;             /* --health-root DIR: where built-ins read /sys ("/") */
+	double health_timeout;         /* --health-timeout SECONDS: each check's deadline (> 0) */
+	int health_retries;            /* --health-retries N: failed gates retried before exit 6 */
+	double health_retry_interval;  /* --health-retry-interval SECONDS: the first wait */
+	double gpu_memory_wait;        /* --gpu-memory-wait SECONDS before a respawn; 0: off */
+	uint64_t gpu_memory_threshold; /* --gpu-memory-threshold SIZE: bytes used per GPU */
+	char *nvml_library;            /* --nvml-library PATH (dlopen) */
 };
 
 /* What config_parse asks the caller to do. */

@@ -404,6 +404,40 @@ const struct config_option config_options[] = {
 			"doubles it, up to 16 times.",
 	},
 
+	{
+		.name = "gpu-memory-wait",
+		.kind = OPT_VALUE,
+		.def = "0",
+		.set = config_set_seconds,
+		.offset = offsetof(struct config, gpu_memory_wait),
+		.group = GROUP_HEALTH,
+		.metavar = "SECONDS",
+		.help = "Before a respawn wait up to this long for every GPU's used memory to "
+			"fall below --gpu-memory-threshold and the last attempt's processes to "
+			"leave them (NVML; 0: off).",
+	},
+	{
+		.name = "gpu-memory-threshold",
+		.kind = OPT_VALUE,
+		.def = "1G",
+		.set = config_set_size,
+		.offset = offsetof(struct config, gpu_memory_threshold),
+		.group = GROUP_HEALTH,
+		.metavar = "SIZE",
+		.help = "A GPU using less memory than this is released (K, M, G suffixes).",
+	},
+	{
+		.name = "nvml-library",
+		.kind = OPT_VALUE,
+		.def = "libnvidia-ml.so.1",
+		.set = config_set_string,
+		.offset = offsetof(struct config, nvml_library),
+		.group = GROUP_HEALTH,
+		.metavar = "PATH",
+		.help = "The NVML library --gpu-memory-wait loads (dlopen); without it there "
+			"is nothing to wait for.",
+	},
+
 	/* Rendezvous. */
 	{
 		.name = "nnodes",

@@ -745,3 +745,17 @@ config_set_positive_seconds(struct config *cfg, const struct config_option *o, c
 	*FIELD(cfg, o, double) = v;
 	return 0;
 }
+
+int
+config_set_size(struct config *cfg, const struct config_option *o, const char *name,
+		const char *value, char **reterr)
+{
+	uint64_t v;
+
+	if (health_parse_size(value, &v) < 0) {
+		return config_invalid(reterr, name, value,
+				      "expected a size in bytes, or with K, M, G, T, P");
+	}
+	*FIELD(cfg, o, uint64_t) = v;
+	return 0;
+}

@@ -82,6 +82,9 @@ struct ctl_agent_counters {
 	uint64_t health_failed;       /* health gates failed */
 	uint64_t health_check_fails;  /* checks that ended unhealthy (not by their deadline) */
 	uint64_t health_timeouts;     /* checks killed at --health-timeout */
+	uint64_t gpu_waits_released;  /* --gpu-memory-wait: the memory was released ... */
+	uint64_t gpu_waits_timeout;   /* ... was still held at the deadline ... */
+	uint64_t gpu_waits_unavailable; /* ... NVML absent: nothing to wait for */
 	/* Workers that failed (exited non-zero, or could not start, before any
 	 * stop), by exit code: index exitcode - CTL_EXITCODE_MIN. */
 	uint64_t worker_failures[CTL_EXITCODE_MAX - CTL_EXITCODE_MIN + 1];

@@ -523,6 +523,14 @@ metrics_health(struct evbuffer *b, const struct ctl_agent_counters *as)
 			    (unsigned long long)as->health_check_fails);
 	evbuffer_add_printf(b, "elasticd_health_check_failures_total{how=\"timeout\"} %llu\n",
 			    (unsigned long long)as->health_timeouts);
+	metric_head(b, "elasticd_gpu_memory_waits_total", "counter",
+		    "Waits for the GPUs' memory before a respawn (--gpu-memory-wait), by result.");
+	evbuffer_add_printf(b, "elasticd_gpu_memory_waits_total{result=\"released\"} %llu\n",
+			    (unsigned long long)as->gpu_waits_released);
+	evbuffer_add_printf(b, "elasticd_gpu_memory_waits_total{result=\"timeout\"} %llu\n",
+			    (unsigned long long)as->gpu_waits_timeout);
+	evbuffer_add_printf(b, "elasticd_gpu_memory_waits_total{result=\"unavailable\"} %llu\n",
+			    (unsigned long long)as->gpu_waits_unavailable);
 }
 
 /* The event recorder and the control plane itself. */

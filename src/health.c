@@ -137,6 +137,9 @@ health_checks_add(struct health_check **v, size_t *n, enum health_kind kind, cha
 	case HEALTH_FREE_SPACE:
 		c->name = xasprintf("free-space:%s", arg);
 		return;
+	case HEALTH_GPU_MEMORY:
+		c->name = xstrdup("gpu-memory");
+		return;
 	}
 }
 

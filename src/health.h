@@ -21,6 +21,7 @@ enum health_kind {
 	HEALTH_NICS,       /* --health-nics LIST: InfiniBand ports ACTIVE, netdevs up */
 	HEALTH_WRITABLE,   /* --health-writable PATH: a file can be made there */
 	HEALTH_FREE_SPACE, /* --health-free-space PATH:SIZE: SIZE bytes free for us there */
+	HEALTH_GPU_MEMORY, /* --gpu-memory-wait: the last attempt's GPU memory released (nvml.h) */
 };
 
 /* One check. Strings owned by the check (health_checks_free). */

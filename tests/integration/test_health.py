@@ -20,6 +20,8 @@ from test_rdzv_c10d import FAST, free_port  # noqa: E402
 
 ELASTICCTL = os.environ.get("ELASTICCTL") or os.path.join(lib.SOURCE_ROOT, "build", "src",
                                                           "elasticctl")
+FAKE_NVML = os.environ.get("FAKE_NVML") or os.path.join(lib.SOURCE_ROOT, "build", "tests",
+                                                        "libfake_nvml.so")
 TOPO = os.path.join(os.environ.get("TESTS_DIR", os.path.join(os.path.dirname(__file__), "..")),
                     "data", "topo")
 
@@ -264,6 +266,83 @@ class HealthTest(lib.ElasticdTestCase):
         self.assertRc(res, 6)
         self.assertIn("health check command:echo second; exit 4 failed (exit status 4)",
                       res.err)
+
+    # -- the GPU memory wait before a respawn (fake NVML) -------------------------
+
+    def gpu_run(self, wait, used, pids="", lib_path=None, release_after=None):
+        """A job whose first attempt fails (exit 3, after writing its pid to
+        the fake NVML's process list) and whose second succeeds, with
+        --gpu-memory-wait. release_after: seconds after the first poll at
+        which the test frees the GPUs (used 100 MiB, no processes)."""
+        used_f, pids_f, calls = self.path("used"), self.path("pids"), self.path("calls")
+        starts = self.path("starts")
+        with open(used_f, "w") as f:
+            f.write(used)
+        with open(pids_f, "w") as f:
+            f.write(pids)
+        w = self.write_sh("w.sh", 'date +%%s.%%N >> %s\n'
+                          'if [ ! -e %s.done ]; then touch %s.done; printf $$ > %s; exit 3; fi\n'
+                          % (starts, starts, starts, pids_f if pids == "self" else "/dev/null"))
+        if pids == "self":
+            open(pids_f, "w").close()
+        env = self.env(FAKE_NVML_USED=used_f, FAKE_NVML_PIDS=pids_f, FAKE_NVML_CALLS=calls)
+        ev = self.path("events.jsonl")
+        a = self.start("--standalone", "--nproc-per-node", "1", "--no-python",
+                       "--max-restarts", "1", "--event-log-file", ev,
+                       "--gpu-memory-wait", str(wait), "--gpu-memory-threshold", "1G",
+                       "--nvml-library", lib_path or FAKE_NVML, w, env=env)
+        released = None
+        if release_after is not None:
+            self.assertTrue(lib.wait_until(lambda: os.path.exists(calls), 30), a.stderr_text())
+            time.sleep(release_after)
+            with open(used_f + ".tmp", "w") as f:
+                f.write("100,100")
+            os.rename(used_f + ".tmp", used_f)
+            open(pids_f, "w").close()
+            released = time.time()
+        res = a.wait(60)
+        t = [float(x) for x in lib.read_text(starts).split()]
+        return res, t, released, events(ev, "elasticd.gpu.memory_wait"), calls
+
+    def test_gpu_memory_held_then_released(self):
+        res, starts, released, ev, calls = self.gpu_run(30, "40000,100", release_after=1.5)
+        self.assertRc(res, 0)
+        self.assertEqual(len(starts), 2, starts)
+        # The second attempt started only once the memory was released.
+        self.assertGreaterEqual(starts[1], released - 0.05)
+        self.assertRegex(res.err, r"GPU memory: 2 GPUs released after \d+\.\d s")
+        self.assertEqual([e["result"] for e in ev], ["released"], ev)
+        self.assertGreaterEqual(ev[0]["waited_s"], 1.4)
+        polls = lib.read_text(calls).splitlines()
+        self.assertIn("0 40000", polls)
+        self.assertIn("0 100", polls)
+        self.assertEqual(polls[0], "0 40000")  # held at the first look
+
+    def test_gpu_memory_processes_of_the_last_attempt(self):
+        # Memory under the threshold, but the failed worker's pid still on
+        # GPU 0: held until it leaves.
+        res, starts, released, ev, _ = self.gpu_run(30, "100", pids="self", release_after=1.0)
+        self.assertRc(res, 0)
+        self.assertGreaterEqual(starts[1], released - 0.05)
+        self.assertEqual(ev[0]["result"], "released", ev)
+        self.assertEqual(ev[0]["processes_watched"], 1, ev)
+
+    def test_gpu_memory_still_held_at_the_deadline(self):
+        res, starts, _, ev, _ = self.gpu_run(1, "40000")
+        self.assertRc(res, 0)
+        self.assertIn("GPU memory still held after --gpu-memory-wait 1 s: GPU 0 still holds "
+                      "40000 MiB (0 processes) after 1.", res.err)
+        self.assertIn("starting the new attempt anyway", res.err)
+        self.assertGreaterEqual(starts[1] - starts[0], 0.9)
+        self.assertEqual(ev[0]["result"], "timeout", ev)
+
+    def test_gpu_memory_without_nvml(self):
+        res, starts, _, ev, _ = self.gpu_run(30, "40000", lib_path=self.path("no-libnvidia-ml.so.1"))
+        self.assertRc(res, 0)
+        self.assertIn("GPU memory: not waiting: cannot load %s" % self.path("no-libnvidia-ml.so.1"),
+                      res.err)
+        self.assertEqual(ev[0]["result"], "unavailable", ev)
+        self.assertLess(starts[1] - starts[0], 10)
 
     # -- exclusion ---------------------------------------------------------------
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "health.h"
+#include "nvml.h"
 #include "util.h"
 
 static void
@@ -254,15 +255,62 @@ test_checks_add(void **state)
 	health_checks_free(v, n);
 }
 
+/* nvml_released: every GPU under the threshold and free of the watched pids. */
+static void
+test_nvml_released(void **state)
+{
+	static struct nvml_gpu g[2];
+	const pid_t watch[] = {4711, 4712};
+	int busy = 99;
+
+	g[0].used_bytes = 100ULL << 20;
+	g[1].used_bytes = 200ULL << 20;
+	assert_true(nvml_released(g, 2, 1ULL << 30, watch, 2, &busy));
+	assert_int_equal(busy, -1);
+	g[1].used_bytes = 1ULL << 30; /* at the threshold: held */
+	assert_false(nvml_released(g, 2, 1ULL << 30, watch, 2, &busy));
+	assert_int_equal(busy, 1);
+	g[1].used_bytes = 0;
+	g[0].pids[0] = 1000; /* someone else's process: not ours to wait for */
+	g[0].n_pids = 1;
+	assert_true(nvml_released(g, 2, 1ULL << 30, watch, 2, &busy));
+	g[0].pids[1] = 4712;
+	g[0].n_pids = 2;
+	assert_false(nvml_released(g, 2, 1ULL << 30, watch, 2, &busy));
+	assert_int_equal(busy, 0);
+	assert_true(nvml_released(g, 0, 0, NULL, 0, &busy));
+}
+
+/* A library that is not there is absent, not an error to wait on. */
+static void
+test_nvml_absent(void **state)
+{
+	struct nvml *n = NULL;
+	char *err = NULL;
+	int p[2];
+	char buf[256] = "";
+
+	assert_int_equal(nvml_open("/nonexistent/libnvidia-ml.so.1", &n, &err), -ENOENT);
+	assert_non_null(strstr(err, "cannot load /nonexistent/libnvidia-ml.so.1"));
+	free(err);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(nvml_wait_released("/nonexistent/x.so", 1, NULL, 0, 5, 0.1, p[1]), 2);
+	close(p[1]);
+	assert_true(read(p[0], buf, sizeof(buf) - 1) > 0);
+	close(p[0]);
+	assert_non_null(strstr(buf, "cannot load"));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_size), cmocka_unit_test(test_parse_free_space),
-		cmocka_unit_test(test_parse_nics), cmocka_unit_test(test_nics_fixture),
-		cmocka_unit_test(test_paths),      cmocka_unit_test(test_tail),
-		cmocka_unit_test(test_end),        cmocka_unit_test(test_retry_delay),
-		cmocka_unit_test(test_checks_add),
+		cmocka_unit_test(test_parse_size),  cmocka_unit_test(test_parse_free_space),
+		cmocka_unit_test(test_parse_nics),  cmocka_unit_test(test_nics_fixture),
+		cmocka_unit_test(test_paths),       cmocka_unit_test(test_tail),
+		cmocka_unit_test(test_end),         cmocka_unit_test(test_retry_delay),
+		cmocka_unit_test(test_checks_add),  cmocka_unit_test(test_nvml_released),
+		cmocka_unit_test(test_nvml_absent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
