@@ -17,6 +17,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 from test_ctl import curl, post  # noqa: E402
 from test_rdzv_c10d import FAST, free_port  # noqa: E402
+from test_systemd import NotifyReceiver  # noqa: E402
+from etcd_cluster import Etcd  # noqa: E402
+
+# Lease TTL 3 s, as test_rdzv_etcd.py.
+ETCD_FAST = "keep_alive_interval=1,keep_alive_max_attempt=3,last_call_timeout=0.5"
 
 ELASTICCTL = os.environ.get("ELASTICCTL") or os.path.join(lib.SOURCE_ROOT, "build", "src",
                                                           "elasticctl")
@@ -63,10 +68,14 @@ def events(path, name):
     return [ev["metadata"] for ev in evs if ev.get("name") == name]
 
 
-class HealthTest(lib.ElasticdTestCase):
+class HealthBase(lib.ElasticdTestCase):
+    """Agents of one job on the backend this class names."""
+
+    backend = "c10d"
 
     def setUp(self):
         super().setUp()
+        self.etcd = Etcd(1) if self.backend == "etcd" else None
         self.port = free_port()
         self.dumps = self.path("dumps")
         os.makedirs(self.dumps)
@@ -75,9 +84,11 @@ class HealthTest(lib.ElasticdTestCase):
     def agent(self, n, mode="wait", nnodes="2:3", extra=()):
         sock = self.path("ctl%d.sock" % n)
         ev = self.path("events%d.jsonl" % n)
-        a = self.start("--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                       "--rdzv-endpoint", "127.0.0.1:%d" % self.port, "--rdzv-id", "job",
-                       "--rdzv-conf", FAST, "--monitor-interval", "0.1", "--max-restarts", "3",
+        endpoint = self.etcd.endpoints if self.etcd else "127.0.0.1:%d" % self.port
+        a = self.start("--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend",
+                       self.backend, "--rdzv-endpoint", endpoint, "--rdzv-id", "job",
+                       "--rdzv-conf", ETCD_FAST if self.etcd else FAST,
+                       "--monitor-interval", "0.1", "--max-restarts", "3",
                        "--event-log-file", ev, "--control-socket", sock, *extra,
                        self.script, self.dumps, mode)
         a.sock, a.events = sock, ev
@@ -101,6 +112,11 @@ class HealthTest(lib.ElasticdTestCase):
         self.assertTrue(got, "world %d: only %r" % (world, self.dumps_where(lambda d: True)))
         return self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))
 
+    def tearDown(self):
+        super().tearDown()
+        if self.etcd:
+            self.etcd.stop()
+
     def stop_all(self, agents):
         for x in reversed(agents):
             x.signal(signal.SIGTERM)
@@ -118,9 +134,7 @@ class HealthTest(lib.ElasticdTestCase):
             self.assertEqual(st["worker_state"], "HEALTHY", st)
         return two
 
-    # -- the health gate -------------------------------------------------------
-
-    def test_failing_check_keeps_a_node_out_of_a_2_3_job(self):
+    def failing_check_keeps_a_node_out(self):
         facts = self.path("facts")
         good = ("--health-check", "env | grep ^ELASTICD_ > %s.$$" % facts,
                 "--health-check", "true")
@@ -161,14 +175,51 @@ class HealthTest(lib.ElasticdTestCase):
         self.assertIn('elasticd_health_gates_total{result="passed"} 1', m)
         self.stop_all(a)
 
+    def three(self, mode="wait"):
+        a = [self.agent(0)]
+        time.sleep(0.5)  # the first one hosts the c10d store: it stays
+        a += [self.agent(1), self.agent(2, mode)]
+        self.wait_world(3, 3)
+        return a
+
+    def exclude_by_operator(self):
+        a = self.three()
+        bad = a[2]
+        r = post(bad.sock, "/handler/exclude?reason=xid%2079")
+        self.assertEqual(r.status, 200, r.body)
+        res = bad.wait(30)
+        self.assertRc(res, 6)
+        self.assertIn("excluded over the control socket: xid 79", res.err)
+        self.assertIn("exclude: leaving the rendezvous", res.err)
+        ev = events(bad.events, "elasticd.node.excluded")
+        self.assertEqual(ev[0]["reason"], "xid 79", ev)
+        self.assertEqual(ev[0]["phase"], "running", ev)
+        two = self.assert_survivors(a[:2], 2)
+        self.assertNotIn(bad.pid, {d["AGENT_PID"] for d in two})
+        self.stop_all(a[:2])
+
+
+
+class HealthTest(HealthBase):
+
+    def test_failing_check_keeps_a_node_out_of_a_2_3_job(self):
+        self.failing_check_keeps_a_node_out()
+
+    def test_exclude_by_operator_re_forms_without_a_restart(self):
+        self.exclude_by_operator()
+
+    # -- the health gate -------------------------------------------------------
+
     def test_check_that_times_out_is_killed_and_retried(self):
         sock = self.path("s.sock")
+        rx = NotifyReceiver()
+        self.addCleanup(rx.close)
         t0 = time.monotonic()
         a = self.start("--standalone", "--nproc-per-node", "1", "--no-python",
                        "--control-socket", sock, "--health-check",
                        "echo started; exec sleep 60", "--health-timeout", "1",
                        "--health-retries", "1", "--health-retry-interval", "1",
-                       "/bin/true")
+                       "/bin/true", env=self.env(NOTIFY_SOCKET=rx.address))
         self.assertTrue(lib.wait_until(lambda: os.path.exists(sock), 20))
         st = curl(sock, "/handler/status").json()
         self.assertEqual(st["phase"], "health-check", st)
@@ -190,6 +241,14 @@ class HealthTest(lib.ElasticdTestCase):
         self.assertEqual(res.err.count("still runs after 1 s: killing it"), 2, res.err)
         self.assertIn("trying again in 1.0 s (1 of --health-retries 1)", res.err)
         self.assertNoLeftovers()
+        # systemd hears why (systemctl status shows the last STATUS=).
+        status = [p for p in rx.payloads() if "STATUS=" in p]
+        self.assertTrue(any("STATUS=checking node health: 1 check" in p for p in status), status)
+        self.assertTrue(any("STATUS=unhealthy: health check command:echo started; exec sleep 60: "
+                            "timed out after 1 s; trying again in 1 s" in p for p in status),
+                        status)
+        self.assertTrue(any("STOPPING=1" in p and "timed out after 1 s; exiting with status 6" in p
+                            for p in status), status)
 
     def test_check_passes_on_retry_and_before_every_join(self):
         runs, mark = self.path("runs"), self.path("mark")
@@ -346,29 +405,6 @@ class HealthTest(lib.ElasticdTestCase):
 
     # -- exclusion ---------------------------------------------------------------
 
-    def three(self, mode="wait"):
-        a = [self.agent(0)]
-        time.sleep(0.5)  # the first one hosts the c10d store: it stays
-        a += [self.agent(1), self.agent(2, mode)]
-        self.wait_world(3, 3)
-        return a
-
-    def test_exclude_by_operator_re_forms_without_a_restart(self):
-        a = self.three()
-        bad = a[2]
-        r = post(bad.sock, "/handler/exclude?reason=xid%2079")
-        self.assertEqual(r.status, 200, r.body)
-        res = bad.wait(30)
-        self.assertRc(res, 6)
-        self.assertIn("excluded over the control socket: xid 79", res.err)
-        self.assertIn("exclude: leaving the rendezvous", res.err)
-        ev = events(bad.events, "elasticd.node.excluded")
-        self.assertEqual(ev[0]["reason"], "xid 79", ev)
-        self.assertEqual(ev[0]["phase"], "running", ev)
-        two = self.assert_survivors(a[:2], 2)
-        self.assertNotIn(bad.pid, {d["AGENT_PID"] for d in two})
-        self.stop_all(a[:2])
-
     def test_exclude_from_a_worker(self):
         a = self.three("exclude")
         bad = a[2]
@@ -396,6 +432,18 @@ class HealthTest(lib.ElasticdTestCase):
         self.assertIn("excluded over the control socket: bad disk: no worker group runs; "
                       "leaving the job", res.err)
         self.assertEqual(events(a.events, "elasticd.node.excluded")[0]["phase"], "rendezvous")
+
+
+class EtcdHealthTest(HealthBase):
+    """The same on the etcd backend (a real etcd member)."""
+
+    backend = "etcd"
+
+    def test_failing_check_keeps_a_node_out_of_a_2_3_job(self):
+        self.failing_check_keeps_a_node_out()
+
+    def test_exclude_by_operator_re_forms_without_a_restart(self):
+        self.exclude_by_operator()
 
 
 if __name__ == "__main__":
