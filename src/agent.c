@@ -152,6 +152,8 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 	}
 	if (old == AGENT_PHASE_HEALTH_CHECK) {
 		agent_health_cancel(a);
+	} else if (old == AGENT_PHASE_QUARANTINED) {
+		agent_quarantine_cancel(a);
 	}
 	switch (phase) {
 	case AGENT_PHASE_RENDEZVOUS:
@@ -181,6 +183,7 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_QUARANTINED:
 		return;
 	}
 }
@@ -257,6 +260,7 @@ rdzv_finished_cb(int err, const char *errmsg, void *arg)
 		return;
 	case AGENT_PHASE_STOPPING_SIGNAL:
 	case AGENT_PHASE_DRAINING:
+	case AGENT_PHASE_QUARANTINED:
 	case AGENT_PHASE_DONE:
 		return;
 	case AGENT_PHASE_INIT:
@@ -297,7 +301,8 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 
 	switch (a->phase) {
 	case AGENT_PHASE_STOPPING_SIGNAL:
-	case AGENT_PHASE_DRAINING: /* leaving anyway: the workers keep their grace */
+	case AGENT_PHASE_DRAINING:    /* leaving anyway: the workers keep their grace */
+	case AGENT_PHASE_QUARANTINED: /* out of the job already */
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
 	case AGENT_PHASE_DONE:
@@ -437,6 +442,14 @@ agent_exit_stopped(struct agent *a)
 			 a->cfg->role, d->exit_code);
 		agent_leave(a, "exclude");
 		break;
+	case AGENT_REASON_QUARANTINED:
+		agent_report_failure(a);
+		log_error(
+			"[%s] quarantined (--quarantine-action exit): leaving the job (exit status "
+			"%d)",
+			a->cfg->role, d->exit_code);
+		agent_leave(a, "quarantine");
+		break;
 	case AGENT_REASON_NONE:
 	case AGENT_REASON_UNHEALTHY:
 	case AGENT_REASON_SUCCEEDED:
@@ -498,6 +511,10 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	case AGENT_ACTION_EXIT:
 		agent_exit_stopped(a);
 		return;
+	case AGENT_ACTION_QUARANTINE:
+		agent_report_failure(a);
+		agent_quarantine(a);
+		return;
 	}
 }
 
@@ -508,34 +525,6 @@ group_stopped_cb(struct group *g, void *arg)
 
 	/* Never act (or free the group) inside the group's own call chain. */
 	event_base_once(a->base, -1, EV_TIMEOUT, agent_group_stopped_deferred, a, NULL);
-}
-
-/* One line per started worker with its binding, when binding was asked. */
-static void
-agent_log_bindings(struct agent *a)
-{
-	if (!a->numa || a->numa->mode == NUMA_MODE_NONE) {
-		return;
-	}
-	for (size_t i = 0; a->group && i < group_size(a->group) && i < a->numa->n; i++) {
-		const struct worker *w = group_worker(a->group, i);
-		const struct numa_binding *b = &a->numa->ranks[i];
-
-		if (w->pid <= 0) {
-			continue;
-		}
-		if (b->cpus) {
-			log_info("[%s] local_rank %d (pid %d): GPU %s, NUMA node%s %s, CPUs %s%s%s",
-				 a->cfg->role, w->local_rank, (int)w->pid, b->gpu,
-				 b->n_numa_nodes == 1 ? "" : "s", b->numa_nodes_list, b->cpus,
-				 b->mems ? ", memory nodes " : "", b->mems ? b->mems : "");
-		} else {
-			const char *why = b->error ? b->error : a->numa->warning;
-
-			log_warn("[%s] local_rank %d (pid %d) runs unbound: %s", a->cfg->role,
-				 w->local_rank, (int)w->pid, why ? why : "no GPU");
-		}
-	}
 }
 
 /* A worker that failed, in the failures-by-exit-code counters. */
@@ -695,6 +684,7 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
 	case AGENT_PHASE_DRAINING:
+	case AGENT_PHASE_QUARANTINED:
 		log_debug("%s: a rendezvous result in phase %s, ignoring", __func__,
 			  agent_phase_name(a->phase));
 		return;
@@ -853,6 +843,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 			 (double)sd_notifier_watchdog_interval(a->sd) / 1e6);
 	}
 	rcb.events = a->events;
+	a->rcb = rcb;
 	a->rdzv = rdzv_new(base, cfg, n, &rcb, reterr);
 	if (!a->rdzv) {
 		if (events_enabled(a->events)) {
@@ -873,6 +864,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	agent_find_program(a);
 	agent_setup_policy(a);
 	agent_health_setup(a);
+	agent_quarantine_setup(a);
 	if (agent_setup_supervision(a, reterr) < 0) {
 		goto out_free;
 	}
@@ -943,6 +935,10 @@ agent_free(struct agent *a)
 	free(a->hang_stacks);
 	agent_health_free(a->health);
 	free(a->exclude_reason);
+	free(a->quarantine_times);
+	if (a->quarantine_timer) {
+		event_free(a->quarantine_timer);
+	}
 	group_free(a->group);
 	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);

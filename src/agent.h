@@ -115,6 +115,13 @@ int agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr);
  * (malloc'd). */
 int agent_request_exclude(struct agent *a, const char *reason, char **reterr);
 
+/* End this node's quarantine now (elasticd-ctl(7), readmit; --quarantine):
+ * a new rendezvous handle, then the next round. node: this node's name
+ * (host_fqdn) or NULL/"". Returns 0, or -ENOENT (another node's name: the
+ * quarantine is that node's agent's) / -EBUSY (not quarantined, or still
+ * leaving) with *reterr (malloc'd). */
+int agent_request_readmit(struct agent *a, const char *node, char **reterr);
+
 /* Stop the agent exactly as if the handled signal sig (SIGTERM) had arrived:
  * the workers get sig, SIGKILL after the shutdown timeout, and elasticd exits
  * 128 + sig. A second request while stopping kills the workers at once, as a

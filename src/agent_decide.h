@@ -37,6 +37,7 @@
  *   any but DONE -> STOPPING_SIGNAL -> DONE
  *   INIT, HEALTH_CHECK, RENDEZVOUS, RUNNING, STOPPING_GROUP, RESTARTING -> DRAINING -> DONE
  *   HEALTH_CHECK -> DONE (unhealthy, no retry left: exit 6)
+ *   STOPPING_GROUP -> QUARANTINED -> HEALTH_CHECK | RENDEZVOUS (cooldown over, or readmit)
  *
  * (every RENDEZVOUS is entered through HEALTH_CHECK when health checks are
  * configured, and RESTARTING -> HEALTH_CHECK then stands for -> RENDEZVOUS);
@@ -54,6 +55,7 @@ enum agent_phase {
 	AGENT_PHASE_CLOSING,         /* leaving the rendezvous, then exiting */
 	AGENT_PHASE_STOPPING_SIGNAL, /* a handled signal (or a stop request) stops the workers */
 	AGENT_PHASE_DRAINING,        /* drain: notice sent, waiting for the workers, then leave */
+	AGENT_PHASE_QUARANTINED,     /* out of the job for a cooldown (--quarantine), then rejoin */
 	AGENT_PHASE_DONE,            /* the exit status is chosen; the loop ends */
 };
 
@@ -78,7 +80,8 @@ enum agent_reason {
 	AGENT_REASON_HANG,            /* a hang rule fired (hang.h): the agent stops the group */
 	AGENT_REASON_UNHEALTHY,       /* the health gate failed with no retry left (exit 6) */
 	AGENT_REASON_EXCLUDED,        /* excluded on request (exclude verb): leave, exit 6 */
-	AGENT_REASON_UNEXPECTED,      /* the group in a state it cannot stop in: a bug (last) */
+	AGENT_REASON_QUARANTINED, /* F failures of this node's workers within W (--quarantine) */
+	AGENT_REASON_UNEXPECTED,  /* the group in a state it cannot stop in: a bug (last) */
 };
 
 /* The reason as elasticd.agent.restart's "reason" ("worker group FAILED",
@@ -109,6 +112,8 @@ enum agent_action {
 	AGENT_ACTION_FINISH,  /* exit barrier, close the rendezvous, exit exit_code */
 	AGENT_ACTION_FAIL,    /* report the failure, close the rendezvous, exit exit_code */
 	AGENT_ACTION_EXIT,    /* exit exit_code now; the rendezvous stays as it is */
+	/* leave the rendezvous (open), wait out the cooldown, then rejoin */
+	AGENT_ACTION_QUARANTINE,
 };
 
 /* "restart", "finish" etc. Static storage. */
@@ -135,6 +140,12 @@ struct agent_decide_in {
 	uint64_t backoff_min_usec; /* --restart-backoff MIN:MAX; max 0: no backoff */
 	uint64_t backoff_max_usec;
 	double jitter; /* a random number in [0, 1), seeded per process by the agent */
+	/* --quarantine F/W: this node's failed attempts in the last W seconds,
+	 * this one included, and F (0: off); with quarantine_exit the node
+	 * exits 6 instead of waiting out a cooldown. */
+	int quarantine_failures;
+	int quarantine_max;
+	bool quarantine_exit;
 };
 
 /* What to do. */

@@ -115,6 +115,7 @@ agent_drain_refusal(const struct agent *a)
 	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_QUARANTINED:
 		return NULL;
 	}
 	return NULL;
@@ -165,6 +166,7 @@ agent_exclude_refusal(const struct agent *a)
 	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_QUARANTINED:
 		return NULL;
 	}
 	return NULL;

@@ -103,6 +103,16 @@ struct agent {
 	struct agent_health *health; /* the health gate (agent_health.h), NULL: no checks */
 	const char *control_socket;  /* the control plane's socket (borrowed), NULL: none */
 	char *exclude_reason;        /* the exclude verb's reason, NULL: not excluded */
+	struct rdzv_callbacks rcb;   /* for a new rendezvous after a quarantine */
+
+	/* --quarantine (agent_quarantine.c). */
+	uint64_t *quarantine_times;     /* this node's last F failed attempts, a ring */
+	size_t quarantine_next;         /* the ring's oldest slot */
+	int quarantines;                /* quarantines so far (the cooldown's exponent) */
+	int quarantine_failures;        /* the failures that started the last one */
+	struct event *quarantine_timer; /* the cooldown */
+	uint64_t quarantine_start_usec; /* CLOCK_MONOTONIC: when the last one began */
+	uint64_t quarantine_until_usec; /* ... and when its cooldown ends; 0: none */
 
 	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
 	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */
@@ -251,12 +261,38 @@ void agent_leave(struct agent *a, const char *what);
  * with no group, leave at once and exit 0. */
 void agent_enter_draining(struct agent *a, enum agent_phase old);
 
+/* ---- agent_quarantine.c: --quarantine and the readmit verb ---------------- */
+
+/* The ring of failed attempts for --quarantine F/W (none when off). */
+void agent_quarantine_setup(struct agent *a);
+
+/* An attempt of this node failed: count it; returns its failed attempts in
+ * the last W seconds, this one included (0 with --quarantine off). */
+int agent_quarantine_count(struct agent *a);
+
+/* Carry out a QUARANTINE decision: record it (log, event, STATUS=), leave
+ * the rendezvous open for the others, enter phase QUARANTINED and wait out
+ * the cooldown (--quarantine-cooldown, doubled for each earlier quarantine),
+ * then rejoin with a new rendezvous handle. */
+void agent_quarantine(struct agent *a);
+
+/* Leaving phase QUARANTINED for another reason (a signal, a drain): stop the
+ * cooldown. */
+void agent_quarantine_cancel(struct agent *a);
+
+/* The status's "quarantine": null, or while quarantined {cooldown_s,
+ * remaining_s, failures, quarantines}. A new reference. */
+struct json_t *agent_quarantine_status(const struct agent *a);
+
 /* ---- agent_setup.c: agent_new's set-up ------------------------------------ */
 
 /* Find the GPUs (hwloc, when needed), resolve --nproc-per-node and plan each
  * local rank's binding into a->numa. Returns the number of local workers, or
  * -1 with *ret_exit and *reterr set. */
 int agent_plan(struct agent *a, int *ret_exit, char **reterr);
+
+/* One line per started worker with its binding, when binding was asked. */
+void agent_log_bindings(struct agent *a);
 
 /* --dry-run: print the plan as JSON lines on stdout; returns the exit status. */
 int agent_print_plan(struct agent *a);

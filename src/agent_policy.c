@@ -120,6 +120,9 @@ agent_decide_inputs(struct agent *a, struct agent_decide_in *in)
 	}
 	agent_progress_attempt_failed(a);
 	in->stalled_attempts = a->progress.stalled;
+	in->quarantine_failures = agent_quarantine_count(a);
+	in->quarantine_max = cfg->quarantine_n;
+	in->quarantine_exit = cfg->quarantine_exit;
 	in->no_restart_code = agent_no_restart_worker(a) != NULL;
 	if (a->window_times) {
 		in->window_restarts =
@@ -172,6 +175,7 @@ agent_log_no_restart(struct agent *a)
 	case AGENT_REASON_HANG:
 	case AGENT_REASON_UNHEALTHY:
 	case AGENT_REASON_EXCLUDED:
+	case AGENT_REASON_QUARANTINED:
 	case AGENT_REASON_UNEXPECTED:
 		return;
 	}
@@ -285,6 +289,9 @@ agent_request_restart(struct agent *a, char **reterr)
 	switch (a->phase) {
 	case AGENT_PHASE_DRAINING:
 		*reterr = xstrdup("the agent is draining");
+		return -EBUSY;
+	case AGENT_PHASE_QUARANTINED:
+		*reterr = xstrdup("the node is quarantined (readmit ends it)");
 		return -EBUSY;
 	case AGENT_PHASE_STOPPING_SIGNAL:
 	case AGENT_PHASE_EXIT_BARRIER:

@@ -114,6 +114,7 @@ agent_on_signal(struct agent *a, int sig)
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
 	case AGENT_PHASE_DRAINING:
+	case AGENT_PHASE_QUARANTINED:
 		break;
 	}
 	a->signo = sig;

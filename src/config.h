@@ -175,6 +175,10 @@ struct config {
 	double gpu_memory_wait;        /* --gpu-memory-wait SECONDS before a respawn; 0: off */
 	uint64_t gpu_memory_threshold; /* --gpu-memory-threshold SIZE: bytes used per GPU */
 	char *nvml_library;            /* --nvml-library PATH (dlopen) */
+	int quarantine_n;              /* --quarantine F/W: F failed attempts of this node ... */
+	double quarantine_s;           /* ... within W seconds; F 0: off */
+	double quarantine_cooldown;    /* --quarantine-cooldown SECONDS, the first one */
+	bool quarantine_exit;          /* --quarantine-action exit (default wait) */
 };
 
 /* What config_parse asks the caller to do. */

@@ -126,6 +126,9 @@ int config_add_health_free_space(struct config *cfg, const struct config_option 
 /* --gpu-memory-threshold: a size (health_parse_size) in the uint64_t field. */
 int config_set_size(struct config *cfg, const struct config_option *o, const char *name,
 		    const char *value, char **reterr);
+/* --quarantine-action: wait or exit, in quarantine_exit. */
+int config_set_quarantine_action(struct config *cfg, const struct config_option *o,
+				 const char *name, const char *value, char **reterr);
 /* --health-timeout: seconds > 0. */
 int config_set_positive_seconds(struct config *cfg, const struct config_option *o, const char *name,
 				const char *value, char **reterr);
@@ -144,7 +147,7 @@ void config_rdzv_conf_free(struct rdzv_conf_entry *entries, size_t n);
 
 /* The option table (config_options.c): one row per option, in --help order
  * within each group. */
-#define CONFIG_OPTION_COUNT 69
+#define CONFIG_OPTION_COUNT 72
 extern const struct config_option config_options[CONFIG_OPTION_COUNT];
 
 /* The index in config_options of the option whose long name is name (dash

@@ -438,6 +438,36 @@ const struct config_option config_options[] = {
 			"is nothing to wait for.",
 	},
 
+	{
+		.name = "quarantine",
+		.kind = OPT_VALUE,
+		.def = "",
+		.set = config_set_restart_window,
+		.group = GROUP_HEALTH,
+		.metavar = "F/W",
+		.help = "F failed attempts of this node's workers within W seconds quarantine "
+			"it: it leaves the job for --quarantine-cooldown, then rejoins.",
+	},
+	{
+		.name = "quarantine-cooldown",
+		.kind = OPT_VALUE,
+		.def = "300",
+		.set = config_set_positive_seconds,
+		.offset = offsetof(struct config, quarantine_cooldown),
+		.group = GROUP_HEALTH,
+		.metavar = "SECONDS",
+		.help = "How long a quarantine keeps the node out; doubled for each earlier one.",
+	},
+	{
+		.name = "quarantine-action",
+		.kind = OPT_VALUE,
+		.def = "wait",
+		.set = config_set_quarantine_action,
+		.group = GROUP_HEALTH,
+		.metavar = "wait|exit",
+		.help = "A quarantined node waits out the cooldown, or exits 6 (bad node).",
+	},
+
 	/* Rendezvous. */
 	{
 		.name = "nnodes",

@@ -759,3 +759,14 @@ config_set_size(struct config *cfg, const struct config_option *o, const char *n
 	*FIELD(cfg, o, uint64_t) = v;
 	return 0;
 }
+
+int
+config_set_quarantine_action(struct config *cfg, const struct config_option *o, const char *name,
+			     const char *value, char **reterr)
+{
+	if (strcmp(value, "wait") != 0 && strcmp(value, "exit") != 0) {
+		return config_invalid(reterr, name, value, "expected wait or exit");
+	}
+	cfg->quarantine_exit = strcmp(value, "exit") == 0;
+	return 0;
+}

@@ -85,6 +85,8 @@ struct ctl_agent_counters {
 	uint64_t gpu_waits_released;  /* --gpu-memory-wait: the memory was released ... */
 	uint64_t gpu_waits_timeout;   /* ... was still held at the deadline ... */
 	uint64_t gpu_waits_unavailable; /* ... NVML absent: nothing to wait for */
+	uint64_t quarantines;           /* --quarantine: times this node was quarantined */
+	uint64_t readmissions;          /* ... and readmitted (cooldown over, or readmit) */
 	/* Workers that failed (exited non-zero, or could not start, before any
 	 * stop), by exit code: index exitcode - CTL_EXITCODE_MIN. */
 	uint64_t worker_failures[CTL_EXITCODE_MAX - CTL_EXITCODE_MIN + 1];
@@ -148,6 +150,10 @@ struct ctl_agent_ops {
 	 * reason: free text ("" for none), copied. 0, or -EALREADY / -EBUSY with
 	 * *reterr (malloc'd) when it cannot begin. */
 	int (*exclude)(void *agent, const char *reason, char **reterr);
+	/* End this node's quarantine now (node: its name, NULL or "" for this
+	 * one). 0, or -ENOENT (another node's name) / -EBUSY (not quarantined)
+	 * with *reterr (malloc'd). */
+	int (*readmit)(void *agent, const char *node, char **reterr);
 	/* Stop as if the handled signal sig had arrived. */
 	void (*stop)(void *agent, int sig);
 	/* Send sig to local rank's process group (every worker for -1): 0, or

@@ -275,6 +275,25 @@ handle_exclude(struct ctl_call *call)
 	return 0;
 }
 
+static const struct ctl_param_spec readmit_params[] = {
+	{.name = "node",
+	 .type = CTL_PARAM_STRING,
+	 .help = "the quarantined node's name (default: this node)"},
+};
+
+static int
+handle_readmit(struct ctl_call *call)
+{
+	_cleanup_free_ char *err = NULL;
+
+	if (call->agent->ops->readmit(call->agent->agent, call->args[0].s, &err) < 0) {
+		return ctl_call_error(call, "%s", err);
+	}
+	evbuffer_add_printf(call->body, "readmitted: the quarantine is over; rejoining the "
+					"rendezvous\n");
+	return 0;
+}
+
 enum { SIGNAL_RANK, SIGNAL_SIGNAL };
 
 static const struct ctl_param_spec signal_params[] = {
@@ -531,6 +550,10 @@ metrics_health(struct evbuffer *b, const struct ctl_agent_counters *as)
 			    (unsigned long long)as->gpu_waits_timeout);
 	evbuffer_add_printf(b, "elasticd_gpu_memory_waits_total{result=\"unavailable\"} %llu\n",
 			    (unsigned long long)as->gpu_waits_unavailable);
+	metric_u64(b, "elasticd_quarantines_total", "counter",
+		   "Times this node was quarantined (--quarantine).", as->quarantines);
+	metric_u64(b, "elasticd_readmissions_total", "counter",
+		   "Times it was readmitted (cooldown over, or readmit).", as->readmissions);
 }
 
 /* The event recorder and the control plane itself. */
@@ -757,6 +780,8 @@ const struct ctl_handler ctl_handlers[] = {
 	 "send the workers the notice, wait for them, leave the job for good"},
 	{"exclude", false, false, exclude_params, ARRAY_SIZE(exclude_params), handle_exclude,
 	 "this node is bad: stop the workers, leave the job, exit 6"},
+	{"readmit", false, false, readmit_params, ARRAY_SIZE(readmit_params), handle_readmit,
+	 "end this node's quarantine now and rejoin"},
 	{"stop", false, false, NULL, 0, handle_stop, "stop the workers and exit, as on SIGTERM"},
 	{"signal", false, false, signal_params, ARRAY_SIZE(signal_params), handle_signal,
 	 "send a signal to a worker's process group (or every worker's)"},

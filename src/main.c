@@ -65,6 +65,12 @@ ctl_exclude(void *agent, const char *reason, char **reterr)
 	return agent_request_exclude(agent, reason, reterr);
 }
 
+static int
+ctl_readmit(void *agent, const char *node, char **reterr)
+{
+	return agent_request_readmit(agent, node, reterr);
+}
+
 static void
 ctl_stop(void *agent, int sig)
 {
@@ -90,6 +96,7 @@ static const struct ctl_agent_ops agent_ctl_ops = {
 	.restart = ctl_restart,
 	.drain = ctl_drain,
 	.exclude = ctl_exclude,
+	.readmit = ctl_readmit,
 	.stop = ctl_stop,
 	.signal = ctl_signal,
 	.nodes = ctl_nodes,

@@ -42,6 +42,9 @@ env["AGENT_PID"] = os.getppid()
 with open(f + ".tmp", "w") as out:
     json.dump(env, out)
 os.rename(f + ".tmp", f)
+if mode == "crash":
+    time.sleep(0.3)
+    sys.exit(1)
 if mode == "exclude" and env["WORLD_SIZE"] == "3":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # until the reply is read
     time.sleep(0.5)
@@ -63,6 +66,8 @@ while True:
 
 
 def events(path, name):
+    if not os.path.exists(path):
+        return []
     with open(path) as f:
         evs = [json.loads(line) for line in f]
     return [ev["metadata"] for ev in evs if ev.get("name") == name]
@@ -199,8 +204,90 @@ class HealthBase(lib.ElasticdTestCase):
         self.stop_all(a[:2])
 
 
+    def quarantine_with_a_spare(self):
+        q = ("--quarantine", "2/60", "--quarantine-cooldown", "4")
+        a = [self.agent(0, extra=q)]
+        time.sleep(0.5)  # the first one hosts the c10d store
+        a += [self.agent(1, extra=q)]
+        bad = self.agent(2, "crash", extra=q)
+        # Node 2's workers fail twice: quarantined; a spare takes its place.
+        self.assertTrue(lib.wait_until(
+            lambda: events(bad.events, "elasticd.node.quarantined"), 40), bad.stderr_text())
+        spare = self.agent(3, extra=q)
+        q_ev = events(bad.events, "elasticd.node.quarantined")[0]
+        self.assertEqual(q_ev["failures"], 2, q_ev)
+        self.assertEqual(q_ev["cooldown_s"], 4, q_ev)
+        self.assertEqual(q_ev["quarantines"], 1, q_ev)
+        st = curl(bad.sock, "/handler/status").json()
+        self.assertEqual(st["phase"], "quarantined", st)
+        self.assertTrue(0 < st["quarantine"]["remaining_s"] <= 4, st)
+        got = lib.wait_until(lambda: self.dumps_where(
+            lambda d: d["AGENT_PID"] == spare.pid and d["WORLD_SIZE"] == "3") or None, 40)
+        self.assertTrue(got, "the spare never joined: %s" % spare.stderr_text())
+        self.assertIn("quarantined: 2 failed attempts of this node within 60 s", bad.stderr_text())
+        # The cooldown ends: readmitted, it rejoins (as a spare now: 3 is the most).
+        self.assertTrue(lib.wait_until(
+            lambda: events(bad.events, "elasticd.node.readmitted"), 30), bad.stderr_text())
+        r_ev = events(bad.events, "elasticd.node.readmitted")[0]
+        self.assertEqual(r_ev["by"], "cooldown", r_ev)
+        self.assertGreaterEqual(r_ev["after_s"], 3.9, r_ev)
+        for x in a[:2] + [spare]:
+            self.assertIsNone(x.proc.poll(), "an agent exited: %s" % x.stderr_text())
+            st = curl(x.sock, "/handler/status").json()
+            self.assertEqual(st["restart_count"], 0, st)  # re-forms only: nothing spent
+        m = curl(bad.sock, "/metrics").body
+        self.assertIn("elasticd_quarantines_total 1", m)
+        self.assertIn("elasticd_readmissions_total 1", m)
+        bad.signal(signal.SIGTERM)
+        self.assertRc(bad.wait(30), 128 + signal.SIGTERM)
+        self.stop_all(a[:2] + [spare])
+
 
 class HealthTest(HealthBase):
+
+    def test_quarantine_a_spare_takes_its_place_then_readmitted(self):
+        self.quarantine_with_a_spare()
+
+    def test_quarantine_readmit_verb_and_doubling(self):
+        sock, ev = self.path("q.sock"), self.path("ev.jsonl")
+        fail = self.write_sh("fail.sh", "exit 1\n")
+        a = self.start("--standalone", "--nproc-per-node", "1", "--no-python",
+                       "--max-restarts", "5", "--quarantine", "1/60",
+                       "--quarantine-cooldown", "60", "--control-socket", sock,
+                       "--event-log-file", ev, fail)
+        self.assertTrue(lib.wait_until(
+            lambda: len(events(ev, "elasticd.node.quarantined")) == 1, 30), a.stderr_text())
+        st = curl(sock, "/handler/status").json()
+        self.assertEqual(st["phase"], "quarantined", st)
+        self.assertEqual(st["quarantine"]["cooldown_s"], 60, st)
+        r = post(sock, "/handler/readmit?node=elsewhere")
+        self.assertEqual(r.status, 500, r.body)
+        self.assertIn("readmit 'elsewhere' on its own agent", r.body)
+        time.sleep(0.5)  # its leave of the rendezvous is over
+        r = post(sock, "/handler/readmit")
+        self.assertEqual(r.status, 200, r.body)
+        # It rejoins, fails again: quarantined again, for twice as long.
+        self.assertTrue(lib.wait_until(
+            lambda: len(events(ev, "elasticd.node.quarantined")) == 2, 30), a.stderr_text())
+        self.assertEqual(events(ev, "elasticd.node.readmitted")[0]["by"], "readmit")
+        self.assertEqual(events(ev, "elasticd.node.quarantined")[1]["cooldown_s"], 120)
+        st = curl(sock, "/handler/status").json()
+        self.assertEqual(st["restart_count"], 0, st)  # a quarantine spends no restart
+        r = post(sock, "/handler/restart")
+        self.assertEqual(r.status, 500, r.body)
+        self.assertIn("quarantined", r.body)
+        a.signal(signal.SIGTERM)
+        self.assertRc(a.wait(30), 128 + signal.SIGTERM)
+
+    def test_quarantine_action_exit(self):
+        fail = self.write_sh("fail.sh", "exit 1\n")
+        res = self.run_elasticd("--standalone", "--nproc-per-node", "1", "--no-python",
+                                "--max-restarts", "5", "--quarantine", "2/60",
+                                "--quarantine-action", "exit", fail)
+        self.assertRc(res, 6)
+        self.assertIn("quarantined (--quarantine-action exit): leaving the job (exit status 6)",
+                      res.err)
+        self.assertEqual(res.err.count("Worker group FAILED"), 1, res.err)
 
     def test_failing_check_keeps_a_node_out_of_a_2_3_job(self):
         self.failing_check_keeps_a_node_out()
@@ -438,6 +525,9 @@ class EtcdHealthTest(HealthBase):
     """The same on the etcd backend (a real etcd member)."""
 
     backend = "etcd"
+
+    def test_quarantine_a_spare_takes_its_place_then_readmitted(self):
+        self.quarantine_with_a_spare()
 
     def test_failing_check_keeps_a_node_out_of_a_2_3_job(self):
         self.failing_check_keeps_a_node_out()

@@ -235,6 +235,35 @@ static const struct decide_case decide_cases[] = {
 	{"a signal while excluded: the signal wins",
 	 {P(STOPPING_SIGNAL), R(SIGNAL), O(STOPPED), SIGTERM, 3, 3},
 	 {A(EXIT), R(SIGNAL), false, 128 + SIGTERM}},
+	/* Quarantine (--quarantine F/W): this node's F-th failure within W. */
+	{"quarantine: the F-th failure in the window leaves for a cooldown, nothing spent",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 2, .quarantine_max = 2},
+	 {A(QUARANTINE), R(QUARANTINED), false, 0}},
+	{"quarantine: fewer failures than F restart as usual",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 1, .quarantine_max = 2},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, 0, 1}},
+	{"quarantine rather than end the job with the last restart",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 0, 3, .quarantine_failures = 3, .quarantine_max = 3,
+	  .detailed_exit = true},
+	 {A(QUARANTINE), R(QUARANTINED), false, 0}},
+	{"quarantine with --quarantine-action exit: exit 6",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 2, .quarantine_max = 2,
+	  .quarantine_exit = true},
+	 {A(EXIT), R(QUARANTINED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"quarantine: a hang counts as a failure",
+	 {P(STOPPING_GROUP), R(HANG), O(FAILED), 0, 3, 3, .quarantine_failures = 2,
+	  .quarantine_max = 2},
+	 {A(QUARANTINE), R(QUARANTINED), false, 0}},
+	{"quarantine off: F 0 never quarantines",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 9},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, 0, 1}},
+	{"quarantine: a no-restart exit code still ends the job",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .no_restart_code = true,
+	  .quarantine_failures = 2, .quarantine_max = 2},
+	 {A(FAIL), R(NO_RESTART_CODE), false, 1}},
+	{"quarantine: a drain wins",
+	 {P(DRAINING), R(DRAIN), O(FAILED), 0, 3, 3, .quarantine_failures = 2, .quarantine_max = 2},
+	 {A(EXIT), R(DRAIN_FAILED), false, 1}},
 	/* Bugs. */
 	{"group still HEALTHY after stopping: exit 1",
 	 {P(RUNNING), R(NONE), O(UNEXPECTED), 0, 3, 3},
@@ -361,6 +390,7 @@ static const struct node_case node_cases[] = {
 	{P(DONE), R(DRAIN), 0, true, NODE_STATE_SUCCEEDED},
 	{P(DONE), R(NONE), 0, false, NODE_STATE_SUCCEEDED},
 	{P(HEALTH_CHECK), R(NONE), 0, false, NODE_STATE_INIT},
+	{P(QUARANTINED), R(QUARANTINED), 0, true, NODE_STATE_INIT},
 	{P(HEALTH_CHECK), R(WORKER_FAILED), 0, true, NODE_STATE_INIT},
 	{P(STOPPING_GROUP), R(EXCLUDED), 0, true, NODE_STATE_RUNNING},
 	{P(DONE), R(UNHEALTHY), 6, false, NODE_STATE_FAILED},
@@ -441,6 +471,8 @@ test_names(void **state)
 	assert_string_equal(agent_phase_name(P(HEALTH_CHECK)), "health-check");
 	assert_string_equal(agent_reason_name(R(UNHEALTHY)), "node unhealthy");
 	assert_string_equal(agent_reason_name(R(EXCLUDED)), "node excluded");
+	assert_string_equal(agent_phase_name(P(QUARANTINED)), "quarantined");
+	assert_string_equal(agent_action_name(A(QUARANTINE)), "quarantine");
 }
 
 /* --restart-window: restarts less than W old count; unused slots do not. */

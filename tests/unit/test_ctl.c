@@ -93,6 +93,13 @@ fake_restart(void *agent, char **reterr)
 }
 
 static int
+fake_readmit(void *agent, const char *node, char **reterr)
+{
+	*reterr = xstrdup("not in this fake");
+	return -EBUSY;
+}
+
+static int
 fake_exclude(void *agent, const char *reason, char **reterr)
 {
 	*reterr = xstrdup("not in this fake");
@@ -154,6 +161,7 @@ static const struct ctl_agent_ops fake_ops = {
 	.restart = fake_restart,
 	.drain = fake_drain,
 	.exclude = fake_exclude,
+	.readmit = fake_readmit,
 	.stop = fake_stop,
 	.signal = fake_signal,
 	.nodes = fake_nodes,
