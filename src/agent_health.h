@@ -12,11 +12,14 @@ struct agent;
 struct agent_health;
 struct json_t;
 
-/* Set up a->health when checks are configured (else it stays NULL). */
+/* Set up a->health when checks or --gpu-memory-wait are configured (else
+ * it stays NULL). */
 void agent_health_setup(struct agent *a);
 
-/* Before a join for reason (why): with checks configured, enter phase
- * HEALTH_CHECK and start them, and return true: the gate then joins
+/* Before a join for reason (why): with checks configured (or, before a
+ * respawn, --gpu-memory-wait: first the wait for the last attempt's GPU
+ * memory, nvml.h, which only warns), enter phase HEALTH_CHECK and start
+ * them, and return true: the gate then joins
  * (agent_join_round) once every check passed, or records the failure
  * (elasticd.node.unhealthy, STATUS=, the status's "health") and tries again
  * after --health-retry-interval (doubling) while --health-retries last, or
@@ -34,7 +37,8 @@ void agent_health_cancel(struct agent *a);
 bool agent_health_reaped(struct agent *a, pid_t pid, int status);
 
 /* The status handler's "health": null without checks, else {"state":
- * "not-checked"|"checking"|"healthy"|"unhealthy", "checks": [names],
+ * "not-checked"|"checking"|"healthy"|"unhealthy"|"waiting-gpu-memory",
+ * "checks": [names],
  * "failures": failed gates in a row, "last_failure": {"check", "result",
  * "output"} or null, "retry_in_s": seconds or null}. A new reference. */
 struct json_t *agent_health_status(const struct agent *a);
