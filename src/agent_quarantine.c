@@ -132,6 +132,9 @@ agent_quarantine(struct agent *a)
 	sd_notify_status(a->sd, "quarantined: %d failed attempts within %g s; rejoining in %.0f s",
 			 cfg->quarantine_n, cfg->quarantine_s, (double)cooldown / 1e6);
 	agent_set_phase(a, AGENT_PHASE_QUARANTINED, AGENT_REASON_QUARANTINED, "node quarantined");
+	if (a->rdzv) { /* recorded in the shared state with the leave */
+		rdzv_set_quarantine(a->rdzv, (int64_t)(wall_usec() + cooldown), a->quarantines);
+	}
 	agent_leave(a, "quarantine");
 	if (!a->quarantine_timer) {
 		a->quarantine_timer = evtimer_new(a->base, agent_quarantine_timer_cb, a);

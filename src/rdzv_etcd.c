@@ -938,6 +938,7 @@ make_ctx(const struct etcdr *c)
 	struct rdzv_ctx ctx = rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
 
 	ctx.close_record = c->r->close_record;
+	ctx.quarantine = c->r->quarantine;
 	return ctx;
 }
 
