@@ -228,33 +228,32 @@ class HealthBase(lib.ElasticdTestCase):
             lambda d: d["AGENT_PID"] == spare.pid and d["WORLD_SIZE"] == "3") or None, 40)
         self.assertTrue(got, "the spare never joined: %s" % spare.stderr_text())
         self.assertIn("quarantined: 2 failed attempts of this node within 60 s", bad.stderr_text())
-        if self.backend == "c10d":
-            # Recorded in the rendezvous state: every agent lists it, and
-            # another agent of that host (a restarted one) is not admitted.
-            got = curl(a[1].sock, "/handler/nodes").json()["quarantined"]
-            self.assertEqual(len(got), 1, got)
-            self.assertEqual(got[0]["host"], "127.0.0.3", got)
-            self.assertEqual(got[0]["count"], 1, got)
-            self.assertTrue(got[0]["active"], got)
-            self.assertTrue(0 < got[0]["remaining_s"] <= 4, got)
-            twin = self.agent(4, extra=q(2))
-            time.sleep(1.5)
-            self.assertEqual(self.dumps_where(lambda d: d["AGENT_PID"] == twin.pid), [])
-            self.assertEqual(curl(twin.sock, "/handler/status").json()["phase"], "rendezvous")
-            nodes = curl(a[1].sock, "/handler/nodes").json()
-            listed = [m["node"] for k in ("participants", "wait_list", "spares")
-                      for m in nodes[k]]
-            self.assertFalse([n for n in listed if n.startswith("127.0.0.3_%d_" % twin.pid)],
-                             nodes)
-            twin.signal(signal.SIGTERM)
-            self.assertRc(twin.wait(30), 128 + signal.SIGTERM)
+        # Recorded in the rendezvous state: every agent lists it, and
+        # another agent of that host (a restarted one) is not admitted.
+        got = curl(a[1].sock, "/handler/nodes").json()["quarantined"]
+        self.assertEqual(len(got), 1, got)
+        self.assertEqual(got[0]["host"], "127.0.0.3", got)
+        self.assertEqual(got[0]["count"], 1, got)
+        self.assertTrue(got[0]["active"], got)
+        self.assertTrue(0 < got[0]["remaining_s"] <= 4, got)
+        twin = self.agent(4, extra=q(2))
+        time.sleep(1.5)
+        self.assertEqual(self.dumps_where(lambda d: d["AGENT_PID"] == twin.pid), [])
+        self.assertEqual(curl(twin.sock, "/handler/status").json()["phase"], "rendezvous")
+        nodes = curl(a[1].sock, "/handler/nodes").json()
+        listed = [m["node"] for k in ("participants", "wait_list", "spares")
+                  for m in nodes[k]]
+        self.assertFalse([n for n in listed if n.startswith("127.0.0.3_%d_" % twin.pid)],
+                         nodes)
+        twin.signal(signal.SIGTERM)
+        self.assertRc(twin.wait(30), 128 + signal.SIGTERM)
         # The cooldown ends: readmitted, it rejoins (as a spare now: 3 is the most).
         self.assertTrue(lib.wait_until(
             lambda: events(bad.events, "elasticd.node.readmitted"), 30), bad.stderr_text())
         r_ev = events(bad.events, "elasticd.node.readmitted")[0]
-        if self.backend == "c10d":  # back in (as a spare): the entry goes
-            self.assertTrue(lib.wait_until(lambda: curl(a[1].sock, "/handler/nodes").json()[
-                "quarantined"] == [], 20))
+        # Back in (as a spare): the entry goes.
+        self.assertTrue(lib.wait_until(lambda: curl(a[1].sock, "/handler/nodes").json()[
+            "quarantined"] == [], 20))
         self.assertEqual(r_ev["by"], "cooldown", r_ev)
         self.assertGreaterEqual(r_ev["after_s"], 3.9, r_ev)
         for x in a[:2] + [spare]:
