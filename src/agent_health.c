@@ -86,6 +86,17 @@ struct agent_health {
 	size_t n_watch;
 };
 
+/* The one place the gate's state changes (its status's "state"). */
+static void
+health_set_state(struct agent_health *h, enum health_state st, const char *why)
+{
+	if (h->state != st) {
+		log_debug("[%s] health %s -> %s (%s)", h->a->cfg->role, state_names[h->state],
+			  state_names[st], why);
+	}
+	h->state = st;
+}
+
 /* The checks' environment: the agent's (without systemd's variables) with
  * the node's facts. */
 static char **
@@ -308,7 +319,7 @@ health_gate_start(struct agent_health *h)
 {
 	char **env = health_env(h->a);
 
-	h->state = HEALTH_CHECKING;
+	health_set_state(h, HEALTH_CHECKING, "checks started");
 	h->retry_usec = 0;
 	h->gate_start_usec = now_usec();
 	h->pending = h->n;
@@ -413,7 +424,7 @@ health_gate_done(evutil_socket_t fd, short what, void *arg)
 		ok &= health_end_ok(h->runs[i].status, h->runs[i].timed_out, h->runs[i].spawn_err);
 	}
 	if (ok) {
-		h->state = HEALTH_HEALTHY;
+		health_set_state(h, HEALTH_HEALTHY, "every check passed");
 		h->failures = 0;
 		a->stats.health_passed++;
 		log_info("[%s] health: %zu check%s passed in %.3f s", a->cfg->role, h->n,
@@ -421,7 +432,7 @@ health_gate_done(evutil_socket_t fd, short what, void *arg)
 		agent_join_round(a, h->reason, h->why);
 		return;
 	}
-	h->state = HEALTH_UNHEALTHY;
+	health_set_state(h, HEALTH_UNHEALTHY, "a check failed");
 	h->failures++;
 	a->stats.health_failed++;
 	retry = h->failures <= a->cfg->health_retries;
@@ -472,7 +483,7 @@ health_gpu_start(struct agent_health *h)
 			h->watch[h->n_watch++] = w->pid;
 		}
 	}
-	h->state = HEALTH_WAITING_GPU;
+	health_set_state(h, HEALTH_WAITING_GPU, "respawn");
 	h->gate_start_usec = now_usec();
 	h->pending = 1;
 	h->gpu_run =
@@ -534,7 +545,7 @@ health_gpu_done(evutil_socket_t fd, short what, void *arg)
 		elastic_event_set_int(&ev, "processes_watched", (long long)h->n_watch);
 		agent_record(a, &ev);
 	}
-	h->state = HEALTH_NOT_CHECKED;
+	health_set_state(h, HEALTH_NOT_CHECKED, "GPU memory wait over");
 	if (h->n > 0) {
 		health_gate_start(h);
 		return;
@@ -610,7 +621,7 @@ agent_health_cancel(struct agent *a)
 	}
 	health_run_kill(&h->gpu_run);
 	if (h->state == HEALTH_CHECKING || h->state == HEALTH_WAITING_GPU) {
-		h->state = HEALTH_NOT_CHECKED;
+		health_set_state(h, HEALTH_NOT_CHECKED, "cancelled");
 	}
 }
 
