@@ -346,30 +346,6 @@ agent_open_event_file(struct agent *a, char **reterr)
 	return 0;
 }
 
-/* The workers' program as found in PATH, for messages; and torchrun's
- * OMP_NUM_THREADS=1 default for more than one local worker. */
-void
-agent_find_program(struct agent *a)
-{
-	char **argv = wenv_build_argv(a->cfg, a->env, 0);
-
-	a->program = path_lookup(argv[0], wenv_get(a->env, "PATH"));
-	if (!a->program) {
-		log_warn("'%s' is not an executable file in PATH; the workers will fail to start",
-			 argv[0]);
-		a->program = xstrdup(argv[0]);
-	}
-	strv_free(argv);
-	if (a->local_world_size > 1 && !wenv_get(a->env, "OMP_NUM_THREADS")) {
-		a->set_omp_num_threads = true;
-		log_warn("\n*****************************************\n"
-			 "Setting OMP_NUM_THREADS environment variable for each process to be 1 in "
-			 "default, to avoid your system being overloaded, please further tune the "
-			 "variable for optimal performance in your application as needed. \n"
-			 "*****************************************");
-	}
-}
-
 /* One line per started worker with its binding, when binding was asked. */
 void
 agent_log_bindings(struct agent *a)
@@ -395,5 +371,29 @@ agent_log_bindings(struct agent *a)
 			log_warn("[%s] local_rank %d (pid %d) runs unbound: %s", a->cfg->role,
 				 w->local_rank, (int)w->pid, why ? why : "no GPU");
 		}
+	}
+}
+
+/* The workers' program as found in PATH, for messages; and torchrun's
+ * OMP_NUM_THREADS=1 default for more than one local worker. */
+void
+agent_find_program(struct agent *a)
+{
+	char **argv = wenv_build_argv(a->cfg, a->env, 0);
+
+	a->program = path_lookup(argv[0], wenv_get(a->env, "PATH"));
+	if (!a->program) {
+		log_warn("'%s' is not an executable file in PATH; the workers will fail to start",
+			 argv[0]);
+		a->program = xstrdup(argv[0]);
+	}
+	strv_free(argv);
+	if (a->local_world_size > 1 && !wenv_get(a->env, "OMP_NUM_THREADS")) {
+		a->set_omp_num_threads = true;
+		log_warn("\n*****************************************\n"
+			 "Setting OMP_NUM_THREADS environment variable for each process to be 1 in "
+			 "default, to avoid your system being overloaded, please further tune the "
+			 "variable for optimal performance in your application as needed. \n"
+			 "*****************************************");
 	}
 }
