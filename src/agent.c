@@ -23,6 +23,7 @@
 #include "events.h"
 #include "filetimer_server.h"
 #include "agent_hang.h"
+#include "agent_health.h"
 #include "hang.h"
 #include "group.h"
 #include "log.h"
@@ -149,6 +150,11 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 	if (old == phase) {
 		return;
 	}
+	if (old == AGENT_PHASE_HEALTH_CHECK) {
+		agent_health_cancel(a);
+	} else if (old == AGENT_PHASE_QUARANTINED) {
+		agent_quarantine_cancel(a);
+	}
 	switch (phase) {
 	case AGENT_PHASE_RENDEZVOUS:
 		agent_record_rdzv_join(a);
@@ -173,9 +179,11 @@ agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason reaso
 		}
 		return;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_QUARANTINED:
 		return;
 	}
 }
@@ -252,9 +260,11 @@ rdzv_finished_cb(int err, const char *errmsg, void *arg)
 		return;
 	case AGENT_PHASE_STOPPING_SIGNAL:
 	case AGENT_PHASE_DRAINING:
+	case AGENT_PHASE_QUARANTINED:
 	case AGENT_PHASE_DONE:
 		return;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_STOPPING_GROUP:
@@ -291,12 +301,14 @@ rdzv_failed_cb(int err, const char *errmsg, void *arg)
 
 	switch (a->phase) {
 	case AGENT_PHASE_STOPPING_SIGNAL:
-	case AGENT_PHASE_DRAINING: /* leaving anyway: the workers keep their grace */
+	case AGENT_PHASE_DRAINING:    /* leaving anyway: the workers keep their grace */
+	case AGENT_PHASE_QUARANTINED: /* out of the job already */
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
 	case AGENT_PHASE_DONE:
 		return;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_STOPPING_GROUP:
@@ -415,16 +427,30 @@ agent_exit_stopped(struct agent *a)
 	case AGENT_REASON_DRAIN:
 		log_info("[%s] drain: the workers exited; leaving the job (exit status %d)",
 			 a->cfg->role, d->exit_code);
-		agent_drain_leave(a);
+		agent_leave(a, "drain");
 		break;
 	case AGENT_REASON_DRAIN_FAILED:
 		agent_report_failure(a);
 		log_warn("[%s] drain: the workers did not all exit 0 within the grace; leaving the "
 			 "job (exit status %d)",
 			 a->cfg->role, d->exit_code);
-		agent_drain_leave(a);
+		agent_leave(a, "drain");
+		break;
+	case AGENT_REASON_EXCLUDED:
+		log_warn("[%s] excluded: the workers stopped; leaving the job (exit status %d)",
+			 a->cfg->role, d->exit_code);
+		agent_leave(a, "exclude");
+		break;
+	case AGENT_REASON_QUARANTINED:
+		agent_report_failure(a);
+		log_error(
+			"[%s] quarantined (--quarantine-action exit): leaving the job (exit status "
+			"%d)",
+			a->cfg->role, d->exit_code);
+		agent_leave(a, "quarantine");
 		break;
 	case AGENT_REASON_NONE:
+	case AGENT_REASON_UNHEALTHY:
 	case AGENT_REASON_SUCCEEDED:
 	case AGENT_REASON_WORKER_FAILED:
 	case AGENT_REASON_MEMBERSHIP:
@@ -484,6 +510,10 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	case AGENT_ACTION_EXIT:
 		agent_exit_stopped(a);
 		return;
+	case AGENT_ACTION_QUARANTINE:
+		agent_report_failure(a);
+		agent_quarantine(a);
+		return;
 	}
 }
 
@@ -494,34 +524,6 @@ group_stopped_cb(struct group *g, void *arg)
 
 	/* Never act (or free the group) inside the group's own call chain. */
 	event_base_once(a->base, -1, EV_TIMEOUT, agent_group_stopped_deferred, a, NULL);
-}
-
-/* One line per started worker with its binding, when binding was asked. */
-static void
-agent_log_bindings(struct agent *a)
-{
-	if (!a->numa || a->numa->mode == NUMA_MODE_NONE) {
-		return;
-	}
-	for (size_t i = 0; a->group && i < group_size(a->group) && i < a->numa->n; i++) {
-		const struct worker *w = group_worker(a->group, i);
-		const struct numa_binding *b = &a->numa->ranks[i];
-
-		if (w->pid <= 0) {
-			continue;
-		}
-		if (b->cpus) {
-			log_info("[%s] local_rank %d (pid %d): GPU %s, NUMA node%s %s, CPUs %s%s%s",
-				 a->cfg->role, w->local_rank, (int)w->pid, b->gpu,
-				 b->n_numa_nodes == 1 ? "" : "s", b->numa_nodes_list, b->cpus,
-				 b->mems ? ", memory nodes " : "", b->mems ? b->mems : "");
-		} else {
-			const char *why = b->error ? b->error : a->numa->warning;
-
-			log_warn("[%s] local_rank %d (pid %d) runs unbound: %s", a->cfg->role,
-				 w->local_rank, (int)w->pid, why ? why : "no GPU");
-		}
-	}
 }
 
 /* A worker that failed, in the failures-by-exit-code counters. */
@@ -560,6 +562,7 @@ agent_start_group(struct agent *a)
 		.consoles = a->consoles,
 		.numa = a->numa,
 		.worker_server_dir = a->worker_server_dir,
+		.control_socket = a->control_socket,
 	};
 	char *attempt_dir = NULL, *err = NULL;
 	uint64_t assign_start;
@@ -673,12 +676,14 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 	case AGENT_PHASE_DONE:
 		return;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_STOPPING_GROUP:
 	case AGENT_PHASE_RESTARTING:
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
 	case AGENT_PHASE_DRAINING:
+	case AGENT_PHASE_QUARANTINED:
 		log_debug("%s: a rendezvous result in phase %s, ignoring", __func__,
 			  agent_phase_name(a->phase));
 		return;
@@ -718,6 +723,14 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 
 void
 agent_start_round(struct agent *a, enum agent_reason reason, const char *why)
+{
+	if (!agent_health_gate(a, reason, why)) {
+		agent_join_round(a, reason, why);
+	}
+}
+
+void
+agent_join_round(struct agent *a, enum agent_reason reason, const char *why)
 {
 	int r;
 
@@ -829,6 +842,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 			 (double)sd_notifier_watchdog_interval(a->sd) / 1e6);
 	}
 	rcb.events = a->events;
+	a->rcb = rcb;
 	a->rdzv = rdzv_new(base, cfg, n, &rcb, reterr);
 	if (!a->rdzv) {
 		if (events_enabled(a->events)) {
@@ -848,6 +862,8 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	}
 	agent_find_program(a);
 	agent_setup_policy(a);
+	agent_health_setup(a);
+	agent_quarantine_setup(a);
 	if (agent_setup_supervision(a, reterr) < 0) {
 		goto out_free;
 	}
@@ -862,6 +878,12 @@ void
 agent_set_worker_server_dir(struct agent *a, const char *dir)
 {
 	a->worker_server_dir = dir;
+}
+
+void
+agent_set_control_socket(struct agent *a, const char *path)
+{
+	a->control_socket = path;
 }
 
 int
@@ -910,6 +932,12 @@ agent_free(struct agent *a)
 	agent_hang_free(a->hang);
 	free(a->hang_cause);
 	free(a->hang_stacks);
+	agent_health_free(a->health);
+	free(a->exclude_reason);
+	free(a->quarantine_times);
+	if (a->quarantine_timer) {
+		event_free(a->quarantine_timer);
+	}
 	group_free(a->group);
 	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);
@@ -952,47 +980,4 @@ int
 agent_local_world_size(const struct agent *a)
 {
 	return a->local_world_size;
-}
-
-int
-agent_request_restart(struct agent *a, char **reterr)
-{
-	switch (a->phase) {
-	case AGENT_PHASE_DRAINING:
-		*reterr = xstrdup("the agent is draining");
-		return -EBUSY;
-	case AGENT_PHASE_STOPPING_SIGNAL:
-	case AGENT_PHASE_EXIT_BARRIER:
-	case AGENT_PHASE_CLOSING:
-	case AGENT_PHASE_DONE:
-		*reterr = xstrdup("the agent is stopping");
-		return -EBUSY;
-	case AGENT_PHASE_INIT:
-	case AGENT_PHASE_RENDEZVOUS:
-	case AGENT_PHASE_RUNNING:
-	case AGENT_PHASE_STOPPING_GROUP:
-	case AGENT_PHASE_RESTARTING:
-		break;
-	}
-	if (a->phase == AGENT_PHASE_RESTARTING && a->next_attempt_usec) {
-		/* An operator's restart never waits: end the backoff now. */
-		log_info("[%s] restart requested over the control socket; ending the restart "
-			 "backoff",
-			 a->cfg->role);
-		evtimer_del(a->backoff_timer);
-		a->next_attempt_usec = 0;
-		agent_start_round(a, a->decision.reason, "restart backoff ended on request");
-		return 0;
-	}
-	if (!a->group || group_is_done(a->group) || group_state(a->group) != WORKER_STATE_HEALTHY) {
-		*reterr = xasprintf(
-			"no worker group is running (worker group %s%s)",
-			worker_state_name(a->group ? group_state(a->group) : WORKER_STATE_INIT),
-			a->phase == AGENT_PHASE_RENDEZVOUS ? ", rendezvous under way" : "");
-		return -EBUSY;
-	}
-	log_info("[%s] restart requested over the control socket; will restart worker group",
-		 a->cfg->role);
-	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_REQUESTED, "restart requested");
-	return 0;
 }

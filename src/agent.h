@@ -42,6 +42,11 @@ struct agent *agent_new(struct event_base *base, const struct config *cfg, char 
  * dir must outlive agent_run (it is the control plane's, ctl_worker_dir). */
 void agent_set_worker_server_dir(struct agent *a, const char *dir);
 
+/* The control socket's path, exported to the workers and the health checks
+ * as ELASTICD_CONTROL_SOCKET from the next group on; NULL: none. Borrowed:
+ * must outlive agent_run (ctl_socket_path). */
+void agent_set_control_socket(struct agent *a, const char *path);
+
 /* Run until the job ends; returns elasticd's exit status. The control plane,
  * if any, is started before (main.c) so that it listens before READY=1. */
 int agent_run(struct agent *a);
@@ -108,6 +113,24 @@ int agent_request_restart(struct agent *a, char **reterr);
  * (draining) / -EBUSY (stopping, finishing, the rendezvous failed) with
  * *reterr (malloc'd). */
 int agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr);
+
+/* Exclude this node from the job (elasticd-ctl(7), exclude; an operator or
+ * one of its own workers through ELASTICD_CONTROL_SOCKET says it is bad):
+ * record reason (copied; "" for none), stop a running group (SIGTERM, SIGKILL
+ * after --shutdown-timeout), leave the rendezvous open so that the other
+ * nodes re-form without spending a restart, and exit 6
+ * (AGENT_EXIT_NODE_EXCLUDED). With no group running (health check,
+ * rendezvous, a restart backoff) it leaves at once. Returns 0, or -EALREADY
+ * (excluded already) / -EBUSY (stopping, draining, finishing) with *reterr
+ * (malloc'd). */
+int agent_request_exclude(struct agent *a, const char *reason, char **reterr);
+
+/* End this node's quarantine now (elasticd-ctl(7), readmit; --quarantine):
+ * a new rendezvous handle, then the next round. node: this node's name
+ * (host_fqdn) or NULL/"". Returns 0, or -ENOENT (another node's name: the
+ * quarantine is that node's agent's) / -EBUSY (not quarantined, or still
+ * leaving) with *reterr (malloc'd). */
+int agent_request_readmit(struct agent *a, const char *node, char **reterr);
 
 /* Stop the agent exactly as if the handled signal sig (SIGTERM) had arrived:
  * the workers get sig, SIGKILL after the shutdown timeout, and elasticd exits

@@ -15,6 +15,8 @@ agent_phase_name(enum agent_phase p)
 	switch (p) {
 	case AGENT_PHASE_INIT:
 		return "init";
+	case AGENT_PHASE_HEALTH_CHECK:
+		return "health-check";
 	case AGENT_PHASE_RENDEZVOUS:
 		return "rendezvous";
 	case AGENT_PHASE_RUNNING:
@@ -31,6 +33,8 @@ agent_phase_name(enum agent_phase p)
 		return "stopping-on-signal";
 	case AGENT_PHASE_DRAINING:
 		return "draining";
+	case AGENT_PHASE_QUARANTINED:
+		return "quarantined";
 	case AGENT_PHASE_DONE:
 		return "done";
 	}
@@ -69,6 +73,12 @@ agent_reason_name(enum agent_reason r)
 		return "drained, workers did not exit 0 in time";
 	case AGENT_REASON_HANG:
 		return "worker hang";
+	case AGENT_REASON_UNHEALTHY:
+		return "node unhealthy";
+	case AGENT_REASON_EXCLUDED:
+		return "node excluded";
+	case AGENT_REASON_QUARANTINED:
+		return "node quarantined";
 	case AGENT_REASON_UNEXPECTED:
 		return "unexpected worker group state";
 	}
@@ -87,6 +97,8 @@ agent_action_name(enum agent_action a)
 		return "fail";
 	case AGENT_ACTION_EXIT:
 		return "exit";
+	case AGENT_ACTION_QUARANTINE:
+		return "quarantine";
 	}
 	return "?";
 }
@@ -133,6 +145,8 @@ enum cond {
 	COND_NO_RESTART_CODE, /* a failed worker's exit code is one never to restart */
 	COND_NO_PROGRESS,     /* the no-progress rule is on and K attempts stalled */
 	COND_WINDOW_FULL,     /* --restart-window's N restarts spent in the last W s */
+	COND_QUARANTINE,      /* --quarantine's F failures of this node in the last W s */
+	COND_QUARANTINE_EXIT, /* ... and the node exits rather than wait (--quarantine-action) */
 };
 
 /* The exit status a rule chooses. */
@@ -144,6 +158,7 @@ enum exit_kind {
 	EXIT_EXHAUSTED_CODE, /* detailed: AGENT_EXIT_RESTARTS_EXHAUSTED, else 1 */
 	EXIT_NO_RESTART_CODE,
 	EXIT_NO_PROGRESS_CODE,
+	EXIT_EXCLUDED_CODE, /* AGENT_EXIT_NODE_EXCLUDED in either mode */
 };
 
 /* One row: when every condition holds (a mask of 0 matches anything), the
@@ -177,6 +192,11 @@ static const struct rule rules[] = {
 	 false, false, EXIT_FAILURE_CODE},
 	{BIT(AGENT_PHASE_DRAINING), ANY, BIT(AGENT_OUTCOME_SUCCEEDED) | BIT(AGENT_OUTCOME_STOPPED),
 	 ANY, AGENT_ACTION_EXIT, AGENT_REASON_DRAIN, false, false, EXIT_SUCCESS_CODE},
+	/* Excluded on request (the exclude verb): whatever the workers did, the
+	 * node leaves the rendezvous open, so the others re-form for free, and
+	 * exits with the bad-node status. */
+	{ANY, BIT(AGENT_REASON_EXCLUDED), ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_EXCLUDED, false,
+	 false, EXIT_EXCLUDED_CODE},
 	/* The rendezvous could not go on: the workers are stopped, exit 1. */
 	{ANY, BIT(AGENT_REASON_RDZV_FAILED), ANY, ANY, AGENT_ACTION_EXIT, AGENT_REASON_RDZV_FAILED,
 	 false, false, EXIT_FAILURE_CODE},
@@ -190,6 +210,16 @@ static const struct rule rules[] = {
 	/* The progress file did not advance over K failed attempts. */
 	{ANY, ANY, FAILED, BIT(COND_NO_PROGRESS), AGENT_ACTION_FAIL, AGENT_REASON_NO_PROGRESS,
 	 false, false, EXIT_NO_PROGRESS_CODE},
+	/* This node's workers failed F times within W s (--quarantine): the node
+	 * is the problem, not the job. It leaves the rendezvous open, so the
+	 * others go on without it, and waits out a cooldown before it rejoins,
+	 * or exits 6 (--quarantine-action exit); nothing is spent or closed.
+	 * Before the restart budget: a node the job can do without must not end
+	 * the job by spending the last restart. */
+	{ANY, ANY, FAILED, BIT(COND_QUARANTINE) | BIT(COND_QUARANTINE_EXIT), AGENT_ACTION_EXIT,
+	 AGENT_REASON_QUARANTINED, false, false, EXIT_EXCLUDED_CODE},
+	{ANY, ANY, FAILED, BIT(COND_QUARANTINE), AGENT_ACTION_QUARANTINE, AGENT_REASON_QUARANTINED,
+	 false, false, EXIT_NONE},
 	/* No restart left (--max-restarts): report the root cause, close, exit. */
 	{ANY, ANY, FAILED, BIT(COND_RESTARTS_NONE), AGENT_ACTION_FAIL, AGENT_REASON_EXHAUSTED,
 	 false, false, EXIT_EXHAUSTED_CODE},
@@ -226,6 +256,10 @@ cond_holds(enum cond c, const struct agent_decide_in *in)
 		return in->progress_attempts > 0 && in->stalled_attempts >= in->progress_attempts;
 	case COND_WINDOW_FULL:
 		return in->window_max > 0 && in->window_restarts >= in->window_max;
+	case COND_QUARANTINE:
+		return in->quarantine_max > 0 && in->quarantine_failures >= in->quarantine_max;
+	case COND_QUARANTINE_EXIT:
+		return in->quarantine_exit;
 	}
 	return false;
 }
@@ -242,7 +276,7 @@ rule_matches(const struct rule *r, const struct agent_decide_in *in)
 	if (r->outcomes && !(r->outcomes & BIT(in->outcome))) {
 		return false;
 	}
-	for (enum cond c = COND_RESTARTS_LEFT; c <= COND_WINDOW_FULL; c++) {
+	for (enum cond c = COND_RESTARTS_LEFT; c <= COND_QUARANTINE_EXIT; c++) {
 		if ((r->conds & BIT(c)) && !cond_holds(c, in)) {
 			return false;
 		}
@@ -267,6 +301,8 @@ exit_code_of(enum exit_kind k, const struct agent_decide_in *in)
 		return in->detailed_exit ? AGENT_EXIT_NO_RESTART_CODE : AGENT_EXIT_FAILURE;
 	case EXIT_NO_PROGRESS_CODE:
 		return in->detailed_exit ? AGENT_EXIT_NO_PROGRESS : AGENT_EXIT_FAILURE;
+	case EXIT_EXCLUDED_CODE:
+		return AGENT_EXIT_NODE_EXCLUDED;
 	}
 	return AGENT_EXIT_FAILURE;
 }
@@ -391,8 +427,10 @@ agent_node_state(enum agent_phase p, enum agent_reason reason, int exit_code, bo
 {
 	switch (p) {
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_QUARANTINED:
 		return NODE_STATE_INIT;
 	case AGENT_PHASE_STOPPING_GROUP:
 		if (reason == AGENT_REASON_RDZV_FAILED) {
@@ -420,7 +458,9 @@ agent_group_view_state(enum agent_phase p, enum agent_reason reason, bool have_g
 	}
 	switch (p) {
 	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_QUARANTINED:
 		return WORKER_STATE_STOPPED;
 	case AGENT_PHASE_CLOSING:
 		return reason == AGENT_REASON_RDZV_FAILED ? WORKER_STATE_STOPPED : gs;

@@ -19,28 +19,34 @@
 /* Exit statuses of elasticd (torchrun-compatible 0/1/2; 128+signo when a
  * handled signal stopped the agent, after its workers were stopped). With
  * --exit-codes detailed the job's end says more (elasticd(8), EXIT STATUS, is
- * the contract); without it each of these is AGENT_EXIT_FAILURE. */
+ * the contract); without it each of 3, 4 and 5 is AGENT_EXIT_FAILURE, while 6
+ * (elasticd's own health features only) is always itself. */
 #define AGENT_EXIT_SUCCESS 0
 #define AGENT_EXIT_FAILURE 1
 #define AGENT_EXIT_USAGE 2
 #define AGENT_EXIT_RESTARTS_EXHAUSTED 3 /* --max-restarts or --restart-window spent */
 #define AGENT_EXIT_NO_RESTART_CODE 4    /* a worker exited with a --no-restart-exit-codes code */
 #define AGENT_EXIT_NO_PROGRESS 5        /* --progress-file did not advance (the no-progress rule) */
-#define AGENT_EXIT_NODE_EXCLUDED 6      /* reserved: this node unhealthy or excluded (health) */
+#define AGENT_EXIT_NODE_EXCLUDED 6      /* this node failed its health gate, or was excluded */
 
 /* What the agent is doing. The only moves (agent_set_phase in agent.c):
  *
- *   INIT -> RENDEZVOUS -> RUNNING -> STOPPING_GROUP -> RESTARTING -> RENDEZVOUS
+ *   INIT -> [HEALTH_CHECK ->] RENDEZVOUS -> RUNNING -> STOPPING_GROUP -> RESTARTING -> RENDEZVOUS
  *                                |                 \-> CLOSING -> DONE (fail)
  *                                \-> EXIT_BARRIER -> CLOSING -> DONE (success)
  *   any but DONE -> STOPPING_SIGNAL -> DONE
- *   INIT, RENDEZVOUS, RUNNING, STOPPING_GROUP, RESTARTING -> DRAINING -> DONE
+ *   INIT, HEALTH_CHECK, RENDEZVOUS, RUNNING, STOPPING_GROUP, RESTARTING -> DRAINING -> DONE
+ *   HEALTH_CHECK -> DONE (unhealthy, no retry left: exit 6)
+ *   STOPPING_GROUP -> QUARANTINED -> HEALTH_CHECK | RENDEZVOUS (cooldown over, or readmit)
  *
+ * (every RENDEZVOUS is entered through HEALTH_CHECK when health checks are
+ * configured, and RESTARTING -> HEALTH_CHECK then stands for -> RENDEZVOUS);
  * plus RENDEZVOUS -> CLOSING (the rendezvous failed) or -> DONE (a spare node
  * whose job ended), and DONE from any phase on an error the agent cannot get
  * past (it logs why). */
 enum agent_phase {
 	AGENT_PHASE_INIT,            /* set up; no rendezvous joined yet */
+	AGENT_PHASE_HEALTH_CHECK,    /* the health gate runs before a join (or waits to retry) */
 	AGENT_PHASE_RENDEZVOUS,      /* a rendezvous round is under way */
 	AGENT_PHASE_RUNNING,         /* the worker group runs (or drains after all exited 0) */
 	AGENT_PHASE_STOPPING_GROUP,  /* stopping the group: a worker failed, or a re-form */
@@ -49,6 +55,7 @@ enum agent_phase {
 	AGENT_PHASE_CLOSING,         /* leaving the rendezvous, then exiting */
 	AGENT_PHASE_STOPPING_SIGNAL, /* a handled signal (or a stop request) stops the workers */
 	AGENT_PHASE_DRAINING,        /* drain: notice sent, waiting for the workers, then leave */
+	AGENT_PHASE_QUARANTINED,     /* out of the job for a cooldown (--quarantine), then rejoin */
 	AGENT_PHASE_DONE,            /* the exit status is chosen; the loop ends */
 };
 
@@ -71,7 +78,10 @@ enum agent_reason {
 	AGENT_REASON_DRAIN,           /* drained on request: the workers exited 0 (or none ran) */
 	AGENT_REASON_DRAIN_FAILED,    /* drained, but a worker failed or outlived the grace */
 	AGENT_REASON_HANG,            /* a hang rule fired (hang.h): the agent stops the group */
-	AGENT_REASON_UNEXPECTED,      /* the group in a state it cannot stop in: a bug (last) */
+	AGENT_REASON_UNHEALTHY,       /* the health gate failed with no retry left (exit 6) */
+	AGENT_REASON_EXCLUDED,        /* excluded on request (exclude verb): leave, exit 6 */
+	AGENT_REASON_QUARANTINED, /* F failures of this node's workers within W (--quarantine) */
+	AGENT_REASON_UNEXPECTED,  /* the group in a state it cannot stop in: a bug (last) */
 };
 
 /* The reason as elasticd.agent.restart's "reason" ("worker group FAILED",
@@ -102,6 +112,8 @@ enum agent_action {
 	AGENT_ACTION_FINISH,  /* exit barrier, close the rendezvous, exit exit_code */
 	AGENT_ACTION_FAIL,    /* report the failure, close the rendezvous, exit exit_code */
 	AGENT_ACTION_EXIT,    /* exit exit_code now; the rendezvous stays as it is */
+	/* leave the rendezvous (open), wait out the cooldown, then rejoin */
+	AGENT_ACTION_QUARANTINE,
 };
 
 /* "restart", "finish" etc. Static storage. */
@@ -128,6 +140,12 @@ struct agent_decide_in {
 	uint64_t backoff_min_usec; /* --restart-backoff MIN:MAX; max 0: no backoff */
 	uint64_t backoff_max_usec;
 	double jitter; /* a random number in [0, 1), seeded per process by the agent */
+	/* --quarantine F/W: this node's failed attempts in the last W seconds,
+	 * this one included, and F (0: off); with quarantine_exit the node
+	 * exits 6 instead of waiting out a cooldown. */
+	int quarantine_failures;
+	int quarantine_max;
+	bool quarantine_exit;
 };
 
 /* What to do. */

@@ -7,8 +7,10 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
+#include <string.h>
 
 #include "config.h"
+#include "events.h"
 #include "group.h"
 #include "log.h"
 #include "util.h"
@@ -17,10 +19,10 @@
  * others re-form without this node and without spending a restart. DONE
  * waits for it (agent_left_cb). */
 void
-agent_drain_leave(struct agent *a)
+agent_leave(struct agent *a, const char *what)
 {
 	a->leaving = a->rdzv && rdzv_leave(a->rdzv, 5 * USEC_PER_SEC, agent_left_cb, a) == 0;
-	log_info("[%s] drain: leaving the rendezvous%s", a->cfg->role,
+	log_info("[%s] %s: leaving the rendezvous%s", a->cfg->role, what,
 		 a->leaving ? "; the other nodes re-form without this one" : " (nothing to leave)");
 }
 
@@ -86,7 +88,7 @@ agent_enter_draining(struct agent *a, enum agent_phase old)
 		return;
 	}
 	log_info("[%s] drain: no worker group runs (%s)", a->cfg->role, agent_phase_name(old));
-	agent_drain_leave(a);
+	agent_leave(a, "drain");
 	agent_exit(a, AGENT_EXIT_SUCCESS, AGENT_REASON_DRAIN, "nothing to drain");
 }
 
@@ -110,8 +112,10 @@ agent_drain_refusal(const struct agent *a)
 			       ? "the worker group succeeded: the job is finishing"
 			       : NULL;
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_QUARANTINED:
 		return NULL;
 	}
 	return NULL;
@@ -134,5 +138,89 @@ agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr)
 	log_warn("[%s] drain requested over the control socket (notice %s, grace %d s)",
 		 a->cfg->role, signal_name(sig), a->drain_timeout_s);
 	agent_set_phase(a, AGENT_PHASE_DRAINING, AGENT_REASON_DRAIN, "drain requested");
+	return 0;
+}
+
+/* ---- the exclude verb -------------------------------------------------------- */
+
+/* Why an exclusion cannot begin now (a static string), or NULL. */
+static const char *
+agent_exclude_refusal(const struct agent *a)
+{
+	switch (a->phase) {
+	case AGENT_PHASE_DRAINING:
+		return "the agent is draining";
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_DONE:
+		return "the agent is stopping";
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+		return "the job is finishing";
+	case AGENT_PHASE_STOPPING_GROUP:
+		return a->reason == AGENT_REASON_RDZV_FAILED ? "the rendezvous failed" : NULL;
+	case AGENT_PHASE_RUNNING:
+		return a->group && group_state(a->group) == WORKER_STATE_SUCCEEDED
+			       ? "the worker group succeeded: the job is finishing"
+			       : NULL;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RESTARTING:
+	case AGENT_PHASE_QUARANTINED:
+		return NULL;
+	}
+	return NULL;
+}
+
+/* elasticd.node.excluded: the reason, and the phase the exclusion began in. */
+static void
+agent_record_excluded(struct agent *a, enum agent_phase from, bool group_running)
+{
+	struct elastic_event ev;
+
+	if (!agent_event_begin(a, &ev, "elasticd.node.excluded", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_string(&ev, "reason", a->exclude_reason);
+	elastic_event_set_string(&ev, "phase", agent_phase_name(from));
+	elastic_event_set_bool(&ev, "group_running", group_running);
+	elastic_event_set_int(&ev, "exit_code", AGENT_EXIT_NODE_EXCLUDED);
+	agent_record(a, &ev);
+}
+
+int
+agent_request_exclude(struct agent *a, const char *reason, char **reterr)
+{
+	const char *refusal =
+		a->exclude_reason ? "the node is excluded already" : agent_exclude_refusal(a);
+	enum agent_phase from = a->phase;
+	bool running;
+
+	if (refusal) {
+		*reterr = xstrdup(refusal);
+		return a->exclude_reason ? -EALREADY : -EBUSY;
+	}
+	a->exclude_reason = bytes_printable(reason, strlen(reason));
+	running = a->group && !group_is_done(a->group) &&
+		  (from == AGENT_PHASE_RUNNING || from == AGENT_PHASE_STOPPING_GROUP);
+	log_warn("[%s] excluded over the control socket%s%s: %s", a->cfg->role, *reason ? ": " : "",
+		 a->exclude_reason,
+		 running ? "stopping the workers, then leaving the job"
+			 : "no worker group runs; leaving the job");
+	agent_record_excluded(a, from, running);
+	agent_notify_stopping(a, "excluded%s%s: leaving the job, exit status %d",
+			      *reason ? ": " : "", a->exclude_reason, AGENT_EXIT_NODE_EXCLUDED);
+	if (running) {
+		/* A group stopping already keeps stopping; the decision then
+		 * exits 6 (agent_decide's EXCLUDED row). */
+		agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_EXCLUDED, "excluded");
+		return 0;
+	}
+	if (a->backoff_timer) {
+		evtimer_del(a->backoff_timer);
+	}
+	a->next_attempt_usec = 0;
+	agent_leave(a, "exclude");
+	agent_exit(a, AGENT_EXIT_NODE_EXCLUDED, AGENT_REASON_EXCLUDED, "excluded");
 	return 0;
 }

@@ -27,6 +27,7 @@ struct elastic_event;
 struct worker;
 
 struct agent_hang;
+struct agent_health;
 
 /* Event priorities: the signalfd (child exits and signals) and the hang
  * rules' timer run before any other ready event, so that no client of the
@@ -101,6 +102,20 @@ struct agent {
 	int drain_timeout_s;          /* the grace, seconds */
 	uint64_t drain_deadline_usec; /* CLOCK_MONOTONIC: when it ends; 0: no grace running */
 
+	struct agent_health *health; /* the health gate (agent_health.h), NULL: no checks */
+	const char *control_socket;  /* the control plane's socket (borrowed), NULL: none */
+	char *exclude_reason;        /* the exclude verb's reason, NULL: not excluded */
+	struct rdzv_callbacks rcb;   /* for a new rendezvous after a quarantine */
+
+	/* --quarantine (agent_quarantine.c). */
+	uint64_t *quarantine_times;     /* this node's last F failed attempts, a ring */
+	size_t quarantine_next;         /* the ring's oldest slot */
+	int quarantines;                /* quarantines so far (the cooldown's exponent) */
+	int quarantine_failures;        /* the failures that started the last one */
+	struct event *quarantine_timer; /* the cooldown */
+	uint64_t quarantine_start_usec; /* CLOCK_MONOTONIC: when the last one began */
+	uint64_t quarantine_until_usec; /* ... and when its cooldown ends; 0: none */
+
 	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
 	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */
 
@@ -127,8 +142,14 @@ void agent_set_phase(struct agent *a, enum agent_phase phase, enum agent_reason 
 /* Leave with code: the exit status is chosen (phase DONE), the loop ends. */
 void agent_exit(struct agent *a, int code, enum agent_reason reason, const char *why);
 
-/* Rejoin the rendezvous (phase RENDEZVOUS for reason, why) for a new round. */
+/* Rejoin the rendezvous for a new round (for reason, why): through the
+ * health gate (phase HEALTH_CHECK) when checks are configured, else at once
+ * (agent_join_round). */
 void agent_start_round(struct agent *a, enum agent_reason reason, const char *why);
+
+/* Join the rendezvous now (phase RENDEZVOUS for reason, why): the health gate
+ * passed, or there is none. */
+void agent_join_round(struct agent *a, enum agent_reason reason, const char *why);
 
 /* rdzv_leave's callback (arg: the agent): an exit waiting for it goes on. */
 void agent_left_cb(void *arg);
@@ -235,12 +256,36 @@ void agent_setup_policy(struct agent *a);
 /* ---- agent_drain.c: the drain verb ---------------------------------------- */
 
 /* Leave the rendezvous for good but open, so that the others re-form without
- * this node and without spending a restart; DONE waits for it. */
-void agent_drain_leave(struct agent *a);
+ * this node and without spending a restart; DONE waits for it. what names
+ * the cause in the log line ("drain", "health", "exclude"). */
+void agent_leave(struct agent *a, const char *what);
 
 /* Entering DRAINING from old: the notice and the grace to a group that runs;
  * with no group, leave at once and exit 0. */
 void agent_enter_draining(struct agent *a, enum agent_phase old);
+
+/* ---- agent_quarantine.c: --quarantine and the readmit verb ---------------- */
+
+/* The ring of failed attempts for --quarantine F/W (none when off). */
+void agent_quarantine_setup(struct agent *a);
+
+/* An attempt of this node failed: count it; returns its failed attempts in
+ * the last W seconds, this one included (0 with --quarantine off). */
+int agent_quarantine_count(struct agent *a);
+
+/* Carry out a QUARANTINE decision: record it (log, event, STATUS=), leave
+ * the rendezvous open for the others, enter phase QUARANTINED and wait out
+ * the cooldown (--quarantine-cooldown, doubled for each earlier quarantine),
+ * then rejoin with a new rendezvous handle. */
+void agent_quarantine(struct agent *a);
+
+/* Leaving phase QUARANTINED for another reason (a signal, a drain): stop the
+ * cooldown. */
+void agent_quarantine_cancel(struct agent *a);
+
+/* The status's "quarantine": null, or while quarantined {cooldown_s,
+ * remaining_s, failures, quarantines}. A new reference. */
+struct json_t *agent_quarantine_status(const struct agent *a);
 
 /* ---- agent_setup.c: agent_new's set-up ------------------------------------ */
 
@@ -248,6 +293,9 @@ void agent_enter_draining(struct agent *a, enum agent_phase old);
  * local rank's binding into a->numa. Returns the number of local workers, or
  * -1 with *ret_exit and *reterr set. */
 int agent_plan(struct agent *a, int *ret_exit, char **reterr);
+
+/* One line per started worker with its binding, when binding was asked. */
+void agent_log_bindings(struct agent *a);
 
 /* --dry-run: print the plan as JSON lines on stdout; returns the exit status. */
 int agent_print_plan(struct agent *a);

@@ -1,8 +1,10 @@
 /* agent_policy.c — the restart policy around agent_decide: its inputs (the
  * backoff's jitter, the window of failure restarts, the progress file), and
  * carrying out a restart (spend or not, the backoff timer). */
+#include "agent.h"
 #include "agent_internal.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <string.h>
 #include <sys/random.h>
@@ -118,6 +120,9 @@ agent_decide_inputs(struct agent *a, struct agent_decide_in *in)
 	}
 	agent_progress_attempt_failed(a);
 	in->stalled_attempts = a->progress.stalled;
+	in->quarantine_failures = agent_quarantine_count(a);
+	in->quarantine_max = cfg->quarantine_n;
+	in->quarantine_exit = cfg->quarantine_exit;
 	in->no_restart_code = agent_no_restart_worker(a) != NULL;
 	if (a->window_times) {
 		in->window_restarts =
@@ -168,6 +173,9 @@ agent_log_no_restart(struct agent *a)
 	case AGENT_REASON_DRAIN:
 	case AGENT_REASON_DRAIN_FAILED:
 	case AGENT_REASON_HANG:
+	case AGENT_REASON_UNHEALTHY:
+	case AGENT_REASON_EXCLUDED:
+	case AGENT_REASON_QUARANTINED:
 	case AGENT_REASON_UNEXPECTED:
 		return;
 	}
@@ -271,4 +279,53 @@ agent_setup_policy(struct agent *a)
 		a->progress.best = v;
 		log_info("progress: '%s' holds %g at start", cfg->progress_file, v);
 	}
+}
+
+/* ---- for the control plane ------------------------------------------------ */
+
+int
+agent_request_restart(struct agent *a, char **reterr)
+{
+	switch (a->phase) {
+	case AGENT_PHASE_DRAINING:
+		*reterr = xstrdup("the agent is draining");
+		return -EBUSY;
+	case AGENT_PHASE_QUARANTINED:
+		*reterr = xstrdup("the node is quarantined (readmit ends it)");
+		return -EBUSY;
+	case AGENT_PHASE_STOPPING_SIGNAL:
+	case AGENT_PHASE_EXIT_BARRIER:
+	case AGENT_PHASE_CLOSING:
+	case AGENT_PHASE_DONE:
+		*reterr = xstrdup("the agent is stopping");
+		return -EBUSY;
+	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
+	case AGENT_PHASE_RENDEZVOUS:
+	case AGENT_PHASE_RUNNING:
+	case AGENT_PHASE_STOPPING_GROUP:
+	case AGENT_PHASE_RESTARTING:
+		break;
+	}
+	if (a->phase == AGENT_PHASE_RESTARTING && a->next_attempt_usec) {
+		/* An operator's restart never waits: end the backoff now. */
+		log_info("[%s] restart requested over the control socket; ending the restart "
+			 "backoff",
+			 a->cfg->role);
+		evtimer_del(a->backoff_timer);
+		a->next_attempt_usec = 0;
+		agent_start_round(a, a->decision.reason, "restart backoff ended on request");
+		return 0;
+	}
+	if (!a->group || group_is_done(a->group) || group_state(a->group) != WORKER_STATE_HEALTHY) {
+		*reterr = xasprintf(
+			"no worker group is running (worker group %s%s)",
+			worker_state_name(a->group ? group_state(a->group) : WORKER_STATE_INIT),
+			a->phase == AGENT_PHASE_RENDEZVOUS ? ", rendezvous under way" : "");
+		return -EBUSY;
+	}
+	log_info("[%s] restart requested over the control socket; will restart worker group",
+		 a->cfg->role);
+	agent_set_phase(a, AGENT_PHASE_STOPPING_GROUP, AGENT_REASON_REQUESTED, "restart requested");
+	return 0;
 }

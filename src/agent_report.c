@@ -102,6 +102,9 @@ reason_is_worker_failure(enum agent_reason r)
 		return true;
 	case AGENT_REASON_DRAIN: /* a drain leaves, it does not close */
 	case AGENT_REASON_DRAIN_FAILED:
+	case AGENT_REASON_UNHEALTHY: /* as a drain: leaves, does not close */
+	case AGENT_REASON_EXCLUDED:
+	case AGENT_REASON_QUARANTINED: /* it leaves, the job goes on */
 	case AGENT_REASON_NONE:
 	case AGENT_REASON_SUCCEEDED:
 	case AGENT_REASON_MEMBERSHIP:

@@ -15,11 +15,13 @@
 
 #include "config.h"
 #include "events.h"
+#include "group.h"
 #include "log.h"
 #include "numa.h"
 #include "numa_crowd.h"
 #include "util.h"
 #include "wenv.h"
+#include "worker.h"
 
 /* Whether this run needs the hwloc topology: to bind, to count GPUs or to
  * show the plan. */
@@ -343,6 +345,34 @@ agent_open_event_file(struct agent *a, char **reterr)
 	a->event_log_path = path ? xstrdup(path) : NULL;
 	log_debug("events: %s", path ? path : "none (--log-dir /dev/null)");
 	return 0;
+}
+
+/* One line per started worker with its binding, when binding was asked. */
+void
+agent_log_bindings(struct agent *a)
+{
+	if (!a->numa || a->numa->mode == NUMA_MODE_NONE) {
+		return;
+	}
+	for (size_t i = 0; a->group && i < group_size(a->group) && i < a->numa->n; i++) {
+		const struct worker *w = group_worker(a->group, i);
+		const struct numa_binding *b = &a->numa->ranks[i];
+
+		if (w->pid <= 0) {
+			continue;
+		}
+		if (b->cpus) {
+			log_info("[%s] local_rank %d (pid %d): GPU %s, NUMA node%s %s, CPUs %s%s%s",
+				 a->cfg->role, w->local_rank, (int)w->pid, b->gpu,
+				 b->n_numa_nodes == 1 ? "" : "s", b->numa_nodes_list, b->cpus,
+				 b->mems ? ", memory nodes " : "", b->mems ? b->mems : "");
+		} else {
+			const char *why = b->error ? b->error : a->numa->warning;
+
+			log_warn("[%s] local_rank %d (pid %d) runs unbound: %s", a->cfg->role,
+				 w->local_rank, (int)w->pid, why ? why : "no GPU");
+		}
+	}
 }
 
 /* The workers' program as found in PATH, for messages; and torchrun's

@@ -3,6 +3,7 @@
  * signal set-up, and the signal verbs of the control plane. */
 #include "agent.h"
 #include "agent_internal.h"
+#include "agent_health.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -70,6 +71,9 @@ agent_reap(struct agent *a)
 			}
 			continue;
 		}
+		if (agent_health_reaped(a, pid, status)) {
+			continue;
+		}
 		if (pid == sentinel_pid(a->sentinel)) {
 			log_warn("the sentinel process %d exited; orphaned processes will not be "
 				 "cleaned up if the agent dies",
@@ -102,6 +106,7 @@ agent_on_signal(struct agent *a, int sig)
 	case AGENT_PHASE_DONE:
 		return; /* the loop is ending */
 	case AGENT_PHASE_INIT:
+	case AGENT_PHASE_HEALTH_CHECK:
 	case AGENT_PHASE_RENDEZVOUS:
 	case AGENT_PHASE_RUNNING:
 	case AGENT_PHASE_STOPPING_GROUP:
@@ -109,6 +114,7 @@ agent_on_signal(struct agent *a, int sig)
 	case AGENT_PHASE_EXIT_BARRIER:
 	case AGENT_PHASE_CLOSING:
 	case AGENT_PHASE_DRAINING:
+	case AGENT_PHASE_QUARANTINED:
 		break;
 	}
 	a->signo = sig;

@@ -2,6 +2,7 @@
  * the metrics' counters and state gauges, one worker's view. Reads only. */
 #include "agent.h"
 #include "agent_internal.h"
+#include "agent_health.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -201,6 +202,10 @@ agent_status_json(struct agent *a)
 	agent_policy_json(a, o);
 	json_object_set_new(o, "phase", json_string(agent_phase_name(a->phase)));
 	json_object_set_new(o, "drain", agent_drain_json(a));
+	json_object_set_new(o, "health", agent_health_status(a));
+	json_object_set_new(o, "quarantine", agent_quarantine_status(a));
+	json_object_set_new(o, "excluded",
+			    a->exclude_reason ? json_string(a->exclude_reason) : json_null());
 	json_object_set_new(o, "uptime_s",
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));

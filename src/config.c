@@ -18,6 +18,7 @@
 
 #include "config_file.h"
 #include "config_internal.h"
+#include "health.h"
 #include "hang.h"
 #include "config_policy.h"
 #include "numa.h"
@@ -454,7 +455,7 @@ file_apply_entry(struct config *cfg, const struct config_file_entry *e, const ch
 				  e->key);
 	}
 	k = (size_t)(o - config_options);
-	if (seen[k]) {
+	if (seen[k] && !o->repeat) {
 		return file_error(reterr, where, "'%s' is already set on line %d", o->name,
 				  seen[k]);
 	}
@@ -760,6 +761,9 @@ config_release(struct config *cfg)
 	free(cfg->entrypoint);
 	strv_free(cfg->args);
 	free(cfg->config_file);
+	health_checks_free(cfg->health_checks, cfg->n_health_checks);
+	free(cfg->health_root);
+	free(cfg->nvml_library);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

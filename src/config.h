@@ -9,7 +9,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+
+struct health_check;
 
 /* Which of a worker's standard streams a -r/-t mask covers (torchrun's Std). */
 enum std_mask {
@@ -159,6 +162,23 @@ struct config {
 	char *hang_cadence;           /* --hang-cadence REGEX */
 	double hang_cadence_interval; /* --hang-cadence-interval SECONDS */
 	double hang_cadence_start;    /* --hang-cadence-start SECONDS */
+
+	/* The health gate before every rendezvous join (health.h): the checks
+	 * in the order given (--health-check, --health-gpus, --health-nics,
+	 * --health-writable, --health-free-space); none: no gate. */
+	struct health_check *health_checks;
+	size_t n_health_checks;
+	char *health_root;             /* --health-root DIR: where built-ins read /sys ("/") */
+	double health_timeout;         /* --health-timeout SECONDS: each check's deadline (> 0) */
+	int health_retries;            /* --health-retries N: failed gates retried before exit 6 */
+	double health_retry_interval;  /* --health-retry-interval SECONDS: the first wait */
+	double gpu_memory_wait;        /* --gpu-memory-wait SECONDS before a respawn; 0: off */
+	uint64_t gpu_memory_threshold; /* --gpu-memory-threshold SIZE: bytes used per GPU */
+	char *nvml_library;            /* --nvml-library PATH (dlopen) */
+	int quarantine_n;              /* --quarantine F/W: F failed attempts of this node ... */
+	double quarantine_s;           /* ... within W seconds; F 0: off */
+	double quarantine_cooldown;    /* --quarantine-cooldown SECONDS, the first one */
+	bool quarantine_exit;          /* --quarantine-action exit (default wait) */
 };
 
 /* What config_parse asks the caller to do. */

@@ -22,6 +22,7 @@ enum option_group {
 	GROUP_WORKERS,
 	GROUP_RESTARTS,
 	GROUP_HANG,
+	GROUP_HEALTH,
 	GROUP_RDZV,
 	GROUP_LOGS,
 	GROUP_SIGNALS,
@@ -49,6 +50,8 @@ struct config_option {
 	enum option_group group;    /* --help section */
 	const char *metavar;        /* --help: what the value looks like */
 	const char *help;           /* --help: one sentence, no default */
+	bool repeat;                /* each occurrence adds (--health-check); the file may
+				     * set it on several lines */
 };
 
 /* Value handlers (config_values.c): the functions the table's rows name as
@@ -108,6 +111,28 @@ int config_set_logs_specs(struct config *cfg, const struct config_option *o, con
 int config_set_rdzv_backend(struct config *cfg, const struct config_option *o, const char *name,
 			    const char *value, char **reterr);
 
+/* --health-check, --health-writable: a check of that kind with value. */
+int config_add_health_check(struct config *cfg, const struct config_option *o, const char *name,
+			    const char *value, char **reterr);
+/* --health-gpus N (>= 1; replaces an earlier one). */
+int config_set_health_gpus(struct config *cfg, const struct config_option *o, const char *name,
+			   const char *value, char **reterr);
+/* --health-nics LIST (health_parse_nics; replaces an earlier one). */
+int config_set_health_nics(struct config *cfg, const struct config_option *o, const char *name,
+			   const char *value, char **reterr);
+/* --health-free-space PATH:SIZE (health_parse_free_space). */
+int config_add_health_free_space(struct config *cfg, const struct config_option *o,
+				 const char *name, const char *value, char **reterr);
+/* --gpu-memory-threshold: a size (health_parse_size) in the uint64_t field. */
+int config_set_size(struct config *cfg, const struct config_option *o, const char *name,
+		    const char *value, char **reterr);
+/* --quarantine-action: wait or exit, in quarantine_exit. */
+int config_set_quarantine_action(struct config *cfg, const struct config_option *o,
+				 const char *name, const char *value, char **reterr);
+/* --health-timeout: seconds > 0. */
+int config_set_positive_seconds(struct config *cfg, const struct config_option *o, const char *name,
+				const char *value, char **reterr);
+
 /* Helpers of the handlers that the other config files use too. */
 
 /* Returns -EINVAL with *reterr "NAME: invalid value 'VALUE': REASON". */
@@ -122,7 +147,7 @@ void config_rdzv_conf_free(struct rdzv_conf_entry *entries, size_t n);
 
 /* The option table (config_options.c): one row per option, in --help order
  * within each group. */
-#define CONFIG_OPTION_COUNT 57
+#define CONFIG_OPTION_COUNT 72
 extern const struct config_option config_options[CONFIG_OPTION_COUNT];
 
 /* The index in config_options of the option whose long name is name (dash

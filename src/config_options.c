@@ -308,6 +308,166 @@ const struct config_option config_options[] = {
 			"rank's start (0: no limit).",
 	},
 
+	/* The health gate (health.h), before every rendezvous join: elasticd's
+	 * own, no PET_ variables. */
+	{
+		.name = "health-check",
+		.kind = OPT_VALUE,
+		.set = config_add_health_check,
+		.group = GROUP_HEALTH,
+		.metavar = "CMD",
+		.help = "Before every rendezvous join run CMD (/bin/sh -c) with the node's facts "
+			"in ELASTICD_* variables; exit 0 is healthy. Repeatable.",
+		.repeat = true,
+	},
+	{
+		.name = "health-gpus",
+		.kind = OPT_VALUE,
+		.set = config_set_health_gpus,
+		.group = GROUP_HEALTH,
+		.metavar = "N",
+		.help = "Healthy with at least N GPUs, counted as --nproc-per-node gpu counts "
+			"them (hwloc, or --topology-xml).",
+	},
+	{
+		.name = "health-nics",
+		.kind = OPT_VALUE,
+		.set = config_set_health_nics,
+		.group = GROUP_HEALTH,
+		.metavar = "ib|NETDEV,...",
+		.help = "Healthy when every InfiniBand port is ACTIVE (ib) and each named netdev's "
+			"operstate is up, read under --health-root.",
+	},
+	{
+		.name = "health-writable",
+		.kind = OPT_VALUE,
+		.set = config_add_health_check,
+		.group = GROUP_HEALTH,
+		.metavar = "DIR",
+		.help = "Healthy when a file can be created in DIR (a checkpoint directory). "
+			"Repeatable.",
+		.repeat = true,
+	},
+	{
+		.name = "health-free-space",
+		.kind = OPT_VALUE,
+		.set = config_add_health_free_space,
+		.group = GROUP_HEALTH,
+		.metavar = "PATH:SIZE",
+		.help = "Healthy with at least SIZE bytes (K, M, G, T suffixes) free on PATH's "
+			"file system. Repeatable.",
+		.repeat = true,
+	},
+	{
+		.name = "health-root",
+		.kind = OPT_VALUE,
+		.def = "/",
+		.set = config_set_string,
+		.offset = offsetof(struct config, health_root),
+		.group = GROUP_HEALTH,
+		.metavar = "DIR",
+		.help = "The root under which --health-nics reads sys/class (a fixture tree in "
+			"tests).",
+	},
+	{
+		.name = "health-timeout",
+		.kind = OPT_VALUE,
+		.def = "60",
+		.set = config_set_positive_seconds,
+		.offset = offsetof(struct config, health_timeout),
+		.group = GROUP_HEALTH,
+		.metavar = "SECONDS",
+		.help = "Each check's deadline: a check still running then is killed and fails.",
+	},
+	{
+		.name = "health-retries",
+		.kind = OPT_VALUE,
+		.def = "0",
+		.set = config_set_int,
+		.offset = offsetof(struct config, health_retries),
+		.min = 0,
+		.max = INT_MAX,
+		.group = GROUP_HEALTH,
+		.metavar = "N",
+		.help = "Failed health gates tried again (after --health-retry-interval, doubling) "
+			"before elasticd exits 6 (bad node).",
+	},
+	{
+		.name = "health-retry-interval",
+		.kind = OPT_VALUE,
+		.def = "10",
+		.set = config_set_positive_seconds,
+		.offset = offsetof(struct config, health_retry_interval),
+		.group = GROUP_HEALTH,
+		.metavar = "SECONDS",
+		.help = "The wait after the first failed health gate; each further failure "
+			"doubles it, up to 16 times.",
+	},
+
+	{
+		.name = "gpu-memory-wait",
+		.kind = OPT_VALUE,
+		.def = "0",
+		.set = config_set_seconds,
+		.offset = offsetof(struct config, gpu_memory_wait),
+		.group = GROUP_HEALTH,
+		.metavar = "SECONDS",
+		.help = "Before a respawn wait up to this long for every GPU's used memory to "
+			"fall below --gpu-memory-threshold and the last attempt's processes to "
+			"leave them (NVML; 0: off).",
+	},
+	{
+		.name = "gpu-memory-threshold",
+		.kind = OPT_VALUE,
+		.def = "1G",
+		.set = config_set_size,
+		.offset = offsetof(struct config, gpu_memory_threshold),
+		.group = GROUP_HEALTH,
+		.metavar = "SIZE",
+		.help = "A GPU using less memory than this is released (K, M, G suffixes).",
+	},
+	{
+		.name = "nvml-library",
+		.kind = OPT_VALUE,
+		.def = "libnvidia-ml.so.1",
+		.set = config_set_string,
+		.offset = offsetof(struct config, nvml_library),
+		.group = GROUP_HEALTH,
+		.metavar = "PATH",
+		.help = "The NVML library --gpu-memory-wait loads (dlopen); without it there "
+			"is nothing to wait for.",
+	},
+
+	{
+		.name = "quarantine",
+		.kind = OPT_VALUE,
+		.def = "",
+		.set = config_set_restart_window,
+		.group = GROUP_HEALTH,
+		.metavar = "F/W",
+		.help = "F failed attempts of this node's workers within W seconds quarantine "
+			"it: it leaves the job for --quarantine-cooldown, then rejoins.",
+	},
+	{
+		.name = "quarantine-cooldown",
+		.kind = OPT_VALUE,
+		.def = "300",
+		.set = config_set_positive_seconds,
+		.offset = offsetof(struct config, quarantine_cooldown),
+		.group = GROUP_HEALTH,
+		.metavar = "SECONDS",
+		.help = "How long a quarantine keeps the node out; doubled for each earlier one.",
+	},
+	{
+		.name = "quarantine-action",
+		.kind = OPT_VALUE,
+		.def = "wait",
+		.set = config_set_quarantine_action,
+		.group = GROUP_HEALTH,
+		.metavar = "wait|exit",
+		.help = "A quarantined node waits out the cooldown, or exits 6 (bad node).",
+	},
+
 	/* Rendezvous. */
 	{
 		.name = "nnodes",

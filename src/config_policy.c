@@ -54,20 +54,26 @@ int
 config_set_restart_window(struct config *cfg, const struct config_option *o, const char *name,
 			  const char *value, char **reterr)
 {
+	bool quarantine = strcmp(o->name, "quarantine") == 0;
+	int *ret_n = quarantine ? &cfg->quarantine_n : &cfg->restart_window_n;
+	double *ret_w = quarantine ? &cfg->quarantine_s : &cfg->restart_window_s;
 	const char *slash = strchr(value, '/');
 	_cleanup_free_ char *n_s = NULL;
 	long long n;
 	double w;
 
 	if (!*value || strcmp(value, "0") == 0) {
-		cfg->restart_window_n = 0;
-		cfg->restart_window_s = 0;
+		*ret_n = 0;
+		*ret_w = 0;
 		return 0;
 	}
 	if (!slash) {
 		return config_invalid(reterr, name, value,
-				      "expected N/W: at most N failure restarts in W seconds (e.g. "
-				      "3/3600)");
+				      quarantine
+					      ? "expected F/W: F failed attempts of this node in W "
+						"seconds (e.g. 3/3600)"
+					      : "expected N/W: at most N failure restarts in W "
+						"seconds (e.g. 3/3600)");
 	}
 	n_s = xstrndup(value, (size_t)(slash - value));
 	if (parse_int(n_s, 1, 1000000, &n) < 0) {
@@ -77,8 +83,8 @@ config_set_restart_window(struct config *cfg, const struct config_option *o, con
 	if (seconds_n(slash + 1, strlen(slash + 1), &w) < 0 || w <= 0) {
 		return config_invalid(reterr, name, value, "W must be a number of seconds > 0");
 	}
-	cfg->restart_window_n = (int)n;
-	cfg->restart_window_s = w;
+	*ret_n = (int)n;
+	*ret_w = w;
 	return 0;
 }
 

@@ -11,9 +11,13 @@
 #include "util.h"
 
 static const char *const group_titles[GROUP_COUNT] = {
-	[GROUP_WORKERS] = "Workers",      [GROUP_RESTARTS] = "Restart policy",
-	[GROUP_HANG] = "Hang detection",  [GROUP_RDZV] = "Rendezvous",
-	[GROUP_LOGS] = "Logs and output", [GROUP_SIGNALS] = "Signals and shutdown",
+	[GROUP_WORKERS] = "Workers",
+	[GROUP_RESTARTS] = "Restart policy",
+	[GROUP_HANG] = "Hang detection",
+	[GROUP_HEALTH] = "Node health",
+	[GROUP_RDZV] = "Rendezvous",
+	[GROUP_LOGS] = "Logs and output",
+	[GROUP_SIGNALS] = "Signals and shutdown",
 	[GROUP_OTHER] = "Other",
 };
 

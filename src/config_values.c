@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "config_internal.h"
+#include "health.h"
 #include "numa.h"
 #include "util.h"
 
@@ -644,4 +645,128 @@ config_set_rdzv_backend(struct config *cfg, const struct config_option *o, const
 			"etcd's v2 API is not supported; use etcd (its v3 API) or c10d");
 	}
 	return config_set_choice(cfg, o, name, value, reterr);
+}
+
+/* ---- the health gate (health.h) ------------------------------------------- */
+
+/* Drop the checks of kind from cfg's list (an option given again replaces
+ * its check). */
+static void
+drop_health_checks(struct config *cfg, enum health_kind kind)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < cfg->n_health_checks; i++) {
+		if (cfg->health_checks[i].kind == kind) {
+			free(cfg->health_checks[i].name);
+			free(cfg->health_checks[i].arg);
+			strv_free(cfg->health_checks[i].nics);
+			continue;
+		}
+		cfg->health_checks[j++] = cfg->health_checks[i];
+	}
+	cfg->n_health_checks = j;
+}
+
+int
+config_add_health_check(struct config *cfg, const struct config_option *o, const char *name,
+			const char *value, char **reterr)
+{
+	bool command = strcmp(o->name, "health-check") == 0;
+
+	if (!*value) {
+		return config_invalid(reterr, name, value,
+				      command ? "expected a command" : "expected a directory");
+	}
+	if (!command && value[0] != '/') {
+		return config_invalid(reterr, name, value, "the path must be absolute");
+	}
+	health_checks_add(&cfg->health_checks, &cfg->n_health_checks,
+			  command ? HEALTH_COMMAND : HEALTH_WRITABLE, xstrdup(value), NULL, 0, 0);
+	return 0;
+}
+
+int
+config_set_health_gpus(struct config *cfg, const struct config_option *o, const char *name,
+		       const char *value, char **reterr)
+{
+	long long v = 0;
+
+	if (parse_int(value, 1, 1 << 20, &v) < 0) {
+		return config_invalid(reterr, name, value, "expected a number of GPUs >= 1");
+	}
+	drop_health_checks(cfg, HEALTH_GPUS);
+	health_checks_add(&cfg->health_checks, &cfg->n_health_checks, HEALTH_GPUS, NULL, NULL, 0,
+			  (int)v);
+	return 0;
+}
+
+int
+config_set_health_nics(struct config *cfg, const struct config_option *o, const char *name,
+		       const char *value, char **reterr)
+{
+	_cleanup_free_ char *why = NULL;
+	char **nics = NULL;
+
+	if (health_parse_nics(value, &nics, &why) < 0) {
+		return config_invalid(reterr, name, value, "%s", why);
+	}
+	drop_health_checks(cfg, HEALTH_NICS);
+	health_checks_add(&cfg->health_checks, &cfg->n_health_checks, HEALTH_NICS, NULL, nics, 0,
+			  0);
+	return 0;
+}
+
+int
+config_add_health_free_space(struct config *cfg, const struct config_option *o, const char *name,
+			     const char *value, char **reterr)
+{
+	_cleanup_free_ char *why = NULL;
+	char *path = NULL;
+	uint64_t bytes = 0;
+
+	if (health_parse_free_space(value, &path, &bytes, &why) < 0) {
+		return config_invalid(reterr, name, value, "%s", why);
+	}
+	health_checks_add(&cfg->health_checks, &cfg->n_health_checks, HEALTH_FREE_SPACE, path, NULL,
+			  bytes, 0);
+	return 0;
+}
+
+int
+config_set_positive_seconds(struct config *cfg, const struct config_option *o, const char *name,
+			    const char *value, char **reterr)
+{
+	double v;
+
+	if (parse_double(value, &v) < 0 || !(v > 0)) {
+		return config_invalid(reterr, name, value, "expected a number of seconds > 0");
+	}
+	*FIELD(cfg, o, double) = v;
+	return 0;
+}
+
+int
+config_set_size(struct config *cfg, const struct config_option *o, const char *name,
+		const char *value, char **reterr)
+{
+	uint64_t v;
+
+	if (health_parse_size(value, &v) < 0) {
+		return config_invalid(reterr, name, value,
+				      "expected a size in bytes, or with K, M, G, T, P");
+	}
+	*FIELD(cfg, o, uint64_t) = v;
+	return 0;
+}
+
+int
+config_set_quarantine_action(struct config *cfg, const struct config_option *o, const char *name,
+			     const char *value, char **reterr)
+{
+	if (strcmp(value, "wait") != 0 && strcmp(value, "exit") != 0) {
+		return config_invalid(reterr, name, value, "expected wait or exit");
+	}
+	cfg->quarantine_exit = strcmp(value, "exit") == 0;
+	return 0;
 }

@@ -78,6 +78,15 @@ struct ctl_agent_counters {
 	uint64_t worker_exits;        /* worker processes reaped */
 	uint64_t file_timer_expired;  /* pids whose torch FileTimer expired (filetimer_server.h) */
 	uint64_t hangs[3];            /* hang rules fired, by enum hang_rule (hang.h) */
+	uint64_t health_passed;       /* health gates passed (--health-*) */
+	uint64_t health_failed;       /* health gates failed */
+	uint64_t health_check_fails;  /* checks that ended unhealthy (not by their deadline) */
+	uint64_t health_timeouts;     /* checks killed at --health-timeout */
+	uint64_t gpu_waits_released;  /* --gpu-memory-wait: the memory was released ... */
+	uint64_t gpu_waits_timeout;   /* ... was still held at the deadline ... */
+	uint64_t gpu_waits_unavailable; /* ... NVML absent: nothing to wait for */
+	uint64_t quarantines;           /* --quarantine: times this node was quarantined */
+	uint64_t readmissions;          /* ... and readmitted (cooldown over, or readmit) */
 	/* Workers that failed (exited non-zero, or could not start, before any
 	 * stop), by exit code: index exitcode - CTL_EXITCODE_MIN. */
 	uint64_t worker_failures[CTL_EXITCODE_MAX - CTL_EXITCODE_MIN + 1];
@@ -136,6 +145,15 @@ struct ctl_agent_ops {
 	 * --term-timeout) for them to exit, leave the rendezvous, exit. 0, or
 	 * -EALREADY / -EBUSY with *reterr (malloc'd) when it cannot begin. */
 	int (*drain)(void *agent, int sig, int timeout_s, char **reterr);
+	/* Exclude this node (it is bad): stop the workers, leave the
+	 * rendezvous open for the others, exit AGENT_EXIT_NODE_EXCLUDED (6).
+	 * reason: free text ("" for none), copied. 0, or -EALREADY / -EBUSY with
+	 * *reterr (malloc'd) when it cannot begin. */
+	int (*exclude)(void *agent, const char *reason, char **reterr);
+	/* End this node's quarantine now (node: its name, NULL or "" for this
+	 * one). 0, or -ENOENT (another node's name) / -EBUSY (not quarantined)
+	 * with *reterr (malloc'd). */
+	int (*readmit)(void *agent, const char *node, char **reterr);
 	/* Stop as if the handled signal sig had arrived. */
 	void (*stop)(void *agent, int sig);
 	/* Send sig to local rank's process group (every worker for -1): 0, or

@@ -290,6 +290,46 @@ handle_drain(struct ctl_call *call)
 	return 0;
 }
 
+static const struct ctl_param_spec exclude_params[] = {
+	{.name = "reason",
+	 .type = CTL_PARAM_STRING,
+	 .help = "why this node is bad, for the log, the event and the status"},
+};
+
+static int
+handle_exclude(struct ctl_call *call)
+{
+	const char *reason = call->args[0].s;
+	_cleanup_free_ char *err = NULL;
+
+	if (call->agent->ops->exclude(call->agent->agent, reason ? reason : "", &err) < 0) {
+		return ctl_call_error(call, "%s", err);
+	}
+	evbuffer_add_printf(call->body,
+			    "excluding this node: its workers are stopped, it leaves the job "
+			    "and elasticd exits 6; the other nodes re-form without it\n");
+	return 0;
+}
+
+static const struct ctl_param_spec readmit_params[] = {
+	{.name = "node",
+	 .type = CTL_PARAM_STRING,
+	 .help = "the quarantined node's name (default: this node)"},
+};
+
+static int
+handle_readmit(struct ctl_call *call)
+{
+	_cleanup_free_ char *err = NULL;
+
+	if (call->agent->ops->readmit(call->agent->agent, call->args[0].s, &err) < 0) {
+		return ctl_call_error(call, "%s", err);
+	}
+	evbuffer_add_printf(call->body, "readmitted: the quarantine is over; rejoining the "
+					"rendezvous\n");
+	return 0;
+}
+
 enum { SIGNAL_RANK, SIGNAL_SIGNAL };
 
 static const struct ctl_param_spec signal_params[] = {
@@ -522,6 +562,36 @@ metrics_workers(struct evbuffer *b, const struct ctl_agent_counters *as)
 	}
 }
 
+/* The health gate (--health-*). */
+static void
+metrics_health(struct evbuffer *b, const struct ctl_agent_counters *as)
+{
+	metric_head(b, "elasticd_health_gates_total", "counter",
+		    "Health gates before a rendezvous join (--health-*), by result.");
+	evbuffer_add_printf(b, "elasticd_health_gates_total{result=\"passed\"} %llu\n",
+			    (unsigned long long)as->health_passed);
+	evbuffer_add_printf(b, "elasticd_health_gates_total{result=\"failed\"} %llu\n",
+			    (unsigned long long)as->health_failed);
+	metric_head(b, "elasticd_health_check_failures_total", "counter",
+		    "Health checks that failed, by how (exit: a non-zero status or a signal).");
+	evbuffer_add_printf(b, "elasticd_health_check_failures_total{how=\"exit\"} %llu\n",
+			    (unsigned long long)as->health_check_fails);
+	evbuffer_add_printf(b, "elasticd_health_check_failures_total{how=\"timeout\"} %llu\n",
+			    (unsigned long long)as->health_timeouts);
+	metric_head(b, "elasticd_gpu_memory_waits_total", "counter",
+		    "Waits for the GPUs' memory before a respawn (--gpu-memory-wait), by result.");
+	evbuffer_add_printf(b, "elasticd_gpu_memory_waits_total{result=\"released\"} %llu\n",
+			    (unsigned long long)as->gpu_waits_released);
+	evbuffer_add_printf(b, "elasticd_gpu_memory_waits_total{result=\"timeout\"} %llu\n",
+			    (unsigned long long)as->gpu_waits_timeout);
+	evbuffer_add_printf(b, "elasticd_gpu_memory_waits_total{result=\"unavailable\"} %llu\n",
+			    (unsigned long long)as->gpu_waits_unavailable);
+	metric_u64(b, "elasticd_quarantines_total", "counter",
+		   "Times this node was quarantined (--quarantine).", as->quarantines);
+	metric_u64(b, "elasticd_readmissions_total", "counter",
+		   "Times it was readmitted (cooldown over, or readmit).", as->readmissions);
+}
+
 /* The event recorder and the control plane itself. */
 static void
 metrics_events_ctl(struct evbuffer *b, const struct events_stats *es, const struct ctl_stats *cs)
@@ -567,6 +637,7 @@ handle_metrics(struct ctl_call *call)
 	events_get_stats(call->agent->events, &es);
 	metrics_agent(call->body, &st);
 	metrics_workers(call->body, &st.counters);
+	metrics_health(call->body, &st.counters);
 	metrics_events_ctl(call->body, &es, ctl_get_stats(call->ctl));
 	call->content_type = "text/plain; version=0.0.4; charset=utf-8";
 	return 0;
@@ -743,6 +814,10 @@ const struct ctl_handler ctl_handlers[] = {
 	 "re-form the worker group now, without spending a restart"},
 	{"drain", false, false, drain_params, ARRAY_SIZE(drain_params), handle_drain,
 	 "send the workers the notice, wait for them, leave the job for good"},
+	{"exclude", false, false, exclude_params, ARRAY_SIZE(exclude_params), handle_exclude,
+	 "this node is bad: stop the workers, leave the job, exit 6"},
+	{"readmit", false, false, readmit_params, ARRAY_SIZE(readmit_params), handle_readmit,
+	 "end this node's quarantine now and rejoin"},
 	{"stop", false, false, NULL, 0, handle_stop, "stop the workers and exit, as on SIGTERM"},
 	{"signal", false, false, signal_params, ARRAY_SIZE(signal_params), handle_signal,
 	 "send a signal to a worker's process group (or every worker's)"},

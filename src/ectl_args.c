@@ -53,10 +53,17 @@ const struct ectl_command ectl_commands[] = {
 	 "stops those still running, and leaves the rendezvous so that the\n"
 	 "other nodes re-form without spending a restart. The agent exits 0\n"
 	 "when every worker exited 0, else 1."},
-	{"exclude", ECTL_CMD_VERB, 0, 0, -1, "[NAME=VALUE...]",
-	 "keep a node out of the job (newer agents)", NULL},
-	{"readmit", ECTL_CMD_VERB, 0, 0, -1, "[NAME=VALUE...]",
-	 "let an excluded node back in (newer agents)", NULL},
+	{"exclude", ECTL_CMD_VERB, 0, 0, -1, "[reason=TEXT]",
+	 "this node is bad: stop its workers, leave the job, exit 6",
+	 "Stops the workers at once (no notice: use drain for that), leaves\n"
+	 "the rendezvous so that the other nodes re-form without spending a\n"
+	 "restart, and the agent exits 6 (a bad node). TEXT goes to its log,\n"
+	 "its elasticd.node.excluded event and its status."},
+	{"readmit", ECTL_CMD_VERB, 0, 0, -1, "[node=NAME]",
+	 "end this node's quarantine now and rejoin",
+	 "A node quarantined by --quarantine waits out its cooldown out of\n"
+	 "the job; readmit ends the wait at once (ask the quarantined node's\n"
+	 "own agent)."},
 	{"help", ECTL_CMD_HELP, 0, 0, 1, "[COMMAND]", "this help, or a command's", NULL},
 	{NULL, ECTL_CMD_HELP, 0, 0, 0, NULL, NULL, NULL},
 };

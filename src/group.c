@@ -219,6 +219,7 @@ group_prepare(struct group *g, const struct group_spec *spec, const struct ranks
 		.cuda_device_order = g->numa && numa_plan_names_gpus(g->numa),
 		.signals_to_handle = g->signals,
 		.timer_file = spec->timer_file,
+		.control_socket = spec->control_socket,
 		/* Hang rules on: a hung rank's SIGABRT prints its stacks. */
 		.python_faulthandler =
 			cfg->hang_silence > 0 || (cfg->hang_cadence && *cfg->hang_cadence),

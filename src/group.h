@@ -53,6 +53,9 @@ struct group_spec {
 	/* Where local rank n gets TORCH_WORKER_SERVER_SOCKET=<dir>/rank<n>.sock
 	 * (a stale file there is removed first); NULL: not set. */
 	const char *worker_server_dir;
+	/* ELASTICD_CONTROL_SOCKET for every worker (the agent's control socket);
+	 * NULL: not set. */
+	const char *control_socket;
 	/* TORCHELASTIC_TIMER_FILE for every worker (the FileTimer FIFO the agent
 	 * serves for this attempt); NULL: the base environment's, if any. */
 	const char *timer_file;

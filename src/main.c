@@ -59,6 +59,18 @@ ctl_drain(void *agent, int sig, int timeout_s, char **reterr)
 	return agent_request_drain(agent, sig, timeout_s, reterr);
 }
 
+static int
+ctl_exclude(void *agent, const char *reason, char **reterr)
+{
+	return agent_request_exclude(agent, reason, reterr);
+}
+
+static int
+ctl_readmit(void *agent, const char *node, char **reterr)
+{
+	return agent_request_readmit(agent, node, reterr);
+}
+
 static void
 ctl_stop(void *agent, int sig)
 {
@@ -83,6 +95,8 @@ static const struct ctl_agent_ops agent_ctl_ops = {
 	.worker = ctl_worker,
 	.restart = ctl_restart,
 	.drain = ctl_drain,
+	.exclude = ctl_exclude,
+	.readmit = ctl_readmit,
 	.stop = ctl_stop,
 	.signal = ctl_signal,
 	.nodes = ctl_nodes,
@@ -110,6 +124,7 @@ daemon_start_ctl(struct daemon *d)
 	if (r == 0) {
 		log_info("[%s] control socket: %s", d->cfg.role, ctl_socket_path(d->ctl));
 		agent_set_worker_server_dir(d->agent, ctl_worker_dir(d->ctl));
+		agent_set_control_socket(d->agent, ctl_socket_path(d->ctl));
 		return 0;
 	}
 	if (d->cfg.control_socket || r == -EINVAL) {

@@ -246,11 +246,22 @@ rdzv_free(struct rdzv *r)
 		free(n);
 	}
 	free(r->close_record);
+	free(r->quarantine);
 	if (r->closed_by) {
 		rdzv_node_release(&r->closed_by->node);
 		free(r->closed_by);
 	}
 	free(r);
+}
+
+void
+rdzv_set_quarantine(struct rdzv *r, int64_t until_wall, int count)
+{
+	if (!r->quarantine) {
+		r->quarantine = xcalloc(1, sizeof(*r->quarantine));
+	}
+	r->quarantine->until = until_wall;
+	r->quarantine->count = count;
 }
 
 void

@@ -118,6 +118,9 @@ struct rdzv {
 	struct rdzv_close_record *close_record;
 	/* rdzv_keep_closed_by's: who closed it, as the state said. */
 	struct rdzv_close_record *closed_by;
+	/* rdzv_set_quarantine's, written with this node's next change to the
+	 * state (ctx.quarantine); NULL: none. */
+	struct rdzv_quarantine *quarantine;
 };
 
 /* Create the rendezvous the config asks for. local_world_size is this node's
@@ -164,6 +167,13 @@ int rdzv_snapshot(struct rdzv *r, struct rdzv_snapshot *ret);
  * group_rank, rank, local_rank, pid: -1 when unknown. */
 void rdzv_set_close_record(struct rdzv *r, int group_rank, int rank, int local_rank, int pid,
 			   int exitcode);
+
+/* Before rdzv_leave when this node is quarantined (--quarantine): its
+ * host's entry in the shared state (rdzv_state.h), written with the leave
+ * (dynamic backends: every agent's nodes then lists it, and no other node
+ * of this host joins before until_wall, wall clock usec); count: its
+ * quarantines so far. */
+void rdzv_set_quarantine(struct rdzv *r, int64_t until_wall, int count);
 /* After cb.failed: the failure of the node that closed the rendezvous, as
  * it recorded it, or NULL (closed without one, or not closed). Valid until
  * rdzv_free. */

@@ -253,6 +253,7 @@ make_ctx(const struct c10d *c)
 	struct rdzv_ctx ctx = rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
 
 	ctx.close_record = c->r->close_record;
+	ctx.quarantine = c->r->quarantine;
 	return ctx;
 }
 

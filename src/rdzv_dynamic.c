@@ -175,6 +175,8 @@ decide_leave(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 enum rdzv_action
 rdzv_decide(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 {
+	enum rdzv_action a;
+
 	switch (op) {
 	case RDZV_OP_EXIT:
 		if (rdzv_state_find_participant(st, ctx->node) >= 0) {
@@ -184,7 +186,13 @@ rdzv_decide(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx 
 		}
 		return RDZV_ACTION_FINISH;
 	case RDZV_OP_JOIN:
-		return decide_join(st, ctx);
+		a = decide_join(st, ctx);
+		if ((a == RDZV_ACTION_ADD_TO_PARTICIPANTS || a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
+		     a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST) &&
+		    rdzv_state_quarantined(st, ctx->node, ctx->now_wall)) {
+			return RDZV_ACTION_SYNC; /* its host is quarantined */
+		}
+		return a;
 	case RDZV_OP_CLOSE:
 		if (st->closed) {
 			return RDZV_ACTION_FINISH;
@@ -231,6 +239,25 @@ mark_complete(struct rdzv_state *st)
 	for (size_t i = 0; i < st->n_participants; i++) {
 		st->participants[i].rank = (int)i;
 	}
+}
+
+/* After a change by ctx's node: record its quarantine (ctx->quarantine), or,
+ * when it takes a place again, drop its host's entry. Returns whether the
+ * state changed. */
+static bool
+apply_quarantine(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx)
+{
+	if (ctx->quarantine) {
+		struct rdzv_quarantine q = *ctx->quarantine;
+
+		q.node = *ctx->node;
+		return rdzv_state_set_quarantine(st, &q);
+	}
+	if (a == RDZV_ACTION_ADD_TO_PARTICIPANTS || a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
+	    a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST) {
+		return rdzv_state_remove_quarantine(st, ctx->node);
+	}
+	return false;
 }
 
 bool
@@ -299,9 +326,9 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 	case RDZV_ACTION_ERROR_TIMEOUT:
 	case RDZV_ACTION_GRACEFUL_EXIT:
 	case RDZV_ACTION_FINISH:
-		break;
+		return false;
 	}
-	return notable;
+	return apply_quarantine(st, a, ctx) || notable;
 }
 
 /* The action joiner's own JOIN would take now, if it is one rdzv_admit takes
@@ -335,6 +362,7 @@ rdzv_admit(struct rdzv_state *st, const struct rdzv_node *joiners, size_t n,
 			struct rdzv_ctx jc = *ctx;
 
 			jc.node = &joiners[i];
+			jc.quarantine = NULL; /* the coordinator's own, not the joiner's */
 			if (rdzv_apply(st, a, &jc)) {
 				notable = true;
 			}

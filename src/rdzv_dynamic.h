@@ -69,6 +69,9 @@ struct rdzv_ctx {
 	/* What MARK_RENDEZVOUS_CLOSED records as the state's closed_by (its node
 	 * replaced by ctx's node), or NULL: closed without a failure. */
 	const struct rdzv_close_record *close_record;
+	/* This node's quarantine (--quarantine; its node is ignored: ctx's node
+	 * is recorded), written with its next change to the state; NULL: none. */
+	const struct rdzv_quarantine *quarantine;
 };
 
 /* "KEEP_ALIVE" etc. Static storage. */
@@ -79,7 +82,9 @@ const char *rdzv_op_name(enum rdzv_op op);
  * compare-and-set), as opposed to SYNC / FINISH / an error. */
 bool rdzv_action_is_mutation(enum rdzv_action a);
 
-/* The next action of op on st for ctx's node. Pure. */
+/* The next action of op on st for ctx's node. Pure. A JOIN of a node whose
+ * host another node quarantined (rdzv_state_quarantined) takes no place
+ * until the entry's until: it waits (SYNC). */
 enum rdzv_action rdzv_decide(enum rdzv_op op, const struct rdzv_state *st,
 			     const struct rdzv_ctx *ctx);
 
@@ -92,6 +97,8 @@ enum rdzv_action rdzv_decide(enum rdzv_op op, const struct rdzv_state *st,
  * completed round losing a member): the caller then bumps st->gen before
  * writing. Non-mutating actions are ignored (returns false). */
 bool rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx);
+/* (rdzv_apply also records ctx->quarantine with any change, and drops the
+ * quarantine entry of a node's host when that node takes a place again.) */
 
 /* Admission on behalf of others, elasticd's addition to torch's loop: a node
  * about to write the state first applies, for each of joiners[0..n) in that

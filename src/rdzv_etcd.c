@@ -938,6 +938,7 @@ make_ctx(const struct etcdr *c)
 	struct rdzv_ctx ctx = rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
 
 	ctx.close_record = c->r->close_record;
+	ctx.quarantine = c->r->quarantine;
 	return ctx;
 }
 
@@ -1946,6 +1947,14 @@ close_done(struct etcdr *c, int err, enum rdzv_action a)
 	fin_step(c, 0);
 }
 
+/* A quarantined node's leave (rdzv_set_quarantine) has written its entry:
+ * now the lease. */
+static void
+quarantine_leave_done(struct etcdr *c, int err, enum rdzv_action a)
+{
+	fin_step(c, 0);
+}
+
 static int
 etcdr_finish(struct rdzv *r, bool close)
 {
@@ -1978,6 +1987,10 @@ etcdr_finish(struct rdzv *r, bool close)
 	}
 	if (close) {
 		op_start(c, RDZV_OP_CLOSE, now_usec() + c->close_timeout, close_done);
+		return 0;
+	}
+	if (r->quarantine) { /* out of the state with the entry, then the lease */
+		op_start(c, RDZV_OP_LEAVE, now_usec() + c->close_timeout, quarantine_leave_done);
 		return 0;
 	}
 	fin_step(c, 0);

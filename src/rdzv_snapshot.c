@@ -126,6 +126,26 @@ list_json(const struct rdzv_snapshot *s, const struct rdzv_node *nodes, size_t n
 	return a;
 }
 
+/* The quarantined hosts: {node, host, until (epoch seconds), remaining_s,
+ * count, active}. */
+static json_t *
+quarantine_json(const struct rdzv_snapshot *s, int64_t now_usec)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; i < s->st.n_quarantine; i++) {
+		const struct rdzv_quarantine *q = &s->st.quarantine[i];
+		int64_t left = q->until > now_usec ? q->until - now_usec : 0;
+
+		json_array_append_new(
+			arr, json_pack("{s:s, s:s%, s:f, s:f, s:i, s:b}", "node", q->node.name,
+				       "host", q->node.name, q->node.addr_len, "until",
+				       (double)q->until / 1e6, "remaining_s", (double)left / 1e6,
+				       "count", q->count, "active", left > 0));
+	}
+	return arr;
+}
+
 json_t *
 rdzv_snapshot_json(const struct rdzv_snapshot *s, int64_t now_usec)
 {
@@ -144,6 +164,6 @@ rdzv_snapshot_json(const struct rdzv_snapshot *s, int64_t now_usec)
 			    list_json(s, s->st.wait_list, s->st.n_wait_list, now_usec));
 	json_object_set_new(o, "spares",
 			    list_json(s, s->st.redundancy_list, s->st.n_redundancy_list, now_usec));
-	json_object_set_new(o, "quarantined", json_array());
+	json_object_set_new(o, "quarantined", quarantine_json(s, now_usec));
 	return o;
 }

@@ -41,7 +41,8 @@ void rdzv_snapshot_release(struct rdzv_snapshot *s);
  * backend, node (self), round, complete, closed, state_age_s (now - read_usec,
  * null when never read), liveness ("heartbeat" or "lease"), participants
  * (with group_rank, in rank order), wait_list, spares (the redundancy list),
- * quarantined (always empty: no quarantine exists yet); each member {node,
+ * quarantined (the hosts --quarantine took out, as the state records them:
+ * {node, host, until, remaining_s, count, active}); each member {node,
  * addr, pid, heartbeat_age_s (null without one, always null for leases),
  * alive}. now_usec is the wall clock in usec. */
 struct json_t *rdzv_snapshot_json(const struct rdzv_snapshot *s, int64_t now_usec);

@@ -421,6 +421,10 @@ rdzv_state_release(struct rdzv_state *st)
 	free(st->wait_list);
 	free(st->redundancy_list);
 	free(st->heartbeats);
+	for (size_t i = 0; i < st->n_quarantine; i++) {
+		rdzv_node_release(&st->quarantine[i].node);
+	}
+	free(st->quarantine);
 	rdzv_state_set_closed_by(st, NULL);
 	rdzv_state_init(st);
 }
@@ -497,6 +501,77 @@ rdzv_state_copy(struct rdzv_state *ret, const struct rdzv_state *st)
 	}
 	ret->closed_by = NULL;
 	rdzv_state_set_closed_by(ret, st->closed_by);
+	ret->quarantine = st->n_quarantine
+				  ? xcalloc(capacity(st->n_quarantine), sizeof(*st->quarantine))
+				  : NULL;
+	for (size_t i = 0; i < st->n_quarantine; i++) {
+		ret->quarantine[i] = st->quarantine[i];
+		rdzv_node_copy(&ret->quarantine[i].node, &st->quarantine[i].node);
+	}
+}
+
+/* ---- quarantined hosts --------------------------------------------------- */
+
+static bool
+same_host(const struct rdzv_node *a, const struct rdzv_node *b)
+{
+	return a->addr_len == b->addr_len && memcmp(a->name, b->name, a->addr_len) == 0;
+}
+
+long
+rdzv_state_find_quarantine(const struct rdzv_state *st, const struct rdzv_node *n)
+{
+	for (size_t i = 0; i < st->n_quarantine; i++) {
+		if (same_host(&st->quarantine[i].node, n)) {
+			return (long)i;
+		}
+	}
+	return -1;
+}
+
+bool
+rdzv_state_remove_quarantine(struct rdzv_state *st, const struct rdzv_node *n)
+{
+	long pos = rdzv_state_find_quarantine(st, n);
+
+	if (pos < 0) {
+		return false;
+	}
+	erase(st->quarantine, &st->n_quarantine, sizeof(*st->quarantine), pos);
+	return true;
+}
+
+bool
+rdzv_state_set_quarantine(struct rdzv_state *st, const struct rdzv_quarantine *q)
+{
+	long pos = rdzv_state_find_quarantine(st, &q->node);
+	struct rdzv_quarantine *e;
+
+	if (pos >= 0) {
+		e = &st->quarantine[pos];
+		if (rdzv_node_cmp(&e->node, &q->node) == 0 && e->until == q->until &&
+		    e->count == q->count) {
+			return false;
+		}
+		erase(st->quarantine, &st->n_quarantine, sizeof(*st->quarantine), pos);
+	}
+	pos = search(st->quarantine, st->n_quarantine, sizeof(*st->quarantine), &q->node);
+	e = insert((void **)&st->quarantine, &st->n_quarantine, sizeof(*st->quarantine), pos,
+		   &q->node);
+	e->until = q->until;
+	e->count = q->count;
+	return true;
+}
+
+bool
+rdzv_state_quarantined(const struct rdzv_state *st, const struct rdzv_node *n, int64_t now_wall)
+{
+	long pos = rdzv_state_find_quarantine(st, n);
+
+	/* The quarantined agent itself (same host, same pid) waits on its own
+	 * and may be readmitted early; another agent of the host may not join. */
+	return pos >= 0 && st->quarantine[pos].until > now_wall &&
+	       st->quarantine[pos].node.pid != n->pid;
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -566,6 +641,14 @@ rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len)
 		o.len--; /* the newline, written again below */
 		o.len += (size_t)snprintf(o.buf + o.len, 80, " %d %d %d %d %d %d\n", c->group_rank,
 					  c->rank, c->local_rank, c->pid, c->exitcode, c->signal);
+	}
+	for (size_t i = 0; i < st->n_quarantine; i++) {
+		const struct rdzv_quarantine *q = &st->quarantine[i];
+
+		out_line(&o, 'q', &q->node, true, q->until);
+		out_reserve(&o, 24);
+		o.len--; /* the newline, written again below */
+		o.len += (size_t)snprintf(o.buf + o.len, 24, " %d\n", q->count);
 	}
 	*ret_len = o.len;
 	return o.buf;
@@ -718,6 +801,30 @@ decode_close(struct rdzv_state *st, const char **f, size_t *fl, size_t nf)
 	return 0;
 }
 
+/* A quarantine entry "q <node> <until> <count>": sorted, one per host. */
+static int
+decode_quarantine(struct rdzv_state *st, const char **f, size_t *fl, size_t nf)
+{
+	struct rdzv_quarantine q;
+	int64_t count;
+
+	if (nf != 4 || rdzv_node_parse(&q.node, f[1], fl[1]) < 0) {
+		return -EBADMSG;
+	}
+	if (parse_i64(f[2], fl[2], INT64_MIN, INT64_MAX, &q.until) < 0 ||
+	    parse_i64(f[3], fl[3], 1, RDZV_QUARANTINE_MAX_COUNT, &count) < 0 ||
+	    (st->n_quarantine &&
+	     rdzv_node_cmp(&st->quarantine[st->n_quarantine - 1].node, &q.node) >= 0) ||
+	    rdzv_state_find_quarantine(st, &q.node) >= 0) {
+		rdzv_node_release(&q.node);
+		return -EBADMSG;
+	}
+	q.count = (int)count;
+	rdzv_state_set_quarantine(st, &q);
+	rdzv_node_release(&q.node);
+	return 0;
+}
+
 int
 rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 {
@@ -747,7 +854,7 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 	st.deadline = v[4];
 	p = nl + 1;
 	while (p < end) {
-		static const char order[] = "pwrhc";
+		static const char order[] = "pwrhcq";
 		const char *section;
 		char tag;
 
@@ -763,14 +870,16 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 		}
 		last_section = (size_t)(section - order);
 		nf = fields(p, (size_t)(nl - p), f, fl, 8);
-		if (nf > 8 || (tag == 'c' ? decode_close(&st, f, fl, nf)
-					  : decode_entry(&st, tag, f, fl, nf)) < 0) {
+		if (nf > 8 || (tag == 'c'   ? decode_close(&st, f, fl, nf)
+			       : tag == 'q' ? decode_quarantine(&st, f, fl, nf)
+					    : decode_entry(&st, tag, f, fl, nf)) < 0) {
 			goto bad;
 		}
 		p = nl + 1;
 	}
 	if (st.n_participants > RDZV_MAX_NODES || st.n_wait_list > RDZV_MAX_NODES ||
-	    st.n_redundancy_list > RDZV_MAX_NODES || st.n_heartbeats > RDZV_MAX_NODES) {
+	    st.n_redundancy_list > RDZV_MAX_NODES || st.n_heartbeats > RDZV_MAX_NODES ||
+	    st.n_quarantine > RDZV_MAX_NODES) {
 		goto bad;
 	}
 	*ret = st;

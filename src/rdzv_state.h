@@ -14,7 +14,10 @@
  *   "p <node> <rank>\n" per participant, "w <node>\n" per waiting node,
  *   "r <node>\n" per redundant node, "h <node> <usec>\n" per heartbeat,
  *   and, in a closed state only, at most one closing record
- *   "c <node> <group rank> <rank> <local rank> <pid> <exitcode> <signal>\n".
+ *   "c <node> <group rank> <rank> <local rank> <pid> <exitcode> <signal>\n",
+ *   then "q <node> <until usec> <count>\n" per quarantined host (elasticd's
+ *   --quarantine: the node that quarantined itself, its host being its
+ *   descriptor's addr; one entry per host).
  * torch pickles its state; nodes of torchrun and elasticd cannot share one
  * rendezvous anyway (reference §5.1). */
 #pragma once
@@ -61,6 +64,19 @@ struct rdzv_close_record {
 #define RDZV_CLOSE_MAX_RANK (1 << 30)
 #define RDZV_CLOSE_MAX_SIGNAL 128
 
+/* A quarantined host (--quarantine): written by its node as it leaves, and
+ * honoured at admission: until then no other node of that host joins (the
+ * quarantined node itself waits out its cooldown on its own, and may be
+ * readmitted early); its next join drops the entry. */
+struct rdzv_quarantine {
+	struct rdzv_node node; /* the node that quarantined itself; its addr is the host */
+	int64_t until;         /* wall usec: the host may join again from then */
+	int count;             /* that node's quarantines so far, >= 1 */
+};
+
+/* Bound of a decoded quarantine count. */
+#define RDZV_QUARANTINE_MAX_COUNT (1 << 20)
+
 struct rdzv_state {
 	int64_t round;
 	uint64_t gen;
@@ -79,6 +95,9 @@ struct rdzv_state {
 	/* Set only when closed, and only by the node that closed it because its
 	 * workers failed (NULL: the job ended, or an older elasticd closed it). */
 	struct rdzv_close_record *closed_by;
+	/* Quarantined hosts, sorted by node order, one per addr. */
+	struct rdzv_quarantine *quarantine;
+	size_t n_quarantine;
 };
 
 /* Make a node from its parts. addr must be non-empty and free of whitespace
@@ -122,6 +141,19 @@ bool rdzv_state_add_redundant(struct rdzv_state *st, const struct rdzv_node *n);
 bool rdzv_state_remove_redundant(struct rdzv_state *st, const struct rdzv_node *n);
 bool rdzv_state_set_heartbeat(struct rdzv_state *st, const struct rdzv_node *n, int64_t usec);
 bool rdzv_state_remove_heartbeat(struct rdzv_state *st, const struct rdzv_node *n);
+
+/* The quarantine entry of n's host (its addr), or -1. */
+long rdzv_state_find_quarantine(const struct rdzv_state *st, const struct rdzv_node *n);
+/* Record q (copied), replacing any entry of the same host. Returns whether
+ * the state changed. */
+bool rdzv_state_set_quarantine(struct rdzv_state *st, const struct rdzv_quarantine *q);
+/* Drop the entry of n's host. Returns whether there was one. */
+bool rdzv_state_remove_quarantine(struct rdzv_state *st, const struct rdzv_node *n);
+/* Whether n may not join at now_wall: its host has an entry written by
+ * another agent (another pid: a restarted agent, say) whose until is still
+ * ahead. */
+bool rdzv_state_quarantined(const struct rdzv_state *st, const struct rdzv_node *n,
+			    int64_t now_wall);
 
 /* Replace the heartbeats with one per node of the participants, wait list
  * and redundancy list, each stamped usec (for a store where liveness lives

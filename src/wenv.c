@@ -249,6 +249,9 @@ wenv_build_env(char *const *base, const struct wenv_worker *w, char ***ret_env, 
 	if (w->timer_file) {
 		env_set(&env, "TORCHELASTIC_TIMER_FILE", w->timer_file);
 	}
+	if (w->control_socket) {
+		env_set(&env, "ELASTICD_CONTROL_SOCKET", w->control_socket);
+	}
 	/* Set, even to "" or "0", is the user's choice: kept as it is. */
 	if (w->python_faulthandler && !wenv_get(base, "PYTHONFAULTHANDLER")) {
 		env_set(&env, "PYTHONFAULTHANDLER", "1");

@@ -34,6 +34,9 @@ struct wenv_worker {
 	/* TORCH_WORKER_SERVER_SOCKET for torch 2.x's worker_main() (its own
 	 * WorkerServer), or NULL to leave the base's value alone. */
 	const char *worker_server_socket;
+	/* ELASTICD_CONTROL_SOCKET: the agent's control socket (elasticd-ctl(7)),
+	 * so that a worker can ask for its own node's exclusion; NULL: unset. */
+	const char *control_socket;
 	/* TORCHELASTIC_SIGNALS_TO_HANDLE (--signals-to-handle, which torch 2.x's
 	 * launch_agent puts in its own environment), or NULL to leave the
 	 * base's value alone. */
@@ -62,9 +65,10 @@ char *wenv_template_substitute(const char *tmpl, const char *const *keys, const 
  * TORCHELASTIC_USE_AGENT_STORE "True"/"False", TORCHELASTIC_ERROR_FILE,
  * TORCH_NCCL_ASYNC_ERROR_HANDLING (base's value or "1"; NCCL_ASYNC_ERROR_HANDLING
  * only as base has it), OMP_NUM_THREADS=1 and CUDA_DEVICE_ORDER=PCI_BUS_ID when
- * asked and unset, TORCH_WORKER_SERVER_SOCKET and TORCHELASTIC_SIGNALS_TO_HANDLE
- * when given, PYTHONFAULTHANDLER=1 when asked and unset). With virtual_local_rank
- * LOCAL_RANK is "0" and CUDA_VISIBLE_DEVICES the local_rank-th entry of the
+ * asked and unset, TORCH_WORKER_SERVER_SOCKET, ELASTICD_CONTROL_SOCKET and
+ * TORCHELASTIC_SIGNALS_TO_HANDLE when given, PYTHONFAULTHANDLER=1 when asked
+ * and unset). With virtual_local_rank LOCAL_RANK is "0" and
+ * CUDA_VISIBLE_DEVICES the local_rank-th entry of the
  * base's list (or the local rank itself when the base has none).
  * Returns 0 and a new strv in *ret_env (strv_free), or -EINVAL with *reterr
  * (malloc'd) when CUDA_VISIBLE_DEVICES has too few entries. */

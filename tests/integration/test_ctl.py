@@ -26,12 +26,13 @@ import lib  # noqa: E402
 
 CTL_WORKER = os.path.join(lib.SOURCE_ROOT, "tests", "ctl_worker.py")
 HANDLERS = ["ping", "status", "events", "logs", "nodes", "metrics", "dump_traceback", "restart",
-            "drain", "stop", "signal", "loglevel"]
+            "drain", "exclude", "readmit", "stop", "signal", "loglevel"]
 STATUS_KEYS = ["run_id", "node", "hostname", "pid", "version", "role", "rdzv_backend",
                "node_state", "round", "group_rank", "group_world_size", "world_size",
                "local_world_size", "master_addr", "master_port", "worker_state", "restart_count",
                "max_restarts", "remaining_restarts", "next_attempt_in_s", "restarts_in_window",
-               "attempts_without_progress", "phase", "drain", "uptime_s", "run_dir", "hang_rules",
+               "attempts_without_progress", "phase", "drain", "health", "quarantine", "excluded", "uptime_s",
+               "run_dir", "hang_rules",
                "hang_watch", "hang", "hang_stacks", "workers", "control_socket"]
 WORKER_KEYS = ["local_rank", "global_rank", "role_rank", "pid", "state", "exitcode",
                "exit_status", "signal", "start_time", "exit_time", "gpu", "numa_nodes", "cpus",

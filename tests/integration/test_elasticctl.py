@@ -359,11 +359,6 @@ class ElasticctlTest(lib.ElasticdTestCase):
         r = self.ctl("-s", sock, "loglevel", "level=loud")
         self.assertCtl(r, 1)
         self.assertIn("elasticctl: loglevel: Invalid value for level", r.err)
-        # A verb elasticctl knows and this agent does not (it is older).
-        r = self.ctl("-s", sock, "exclude")
-        self.assertCtl(r, 1)
-        self.assertIn("has no 'exclude' handler (it is older than this elasticctl); it answers: "
-                      "ping, status,", r.err)
         # Neither knows it.
         r = self.ctl("-s", sock, "frobnicate", "x=1")
         self.assertCtl(r, 2)

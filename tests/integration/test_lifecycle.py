@@ -118,6 +118,11 @@ class LifecycleTest(lib.ElasticdTestCase):
                 "TORCH_WORKER_SERVER_SOCKET":
                     "/run/elasticd/myrun.workers/rank%d.sock" % lr if os.geteuid() == 0
                     else env.get("TORCH_WORKER_SERVER_SOCKET", "<missing>"),
+                # The agent's own, so that a worker can ask for its node's
+                # exclusion (elasticd-ctl(7), exclude).
+                "ELASTICD_CONTROL_SOCKET":
+                    "/run/elasticd/myrun.sock" if os.geteuid() == 0
+                    else env.get("ELASTICD_CONTROL_SOCKET", "<missing>"),
             })
             self.assertEqual(env, expected)
             if env["TORCHELASTIC_USE_AGENT_STORE"] == "True":

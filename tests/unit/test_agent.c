@@ -215,6 +215,55 @@ static const struct decide_case decide_cases[] = {
 	{"drained, group still HEALTHY after stopping: a bug, exit 1",
 	 {P(DRAINING), R(DRAIN), O(UNEXPECTED), 0, 3, 3},
 	 {A(EXIT), R(UNEXPECTED), false, 1}},
+	/* Exclusion (the exclude verb): leave the job with the bad-node status,
+	 * whatever the workers did and whatever restarts remain. */
+	{"excluded: the group stopped, exit 6, nothing spent",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(STOPPED), 0, 3, 3},
+	 {A(EXIT), R(EXCLUDED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"excluded while a worker failed: still exit 6, no restart",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(FAILED), 0, 3, 3},
+	 {A(EXIT), R(EXCLUDED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"excluded as every worker exited 0: exit 6, no exit barrier",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(SUCCEEDED), 0, 3, 3},
+	 {A(EXIT), R(EXCLUDED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"excluded, a no-restart exit code does not matter",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(FAILED), 0, 0, 3, .no_restart_code = true},
+	 {A(EXIT), R(EXCLUDED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"excluded: 6 without --exit-codes detailed too",
+	 {P(STOPPING_GROUP), R(EXCLUDED), O(STOPPED), 0, 3, 3, .detailed_exit = false},
+	 {A(EXIT), R(EXCLUDED), false, 6}},
+	{"a signal while excluded: the signal wins",
+	 {P(STOPPING_SIGNAL), R(SIGNAL), O(STOPPED), SIGTERM, 3, 3},
+	 {A(EXIT), R(SIGNAL), false, 128 + SIGTERM}},
+	/* Quarantine (--quarantine F/W): this node's F-th failure within W. */
+	{"quarantine: the F-th failure in the window leaves for a cooldown, nothing spent",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 2, .quarantine_max = 2},
+	 {A(QUARANTINE), R(QUARANTINED), false, 0}},
+	{"quarantine: fewer failures than F restart as usual",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 1, .quarantine_max = 2},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, 0, 1}},
+	{"quarantine rather than end the job with the last restart",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 0, 3, .quarantine_failures = 3, .quarantine_max = 3,
+	  .detailed_exit = true},
+	 {A(QUARANTINE), R(QUARANTINED), false, 0}},
+	{"quarantine with --quarantine-action exit: exit 6",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 2, .quarantine_max = 2,
+	  .quarantine_exit = true},
+	 {A(EXIT), R(QUARANTINED), false, AGENT_EXIT_NODE_EXCLUDED}},
+	{"quarantine: a hang counts as a failure",
+	 {P(STOPPING_GROUP), R(HANG), O(FAILED), 0, 3, 3, .quarantine_failures = 2,
+	  .quarantine_max = 2},
+	 {A(QUARANTINE), R(QUARANTINED), false, 0}},
+	{"quarantine off: F 0 never quarantines",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 9},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, 0, 1}},
+	{"quarantine: a no-restart exit code still ends the job",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .no_restart_code = true,
+	  .quarantine_failures = 2, .quarantine_max = 2},
+	 {A(FAIL), R(NO_RESTART_CODE), false, 1}},
+	{"quarantine: a drain wins",
+	 {P(DRAINING), R(DRAIN), O(FAILED), 0, 3, 3, .quarantine_failures = 2, .quarantine_max = 2},
+	 {A(EXIT), R(DRAIN_FAILED), false, 1}},
 	/* Bugs. */
 	{"group still HEALTHY after stopping: exit 1",
 	 {P(RUNNING), R(NONE), O(UNEXPECTED), 0, 3, 3},
@@ -340,6 +389,12 @@ static const struct node_case node_cases[] = {
 	{P(DRAINING), R(DRAIN), 0, false, NODE_STATE_INIT},
 	{P(DONE), R(DRAIN), 0, true, NODE_STATE_SUCCEEDED},
 	{P(DONE), R(NONE), 0, false, NODE_STATE_SUCCEEDED},
+	{P(HEALTH_CHECK), R(NONE), 0, false, NODE_STATE_INIT},
+	{P(QUARANTINED), R(QUARANTINED), 0, true, NODE_STATE_INIT},
+	{P(HEALTH_CHECK), R(WORKER_FAILED), 0, true, NODE_STATE_INIT},
+	{P(STOPPING_GROUP), R(EXCLUDED), 0, true, NODE_STATE_RUNNING},
+	{P(DONE), R(UNHEALTHY), 6, false, NODE_STATE_FAILED},
+	{P(DONE), R(EXCLUDED), 6, true, NODE_STATE_FAILED},
 	{P(DONE), R(SIGNAL), 143, true, NODE_STATE_FAILED},
 };
 
@@ -379,6 +434,8 @@ static const struct view_case view_cases[] = {
 	{P(STOPPING_SIGNAL), R(SIGNAL), true, WORKER_STATE_STOPPED, WORKER_STATE_STOPPED},
 	{P(DRAINING), R(DRAIN), true, WORKER_STATE_HEALTHY, WORKER_STATE_HEALTHY},
 	{P(DRAINING), R(DRAIN), true, WORKER_STATE_SUCCEEDED, WORKER_STATE_SUCCEEDED},
+	{P(HEALTH_CHECK), R(NONE), false, WORKER_STATE_INIT, WORKER_STATE_INIT},
+	{P(HEALTH_CHECK), R(WORKER_FAILED), true, WORKER_STATE_FAILED, WORKER_STATE_STOPPED},
 };
 
 static void
@@ -411,6 +468,11 @@ test_names(void **state)
 	assert_string_equal(agent_reason_name(R(EXHAUSTED)), "restarts exhausted");
 	assert_string_equal(agent_phase_name(P(DRAINING)), "draining");
 	assert_string_equal(agent_reason_name(R(DRAIN)), "drained");
+	assert_string_equal(agent_phase_name(P(HEALTH_CHECK)), "health-check");
+	assert_string_equal(agent_reason_name(R(UNHEALTHY)), "node unhealthy");
+	assert_string_equal(agent_reason_name(R(EXCLUDED)), "node excluded");
+	assert_string_equal(agent_phase_name(P(QUARANTINED)), "quarantined");
+	assert_string_equal(agent_action_name(A(QUARANTINE)), "quarantine");
 }
 
 /* --restart-window: restarts less than W old count; unused slots do not. */

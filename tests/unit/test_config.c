@@ -995,7 +995,7 @@ struct result_case {
 static const struct result_case result_cases[] = {
 	{ARGV("--help"), NULL, CONFIG_HELP},
 	{ARGV("-h"), NULL, CONFIG_HELP},
-	{ARGV("--he"), NULL, CONFIG_HELP},
+	{ARGV("--hel"), NULL, CONFIG_HELP}, /* --he: --health-* too, ambiguous */
 	{ARGV("-mh"), NULL, CONFIG_HELP},
 	{ARGV("--nnodes", "2", "--help", "--bogus"), NULL, CONFIG_HELP},
 	{ARGV("--help"), ENV("PET_NNODES=x", "PET_STANDALONE=yes"), CONFIG_HELP},

@@ -93,6 +93,20 @@ fake_restart(void *agent, char **reterr)
 }
 
 static int
+fake_readmit(void *agent, const char *node, char **reterr)
+{
+	*reterr = xstrdup("not in this fake");
+	return -EBUSY;
+}
+
+static int
+fake_exclude(void *agent, const char *reason, char **reterr)
+{
+	*reterr = xstrdup("not in this fake");
+	return -EBUSY;
+}
+
+static int
 fake_drain(void *agent, int sig, int timeout_s, char **reterr)
 {
 	struct fake_agent *f = agent;
@@ -146,6 +160,8 @@ static const struct ctl_agent_ops fake_ops = {
 	.worker = fake_worker,
 	.restart = fake_restart,
 	.drain = fake_drain,
+	.exclude = fake_exclude,
+	.readmit = fake_readmit,
 	.stop = fake_stop,
 	.signal = fake_signal,
 	.nodes = fake_nodes,

@@ -322,9 +322,9 @@ test_names(void **state)
 static void
 test_handler_table(void **state)
 {
-	static const char *const expected[] = {"ping",  "status",  "events",         "logs",
-					       "nodes", "metrics", "dump_traceback", "restart",
-					       "drain", "stop",    "signal",         "loglevel"};
+	static const char *const expected[] = {
+		"ping",    "status", "events",  "logs",    "nodes", "metrics", "dump_traceback",
+		"restart", "drain",  "exclude", "readmit", "stop",  "signal",  "loglevel"};
 
 	assert_int_equal(ctl_n_handlers, ARRAY_SIZE(expected));
 	for (size_t i = 0; i < ctl_n_handlers; i++) {

@@ -67,6 +67,19 @@ static const struct decide_case cases[] = {
 	 RDZV_ACTION_FINISH},
 	/* join, in torch's order */
 	{"join: closed", RDZV_OP_JOIN, H(0, 0, 1, -1), 10 * S, RDZV_ACTION_ERROR_CLOSED},
+	/* --quarantine: another agent (pid) of a quarantined host waits; the
+	 * quarantined agent itself, or anyone after until, joins. */
+	{"join: host quarantined by another agent", RDZV_OP_JOIN,
+	 H(0, 0, 0, -1) "q me_2_0 2000000000 1\n", 10 * S, RDZV_ACTION_SYNC},
+	{"join: host quarantined, spare slot too", RDZV_OP_JOIN,
+	 H(0, 1, 0, -1) "p a_1_0 0\np b_1_0 1\np c_1_0 2\nq me_2_0 2000000000 1\n", 10 * S,
+	 RDZV_ACTION_SYNC},
+	{"join: the quarantined agent itself (readmitted early)", RDZV_OP_JOIN,
+	 H(0, 0, 0, -1) "q me_1_0 2000000000 1\n", 10 * S, RDZV_ACTION_ADD_TO_PARTICIPANTS},
+	{"join: quarantine over", RDZV_OP_JOIN, H(0, 0, 0, -1) "q me_2_0 999000000 1\n", 10 * S,
+	 RDZV_ACTION_ADD_TO_PARTICIPANTS},
+	{"join: another host quarantined", RDZV_OP_JOIN,
+	 H(0, 0, 0, -1) "q other_2_0 2000000000 1\n", 10 * S, RDZV_ACTION_ADD_TO_PARTICIPANTS},
 	{"join: closed while spare", RDZV_OP_JOIN, H(0, 1, 1, -1) "r me_1_0\n", 10 * S,
 	 RDZV_ACTION_GRACEFUL_EXIT},
 	{"join: spare, round full, heartbeat fresh", RDZV_OP_JOIN,
@@ -459,6 +472,39 @@ teardown(void **state)
 	return 0;
 }
 
+/* The quarantine rides on the node's next change (the leave), and goes
+ * when the node takes a place again. */
+static void
+test_apply_quarantine(void **state)
+{
+	struct rdzv_state st;
+	struct rdzv_ctx ctx = ctx_at(10 * S);
+	struct rdzv_quarantine q = {.until = 2000 * S, .count = 2};
+	char *enc;
+	size_t len;
+
+	load(H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\nh me_1_0 " FRESH "\n", &st);
+	ctx.quarantine = &q;
+	assert_true(rdzv_apply(&st, RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, &ctx));
+	enc = rdzv_state_encode(&st, &len);
+	assert_string_equal(enc + len - strlen("q me_1_0 2000000000 2\n"),
+			    "q me_1_0 2000000000 2\n");
+	free(enc);
+	assert_int_equal(st.n_quarantine, 1);
+	/* A coordinator's admission of others never records its own. */
+	struct rdzv_node other;
+	assert_int_equal(rdzv_node_init(&other, "b", 9, 0), 0);
+	assert_int_equal(rdzv_admit(&st, &other, 1, &ctx, NULL), 1);
+	assert_int_equal(st.n_quarantine, 1);
+	rdzv_node_release(&other);
+	/* Back in: the entry goes. */
+	ctx.quarantine = NULL;
+	assert_true(rdzv_apply(&st, RDZV_ACTION_ADD_TO_PARTICIPANTS, &ctx));
+	assert_int_equal(st.n_quarantine, 0);
+	rdzv_state_release(&st);
+	(void)state;
+}
+
 int
 main(void)
 {
@@ -466,7 +512,7 @@ main(void)
 		cmocka_unit_test(test_decide),      cmocka_unit_test(test_apply),
 		cmocka_unit_test(test_sanitize),    cmocka_unit_test(test_next_wake),
 		cmocka_unit_test(test_admit),       cmocka_unit_test(test_join_failure),
-		cmocka_unit_test(test_round_check),
+		cmocka_unit_test(test_round_check), cmocka_unit_test(test_apply_quarantine),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -252,6 +252,53 @@ test_close_record(void **state)
 	(void)state;
 }
 
+/* Quarantined hosts: "q" lines after everything else, sorted, one per host. */
+static void
+test_quarantine(void **state)
+{
+	const char *enc = "elasticd-rdzv 1 2 7 0 0 -1\np a_1_0 0\nq b_2_0 5000 1\nq c_3_0 6000 3\n";
+	static const char *const bad[] = {
+		"elasticd-rdzv 1 0 0 0 0 -1\nq b_2_0 5000 1\nq b_3_0 6000 1\n", /* one host twice */
+		"elasticd-rdzv 1 0 0 0 0 -1\nq c_2_0 5000 1\nq b_3_0 6000 1\n", /* unsorted */
+		"elasticd-rdzv 1 0 0 0 0 -1\nq b_2_0 5000 0\n",                 /* count 0 */
+		"elasticd-rdzv 1 0 0 0 0 -1\nq b_2_0 5000\n",                   /* no count */
+		"elasticd-rdzv 1 0 0 0 0 -1\nq b_2_0 5000 1\np a_1_0 0\n",      /* order */
+	};
+	struct rdzv_state st, cp;
+	struct rdzv_quarantine q = {.until = 7000, .count = 4};
+	char *out;
+	size_t len;
+
+	assert_int_equal(rdzv_state_decode(enc, strlen(enc), &st), 0);
+	assert_int_equal(st.n_quarantine, 2);
+	rdzv_state_copy(&cp, &st);
+	rdzv_state_release(&st);
+	out = rdzv_state_encode(&cp, &len);
+	assert_int_equal(len, strlen(enc));
+	assert_memory_equal(out, enc, len);
+	free(out);
+	/* One entry per host: another agent of b replaces it. */
+	assert_int_equal(rdzv_node_init(&q.node, "b", 9, 0), 0);
+	assert_true(rdzv_state_set_quarantine(&cp, &q));
+	assert_false(rdzv_state_set_quarantine(&cp, &q));
+	assert_int_equal(cp.n_quarantine, 2);
+	assert_string_equal(cp.quarantine[0].node.name, "b_9_0");
+	assert_true(rdzv_state_quarantined(&cp, &(struct rdzv_node){"b_1_0", 1, 1, 0}, 6999));
+	assert_false(rdzv_state_quarantined(&cp, &q.node, 6999)); /* itself */
+	assert_false(rdzv_state_quarantined(&cp, &(struct rdzv_node){"b_1_0", 1, 1, 0},
+					    7000)); /* over */
+	assert_true(rdzv_state_remove_quarantine(&cp, &q.node));
+	assert_false(rdzv_state_remove_quarantine(&cp, &q.node));
+	rdzv_node_release(&q.node);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (rdzv_state_decode(bad[i], strlen(bad[i]), &st) != -EBADMSG) {
+			fail_msg("accepted: %s", bad[i]);
+		}
+	}
+	rdzv_state_release(&cp);
+	(void)state;
+}
+
 int
 main(void)
 {
@@ -259,6 +306,7 @@ main(void)
 		cmocka_unit_test(test_node_parse),         cmocka_unit_test(test_node_order),
 		cmocka_unit_test(test_sets_and_roundtrip), cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_stamp_members),      cmocka_unit_test(test_close_record),
+		cmocka_unit_test(test_quarantine),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

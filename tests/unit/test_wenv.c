@@ -165,6 +165,24 @@ test_env_worker_server_socket(void **state)
 	strv_free(env);
 }
 
+/* ELASTICD_CONTROL_SOCKET: the agent's control socket when it has one (a
+ * worker asks for its node's exclusion there), else the caller's. */
+static void
+test_env_control_socket(void **state)
+{
+	char *base[] = {"ELASTICD_CONTROL_SOCKET=/outer.sock", NULL};
+	struct wenv_worker w = base_worker;
+	char **env = NULL, *err = NULL;
+
+	assert_int_equal(wenv_build_env(NULL, &w, &env, &err), 0);
+	assert_null(wenv_get(env, "ELASTICD_CONTROL_SOCKET"));
+	strv_free(env);
+	w.control_socket = "/run/elasticd/j.sock";
+	assert_int_equal(wenv_build_env(base, &w, &env, &err), 0);
+	assert_string_equal(wenv_get(env, "ELASTICD_CONTROL_SOCKET"), "/run/elasticd/j.sock");
+	strv_free(env);
+}
+
 /* TORCHELASTIC_TIMER_FILE: the agent's FileTimer FIFO when it serves one
  * (torchrun's _setup_local_watchdog), else whatever the caller had. */
 static void
@@ -318,6 +336,7 @@ main(void)
 		cmocka_unit_test(test_env_keeps_callers_values),
 		cmocka_unit_test(test_env_virtual_local_rank),
 		cmocka_unit_test(test_env_worker_server_socket),
+		cmocka_unit_test(test_env_control_socket),
 		cmocka_unit_test(test_env_timer_file),
 		cmocka_unit_test(test_env_faulthandler),
 		cmocka_unit_test(test_template),
