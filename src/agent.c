@@ -558,11 +558,12 @@ agent_start_group(struct agent *a)
 		.reset_signals = a->reset_signals,
 		.n_reset_signals = a->n_reset_signals,
 		.sentinel = a->sentinel,
+		.cgroup = a->cgroup,
 		.consoles = a->consoles,
 		.numa = a->numa,
 		.worker_server_dir = a->worker_server_dir,
 	};
-	char *attempt_dir = NULL, *err = NULL;
+	char *attempt_dir = NULL, *err = NULL, *cgroup_name = NULL;
 	uint64_t assign_start;
 
 	agent_hang_free(a->hang);
@@ -580,6 +581,8 @@ agent_start_group(struct agent *a)
 		&(struct filetimer_server_spec){a->cfg->rdzv_id, a->cfg->role, a->restart_count,
 						a->events, &a->stats.file_timer_expired});
 	spec.timer_file = filetimer_server_path(a->ftimer);
+	cgroup_name = xasprintf("group%u", a->groups_started++);
+	spec.cgroup_name = cgroup_name;
 	if (a->run_dir) {
 		attempt_dir = xasprintf("%s/attempt_%d", a->run_dir, a->restart_count);
 		spec.attempt_dir = attempt_dir;
@@ -587,6 +590,7 @@ agent_start_group(struct agent *a)
 	assign_start = now_usec();
 	a->group = group_new(a->base, &spec, &cb, &err);
 	free(attempt_dir);
+	free(cgroup_name);
 	if (!a->group) {
 		log_error("%s", err);
 		agent_record_failed(a, err);
@@ -917,6 +921,7 @@ agent_free(struct agent *a)
 	rdzv_result_release(&a->round);
 	strv_free(a->round_roles);
 	sentinel_free(a->sentinel);
+	free(a->cgroup);
 	sd_notifier_free(a->sd);
 	free(a->event_log_path);
 	log_set_sink(NULL, NULL);

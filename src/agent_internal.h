@@ -45,6 +45,11 @@ struct agent {
 	int sigfd;
 	struct event *sigev;
 	struct sentinel *sentinel;
+	/* The orphan guard in force (guard.h): "cgroup", "sentinel" (ancestry)
+	 * or "none" (no sentinel), and in cgroup mode the agent's subtree. */
+	const char *orphan_guard;
+	char *cgroup;
+	unsigned groups_started;     /* names the groups' cgroups */
 	struct console *consoles[2]; /* our stdout and stderr, never blocking */
 	int *reset_signals;          /* set to SIG_DFL in the workers */
 	size_t n_reset_signals;

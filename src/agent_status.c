@@ -204,6 +204,8 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "uptime_s",
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));
+	json_object_set_new(o, "orphan_guard", json_str_or_null(a->orphan_guard));
+	json_object_set_new(o, "orphan_cgroup", json_str_or_null(a->cgroup));
 	agent_hang_json(a, o);
 	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
 		json_t *w = agent_worker_json(a, group_worker(a->group, i));
