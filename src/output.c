@@ -96,6 +96,9 @@ end_held_cr(struct prefixer *p, const char *in, size_t len, char **out, size_t *
 		used = 1;
 	}
 	line_done(p, out, out_len);
+	/* This line ended on its own: a '\n' next is an empty line, not the
+	 * end of a long line already ended by its last piece. */
+	p->broken = false;
 	return used;
 }
 
