@@ -748,6 +748,15 @@ agent_start_round(struct agent *a, enum agent_reason reason, const char *why)
 
 /* ---- start-up ---------------------------------------------------------- */
 
+static bool
+same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
 static void
 log_to_console(const void *buf, size_t len, void *arg)
 {
@@ -814,7 +823,10 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 		log_debug("cannot set up event priorities; the signalfd gets no precedence");
 	}
 	a->consoles[0] = console_new(base, STDOUT_FILENO);
-	a->consoles[1] = console_new(base, STDERR_FILENO);
+	/* One file (2>&1, one terminal): one queue, so that stdout's and
+	 * stderr's lines never cut into each other. */
+	a->consoles[1] = same_file(STDOUT_FILENO, STDERR_FILENO) ? a->consoles[0]
+								 : console_new(base, STDERR_FILENO);
 	log_set_sink(log_to_console, a->consoles[1]);
 
 	n = agent_plan(a, ret_exit, reterr);
@@ -869,6 +881,20 @@ agent_set_worker_server_dir(struct agent *a, const char *dir)
 	a->worker_server_dir = dir;
 }
 
+/* Every worker pipe reached end of file: what the consoles still queue goes
+ * out now, for up to CONSOLE_EXIT_DRAIN_MS (drops announced), before the
+ * final status line. */
+static void
+agent_drain_consoles(struct agent *a)
+{
+	uint64_t deadline = now_usec() + CONSOLE_EXIT_DRAIN_MS * 1000ULL;
+
+	console_drain(a->consoles[0], deadline);
+	if (a->consoles[1] != a->consoles[0]) {
+		console_drain(a->consoles[1], deadline);
+	}
+}
+
 int
 agent_run(struct agent *a)
 {
@@ -894,6 +920,7 @@ agent_run(struct agent *a)
 	if (a->phase != AGENT_PHASE_DONE) {
 		event_base_dispatch(a->base);
 	}
+	agent_drain_consoles(a);
 	log_info("elasticd exits with status %d after %.3f s", a->exit_code,
 		 (double)(now_usec() - a->start_usec) / 1e6);
 	agent_notify_stopping(a, "exiting with status %d", a->exit_code);
@@ -925,8 +952,10 @@ agent_free(struct agent *a)
 	sd_notifier_free(a->sd);
 	free(a->event_log_path);
 	log_set_sink(NULL, NULL);
+	if (a->consoles[1] != a->consoles[0]) {
+		console_free(a->consoles[1]);
+	}
 	console_free(a->consoles[0]);
-	console_free(a->consoles[1]);
 	if (a->sigev) {
 		event_free(a->sigev);
 	}

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agent_hang.h"
+#include "console.h"
 #include "config.h"
 #include "group.h"
 #include "numa.h"
@@ -205,6 +206,11 @@ agent_status_json(struct agent *a)
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));
 	json_object_set_new(o, "orphan_guard", json_str_or_null(a->orphan_guard));
+	json_object_set_new(o, "console_dropped_bytes",
+			    json_integer((json_int_t)(console_dropped(a->consoles[0]) +
+						      (a->consoles[1] != a->consoles[0]
+							       ? console_dropped(a->consoles[1])
+							       : 0))));
 	json_object_set_new(o, "orphan_cgroup", json_str_or_null(a->cgroup));
 	agent_hang_json(a, o);
 	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
