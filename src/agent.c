@@ -913,6 +913,7 @@ agent_run(struct agent *a)
 		elastic_event_set_int(&ev, "max_restarts", a->cfg->max_restarts);
 		elastic_event_set_string(&ev, "rdzv_backend", a->cfg->rdzv_backend);
 		elastic_event_set_string(&ev, "run_dir", a->run_dir);
+		elastic_event_set_string(&ev, "orphan_guard", a->orphan_guard);
 		agent_record(a, &ev);
 	}
 	agent_ready(a);
