@@ -11,13 +11,11 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "config.h"
 #include "config_policy.h"
-#include "console.h"
 #include "ctl.h"
 #include "errfile.h"
 #include "events.h"
@@ -748,21 +746,6 @@ agent_start_round(struct agent *a, enum agent_reason reason, const char *why)
 
 /* ---- start-up ---------------------------------------------------------- */
 
-static bool
-same_file(int a, int b)
-{
-	struct stat sa, sb;
-
-	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
-}
-
-static void
-log_to_console(const void *buf, size_t len, void *arg)
-{
-	console_write(arg, buf, len);
-}
-
 static void
 agent_sd_error_cb(int err, const char *state, const char *what, void *arg)
 {
@@ -822,12 +805,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	if (event_base_priority_init(base, AGENT_PRIORITIES) < 0) {
 		log_debug("cannot set up event priorities; the signalfd gets no precedence");
 	}
-	a->consoles[0] = console_new(base, STDOUT_FILENO);
-	/* One file (2>&1, one terminal): one queue, so that stdout's and
-	 * stderr's lines never cut into each other. */
-	a->consoles[1] = same_file(STDOUT_FILENO, STDERR_FILENO) ? a->consoles[0]
-								 : console_new(base, STDERR_FILENO);
-	log_set_sink(log_to_console, a->consoles[1]);
+	agent_setup_consoles(a);
 
 	n = agent_plan(a, ret_exit, reterr);
 	if (n < 0) {
@@ -879,20 +857,6 @@ void
 agent_set_worker_server_dir(struct agent *a, const char *dir)
 {
 	a->worker_server_dir = dir;
-}
-
-/* Every worker pipe reached end of file: what the consoles still queue goes
- * out now, for up to CONSOLE_EXIT_DRAIN_MS (drops announced), before the
- * final status line. */
-static void
-agent_drain_consoles(struct agent *a)
-{
-	uint64_t deadline = now_usec() + CONSOLE_EXIT_DRAIN_MS * 1000ULL;
-
-	console_drain(a->consoles[0], deadline);
-	if (a->consoles[1] != a->consoles[0]) {
-		console_drain(a->consoles[1], deadline);
-	}
 }
 
 int
@@ -952,11 +916,7 @@ agent_free(struct agent *a)
 	free(a->cgroup);
 	sd_notifier_free(a->sd);
 	free(a->event_log_path);
-	log_set_sink(NULL, NULL);
-	if (a->consoles[1] != a->consoles[0]) {
-		console_free(a->consoles[1]);
-	}
-	console_free(a->consoles[0]);
+	agent_free_consoles(a);
 	if (a->sigev) {
 		event_free(a->sigev);
 	}
