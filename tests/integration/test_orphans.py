@@ -8,6 +8,7 @@ import concurrent.futures
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -349,7 +350,7 @@ with open(sys.argv[1], 'w') as f:
         self.assertEqual([s for settled, s, _ in results if settled and s], [])
         self.assertNoLeftovers()
 
-    def test_cgroup_guard_refused_cleanly(self):
+    def test_cgroup_guard_runs_workers_in_a_cgroup(self):
         # --orphan-guard cgroup where it is possible runs in a cgroup of its
         # own, removed once the agent is gone.
         out = self.out_dir()
@@ -372,6 +373,30 @@ with open(sys.argv[1], 'w') as f:
         a.wait(10)
         self.assertTrue(lib.wait_until(lambda: not os.path.exists(subtree), 10),
                         "the sentinel did not remove " + subtree)
+        self.assertNoLeftovers()
+
+    def test_guard_without_writable_cgroup(self):
+        # cgroup2 read-only (a private mount namespace, as in many
+        # containers): auto falls back to the sentinel and says why; asking
+        # for cgroup is a clear error at start.
+        ro = ('mount --bind /sys/fs/cgroup/unified /sys/fs/cgroup/unified 2>/dev/null ||'
+              ' mount --bind /sys/fs/cgroup /sys/fs/cgroup || exit 99;'
+              ' for m in /sys/fs/cgroup/unified /sys/fs/cgroup; do'
+              ' mount -o remount,bind,ro $m 2>/dev/null && break; done; exec "$@"')
+        probe = subprocess.run(["unshare", "-m", "sh", "-c", ro, "sh", "true"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot make cgroup2 read-only here (needs root and unshare -m): %r"
+                          % probe.stderr)
+        for guard, rc, text in ((("--orphan-guard", "auto"), 0,
+                                 "orphan guard: the sentinel, by ancestry (cannot create "),
+                                (("--orphan-guard", "cgroup"), 1,
+                                 "elasticd: error: --orphan-guard cgroup: cannot create ")):
+            p = subprocess.run(["unshare", "-m", "sh", "-c", ro, "sh", lib.ELASTICD,
+                                "--standalone", *guard, "--no-python", "/bin/true"],
+                               capture_output=True, env=self.env(), cwd=self.tmp, timeout=60)
+            self.assertEqual(p.returncode, rc, p.stderr)
+            self.assertIn(text, p.stderr.decode())
         self.assertNoLeftovers()
 
 
