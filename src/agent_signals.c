@@ -325,8 +325,9 @@ agent_setup_guard(struct agent *a, char **reterr)
 			 a->cgroup);
 	} else if (a->sentinel) {
 		log_info("orphan guard: the sentinel, by ancestry (%s); a process created and "
-			 "re-parented less than %d ms before the agent is SIGKILLed may survive",
-			 why ? why : "--orphan-guard sentinel", GUARD_SCAN_MS);
+			 "re-parented within the last scan (every %d ms, %d ms after a new one) "
+			 "before the agent is SIGKILLed may survive",
+			 why ? why : "--orphan-guard sentinel", GUARD_SCAN_MS, GUARD_SCAN_FAST_MS);
 	}
 	free(why);
 	return 0;

@@ -69,6 +69,7 @@ struct group {
 	 * process groups of escaped processes are told to the sentinel, so
 	 * that they die with the agent too. */
 	struct event *escape_timer;
+	uint64_t scan_fast_until; /* scan every GUARD_SCAN_FAST_MS until then */
 	pid_t *watched;
 	size_t n_watched;
 	/* Out of descriptors while starting: the first rank not started yet,
@@ -433,6 +434,7 @@ escape_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv = {0, GUARD_SCAN_MS * 1000};
 	pid_t *pids = NULL, self_pgrp = getpgrp();
 	int n = group_strays(g, &pids);
+	uint64_t now;
 
 	if (n < 0) {
 		n = 0;
@@ -457,8 +459,14 @@ escape_timer_cb(evutil_socket_t fd, short what, void *arg)
 			pids[n++] = g->workers[i]->pid;
 		}
 	}
-	guard_scan(g->guard, pids, n > 0 ? (size_t)n : 0);
+	now = now_usec();
+	if (guard_scan(g->guard, pids, (size_t)n) > 0) {
+		g->scan_fast_until = now + GUARD_FAST_S * USEC_PER_SEC;
+	}
 	free(pids);
+	if (now < g->scan_fast_until) {
+		tv.tv_usec = GUARD_SCAN_FAST_MS * 1000;
+	}
 	if (g->phase == GROUP_RUNNING) {
 		evtimer_add(g->escape_timer, &tv);
 	}
@@ -753,8 +761,10 @@ group_start(struct group *g)
 	}
 	g->state = WORKER_STATE_HEALTHY;
 	if (g->sentinel && !guard_has_cgroup(g->guard)) {
-		struct timeval tv = {0, GUARD_SCAN_MS * 1000};
+		/* Starting workers start processes: scan fast from the first. */
+		struct timeval tv = {0, GUARD_SCAN_FAST_MS * 1000};
 
+		g->scan_fast_until = now_usec() + GUARD_FAST_S * USEC_PER_SEC;
 		g->escape_timer = evtimer_new(g->base, escape_timer_cb, g);
 		evtimer_add(g->escape_timer, &tv);
 	}

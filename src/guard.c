@@ -74,14 +74,14 @@ guard_prune(struct guard *gd)
 	}
 }
 
-void
+size_t
 guard_scan(struct guard *gd, const pid_t *roots, size_t n)
 {
 	struct proc_id *seen = NULL;
-	size_t n_seen = 0, cap = 0;
+	size_t n_seen = 0, cap = 0, added = 0;
 
 	if (!gd || gd->cgroup || !gd->sentinel) {
-		return;
+		return 0;
 	}
 	guard_prune(gd);
 	for (size_t i = 0; i < n; i++) {
@@ -113,8 +113,10 @@ guard_scan(struct guard *gd, const pid_t *roots, size_t n)
 			gd->handed = xrealloc(gd->handed, gd->cap_handed * sizeof(*gd->handed));
 		}
 		gd->handed[gd->n_handed++] = seen[i];
+		added++;
 	}
 	free(seen);
+	return added;
 }
 
 int

@@ -7,11 +7,13 @@
  *   subtree (cgroup.h); workers enter it before exec, so every descendant is
  *   inside; stops signal and kill its members, and the sentinel kills the
  *   subtree with cgroup.kill when the agent dies. No window.
- * - ancestry: every GUARD_SCAN_MS the group walks /proc from its workers and
- *   the agent's re-parented children down (proctree.h) and hands each new
- *   process (pid and start time) to the sentinel. Limit: a process created
- *   and then re-parented away from its creator (double fork, setsid -f)
- *   within the last scan before the agent is SIGKILLed is not known yet. */
+ * - ancestry: every GUARD_SCAN_MS (GUARD_SCAN_FAST_MS for GUARD_FAST_S after
+ *   a scan found a new process: processes come in bursts) the group walks
+ *   /proc from its workers and the agent's re-parented children down
+ *   (proctree.h) and hands each new process (pid and start time) to the
+ *   sentinel. Limit: a process created and then re-parented away from its
+ *   creator (double fork, setsid -f), or whose parent died, within the last
+ *   scan before the agent is SIGKILLed is not known yet. */
 #pragma once
 
 #include <stdbool.h>
@@ -23,6 +25,8 @@ struct guard;
 
 /* How often ancestry mode hands new descendants to the sentinel, in ms. */
 #define GUARD_SCAN_MS 100
+#define GUARD_SCAN_FAST_MS 10
+#define GUARD_FAST_S 2
 
 /* A guard for one group. cgroup_parent: the agent's subtree (cgroup mode) or
  * NULL (ancestry mode); name: the group's directory under it (unique per
@@ -39,9 +43,9 @@ bool guard_has_cgroup(const struct guard *gd);
 int guard_procs_fd(const struct guard *gd);
 
 /* Ancestry mode: hand the sentinel every descendant of roots[0..n) (and the
- * roots themselves) not handed yet, and forget those that are gone. A no-op
- * in cgroup mode. */
-void guard_scan(struct guard *gd, const pid_t *roots, size_t n);
+ * roots themselves) not handed yet, and forget those that are gone. Returns
+ * how many were new (0 in cgroup mode: a no-op). */
+size_t guard_scan(struct guard *gd, const pid_t *roots, size_t n);
 
 /* cgroup mode: the processes in the group's cgroup. Returns the count and a
  * malloc'd array in *ret_pids; 0 in ancestry mode; -errno. */
