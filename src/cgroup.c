@@ -137,9 +137,19 @@ cgroup_subtree_new(char **ret_path, char **reterr)
 		return -ENOENT;
 	}
 	path = xasprintf("%s/elasticd.%d", dir, (int)getpid());
-	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-		r = -errno;
-		*reterr = xasprintf("cannot create %s: %s", path, strerror(errno));
+	r = mkdir(path, 0755) < 0 ? -errno : 0;
+	if (r == -EEXIST) {
+		/* Left by a dead agent that had our pid (its sentinel died too):
+		 * what is inside is orphaned; kill it and start clean. */
+		(void)cgroup_kill(path);
+		for (int i = 0; i < 100 && cgroup_populated(path) == 1; i++) {
+			usleep(10 * 1000);
+		}
+		(void)cgroup_remove(path);
+		r = mkdir(path, 0755) < 0 && errno != EEXIST ? -errno : 0;
+	}
+	if (r < 0) {
+		*reterr = xasprintf("cannot create %s: %s", path, strerror(-r));
 		free(path);
 		return r;
 	}

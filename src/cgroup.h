@@ -14,12 +14,14 @@
 
 /* Create the agent's subtree <own cgroup v2 directory>/elasticd.<pid>, found
  * from /proc/self/cgroup ("0::<path>") and the cgroup2 mount in
- * /proc/self/mountinfo, and check that it has cgroup.kill and that a process
- * may be moved into a child of it (the probe moves nothing: it only opens
- * cgroup.procs for writing). On success returns 0 and the directory in
- * *ret_path (malloc'd). Returns -errno with *reterr (malloc'd, why) when
- * there is no cgroup v2, it is read-only or not ours (-EROFS, -EACCES,
- * -EPERM), the kernel lacks cgroup.kill (-ENOTSUP), etc. */
+ * /proc/self/mountinfo (one left by a dead agent with the same pid is
+ * killed and made anew), and check that it has cgroup.kill and that a
+ * process can be moved into a child of it: a forked probe moves itself into
+ * <subtree>/probe and exits (blocks for that fork and exit). On success
+ * returns 0 and the directory in *ret_path (malloc'd). Returns -errno with
+ * *reterr (malloc'd, why) when there is no cgroup v2, it is read-only or not
+ * ours (-EROFS, -EACCES, -EPERM), the kernel lacks cgroup.kill (-ENOTSUP),
+ * etc. */
 int cgroup_subtree_new(char **ret_path, char **reterr);
 
 /* mkdir <parent>/<name>. Returns 0 and the path in *ret_path (malloc'd), or
