@@ -104,6 +104,24 @@ add_rank(struct console *c, int rank)
 	c->n_ep_ranks++;
 }
 
+/* len bytes of rank's output were queued: note whose they are. The array
+ * grows geometrically and is compacted once its written half is large. */
+static void
+push_seg(struct console *c, int rank, size_t len)
+{
+	if (c->seg_head > 64 && c->seg_head * 2 > c->n_segs) {
+		memmove(c->segs, c->segs + c->seg_head,
+			(c->n_segs - c->seg_head) * sizeof(*c->segs));
+		c->n_segs -= c->seg_head;
+		c->seg_head = 0;
+	}
+	if (c->n_segs == c->cap_segs) {
+		c->cap_segs = c->cap_segs ? c->cap_segs * 2 : 64;
+		c->segs = xrealloc(c->segs, c->cap_segs * sizeof(*c->segs));
+	}
+	c->segs[c->n_segs++] = (struct seg){rank, len};
+}
+
 /* len bytes of rank's output will not reach the console: count them. */
 static void
 drop(struct console *c, const char *buf, size_t len, int rank)
@@ -151,8 +169,7 @@ note_queue(struct console *c)
 		evbuffer_add(c->queue, "\n", 1);
 	}
 	evbuffer_add(c->queue, note, (size_t)(p - note));
-	c->segs = xrealloc(c->segs, (c->n_segs + 1) * sizeof(*c->segs));
-	c->segs[c->n_segs++] = (struct seg){-1, evbuffer_get_length(c->queue) - before};
+	push_seg(c, -1, evbuffer_get_length(c->queue) - before);
 }
 
 /* n bytes of the queue were written or dropped: advance the segments. */
@@ -305,8 +322,7 @@ console_write_from(struct console *c, const void *buf, size_t len, int rank)
 		return;
 	}
 	evbuffer_add(c->queue, buf, len);
-	c->segs = xrealloc(c->segs, (c->n_segs + 1) * sizeof(*c->segs));
-	c->segs[c->n_segs++] = (struct seg){rank, len};
+	push_seg(c, rank, len);
 	console_arm(c);
 }
 
