@@ -11,13 +11,11 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "config.h"
 #include "config_policy.h"
-#include "console.h"
 #include "ctl.h"
 #include "errfile.h"
 #include "events.h"
@@ -559,12 +557,13 @@ agent_start_group(struct agent *a)
 		.reset_signals = a->reset_signals,
 		.n_reset_signals = a->n_reset_signals,
 		.sentinel = a->sentinel,
+		.cgroup = a->cgroup,
 		.consoles = a->consoles,
 		.numa = a->numa,
 		.worker_server_dir = a->worker_server_dir,
 		.control_socket = a->control_socket,
 	};
-	char *attempt_dir = NULL, *err = NULL;
+	char *attempt_dir = NULL, *err = NULL, *cgroup_name = NULL;
 	uint64_t assign_start;
 
 	agent_hang_free(a->hang);
@@ -582,6 +581,8 @@ agent_start_group(struct agent *a)
 		&(struct filetimer_server_spec){a->cfg->rdzv_id, a->cfg->role, a->restart_count,
 						a->events, &a->stats.file_timer_expired});
 	spec.timer_file = filetimer_server_path(a->ftimer);
+	cgroup_name = xasprintf("group%u", a->groups_started++);
+	spec.cgroup_name = cgroup_name;
 	if (a->run_dir) {
 		attempt_dir = xasprintf("%s/attempt_%d", a->run_dir, a->restart_count);
 		spec.attempt_dir = attempt_dir;
@@ -589,6 +590,7 @@ agent_start_group(struct agent *a)
 	assign_start = now_usec();
 	a->group = group_new(a->base, &spec, &cb, &err);
 	free(attempt_dir);
+	free(cgroup_name);
 	if (!a->group) {
 		log_error("%s", err);
 		agent_record_failed(a, err);
@@ -757,12 +759,6 @@ agent_join_round(struct agent *a, enum agent_reason reason, const char *why)
 /* ---- start-up ---------------------------------------------------------- */
 
 static void
-log_to_console(const void *buf, size_t len, void *arg)
-{
-	console_write(arg, buf, len);
-}
-
-static void
 agent_sd_error_cb(int err, const char *state, const char *what, void *arg)
 {
 	struct agent *a = arg;
@@ -821,9 +817,7 @@ agent_new(struct event_base *base, const struct config *cfg, char *const *envp, 
 	if (event_base_priority_init(base, AGENT_PRIORITIES) < 0) {
 		log_debug("cannot set up event priorities; the signalfd gets no precedence");
 	}
-	a->consoles[0] = console_new(base, STDOUT_FILENO);
-	a->consoles[1] = console_new(base, STDERR_FILENO);
-	log_set_sink(log_to_console, a->consoles[1]);
+	agent_setup_consoles(a);
 
 	n = agent_plan(a, ret_exit, reterr);
 	if (n < 0) {
@@ -904,6 +898,7 @@ agent_run(struct agent *a)
 		elastic_event_set_int(&ev, "max_restarts", a->cfg->max_restarts);
 		elastic_event_set_string(&ev, "rdzv_backend", a->cfg->rdzv_backend);
 		elastic_event_set_string(&ev, "run_dir", a->run_dir);
+		elastic_event_set_string(&ev, "orphan_guard", a->orphan_guard);
 		agent_record(a, &ev);
 	}
 	agent_ready(a);
@@ -911,6 +906,7 @@ agent_run(struct agent *a)
 	if (a->phase != AGENT_PHASE_DONE) {
 		event_base_dispatch(a->base);
 	}
+	agent_drain_consoles(a);
 	log_info("elasticd exits with status %d after %.3f s", a->exit_code,
 		 (double)(now_usec() - a->start_usec) / 1e6);
 	agent_notify_stopping(a, "exiting with status %d", a->exit_code);
@@ -944,11 +940,10 @@ agent_free(struct agent *a)
 	rdzv_result_release(&a->round);
 	strv_free(a->round_roles);
 	sentinel_free(a->sentinel);
+	free(a->cgroup);
 	sd_notifier_free(a->sd);
 	free(a->event_log_path);
-	log_set_sink(NULL, NULL);
-	console_free(a->consoles[0]);
-	console_free(a->consoles[1]);
+	agent_free_consoles(a);
 	if (a->sigev) {
 		event_free(a->sigev);
 	}

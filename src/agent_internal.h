@@ -48,6 +48,11 @@ struct agent {
 	int sigfd;
 	struct event *sigev;
 	struct sentinel *sentinel;
+	/* The orphan guard in force (guard.h): "cgroup", "sentinel" (ancestry)
+	 * or "none" (no sentinel), and in cgroup mode the agent's subtree. */
+	const char *orphan_guard;
+	char *cgroup;
+	unsigned groups_started;     /* names the groups' cgroups */
 	struct console *consoles[2]; /* our stdout and stderr, never blocking */
 	int *reset_signals;          /* set to SIG_DFL in the workers */
 	size_t n_reset_signals;
@@ -315,6 +320,18 @@ int agent_open_event_file(struct agent *a, char **reterr);
 /* The workers' program as found in PATH, for messages; and torchrun's
  * OMP_NUM_THREADS=1 default for more than one local worker. */
 void agent_find_program(struct agent *a);
+
+/* a->consoles on stdout and stderr (one shared console when both are one
+ * file), and the log's sink on stderr's. */
+void agent_setup_consoles(struct agent *a);
+
+/* Every worker pipe reached end of file: write what the consoles still
+ * queue, for up to CONSOLE_EXIT_DRAIN_MS (drops announced), before the final
+ * status line. */
+void agent_drain_consoles(struct agent *a);
+
+/* Unset the log's sink and free the consoles. */
+void agent_free_consoles(struct agent *a);
 
 /* ---- agent_report.c: what a failure leaves behind -------------------------- */
 

@@ -1,6 +1,7 @@
 /* agent_setup.c — what agent_new sets up before the first rendezvous: the
  * plan (GPUs, --nproc-per-node, each local rank's binding), the run
- * directory, the event recorder and its file, the workers' program. */
+ * directory, the event recorder and its file, the workers' program, the
+ * consoles. */
 #include "agent.h"
 #include "agent_internal.h"
 
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "console.h"
 #include "events.h"
 #include "group.h"
 #include "log.h"
@@ -417,4 +419,54 @@ agent_base_new(void)
 	base = event_base_new_with_config(ec);
 	event_config_free(ec);
 	return base;
+}
+
+/* ---- the consoles ------------------------------------------------------- */
+
+static bool
+same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+static void
+log_to_console(const void *buf, size_t len, void *arg)
+{
+	console_write(arg, buf, len);
+}
+
+void
+agent_setup_consoles(struct agent *a)
+{
+	a->consoles[0] = console_new(a->base, STDOUT_FILENO);
+	/* One file (2>&1, one terminal): one queue, so that stdout's and
+	 * stderr's lines never cut into each other. */
+	a->consoles[1] = same_file(STDOUT_FILENO, STDERR_FILENO)
+				 ? a->consoles[0]
+				 : console_new(a->base, STDERR_FILENO);
+	log_set_sink(log_to_console, a->consoles[1]);
+}
+
+void
+agent_drain_consoles(struct agent *a)
+{
+	uint64_t deadline = now_usec() + CONSOLE_EXIT_DRAIN_MS * 1000ULL;
+
+	console_drain(a->consoles[0], deadline);
+	if (a->consoles[1] != a->consoles[0]) {
+		console_drain(a->consoles[1], deadline);
+	}
+}
+
+void
+agent_free_consoles(struct agent *a)
+{
+	log_set_sink(NULL, NULL);
+	if (a->consoles[1] != a->consoles[0]) {
+		console_free(a->consoles[1]);
+	}
+	console_free(a->consoles[0]);
 }

@@ -19,6 +19,8 @@
 #include "events.h"
 #include "group.h"
 #include "log.h"
+#include "cgroup.h"
+#include "guard.h"
 #include "sentinel.h"
 #include "util.h"
 #include "worker.h"
@@ -296,8 +298,50 @@ agent_setup_signals(struct agent *a, char **reterr)
 	return 0;
 }
 
+/* Choose the orphan guard (--orphan-guard, guard.h) and start the sentinel.
+ * Returns 0, or -errno with *reterr when cgroup mode was asked for and is not
+ * possible. */
+static int
+agent_setup_guard(struct agent *a, char **reterr)
+{
+	const char *want = a->cfg->orphan_guard ? a->cfg->orphan_guard : "auto";
+	char *why = NULL;
+
+	if (strcmp(want, "sentinel") != 0) {
+		int r = cgroup_subtree_new(&a->cgroup, &why);
+
+		if (r < 0 && strcmp(want, "cgroup") == 0) {
+			*reterr = xasprintf("--orphan-guard cgroup: %s", why);
+			free(why);
+			return r;
+		}
+	}
+	a->sentinel = sentinel_new(a->cgroup);
+	if (!a->sentinel) {
+		log_warn("cannot start the sentinel process (%s): a SIGKILLed agent may leave "
+			 "workers' children behind",
+			 strerror(errno));
+		a->orphan_guard = a->cgroup ? "cgroup" : "none";
+	} else {
+		a->orphan_guard = a->cgroup ? "cgroup" : "sentinel";
+	}
+	if (a->cgroup) {
+		log_info("orphan guard: cgroup v2 subtree %s; every process the workers start "
+			 "is killed with cgroup.kill when the agent dies",
+			 a->cgroup);
+	} else if (a->sentinel) {
+		log_info("orphan guard: the sentinel, by ancestry (%s); a process created and "
+			 "re-parented within the last scan (every %d ms, %d ms after a new one) "
+			 "before the agent is SIGKILLed may survive",
+			 why ? why : "--orphan-guard sentinel", GUARD_SCAN_MS, GUARD_SCAN_FAST_MS);
+	}
+	free(why);
+	return 0;
+}
+
 /* Supervision: become the subreaper, route the handled signals and SIGCHLD
- * to the signalfd, start the sentinel. Returns 0, or -errno with *reterr. */
+ * to the signalfd, choose the orphan guard and start the sentinel. Returns
+ * 0, or -errno with *reterr. */
 int
 agent_setup_supervision(struct agent *a, char **reterr)
 {
@@ -310,13 +354,7 @@ agent_setup_supervision(struct agent *a, char **reterr)
 	if (r < 0) {
 		return r;
 	}
-	a->sentinel = sentinel_new();
-	if (!a->sentinel) {
-		log_warn("cannot start the sentinel process (%s): a SIGKILLed agent may leave "
-			 "workers' children behind",
-			 strerror(errno));
-	}
-	return 0;
+	return agent_setup_guard(a, reterr);
 }
 
 void

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "agent_hang.h"
+#include "console.h"
 #include "config.h"
 #include "group.h"
 #include "numa.h"
@@ -160,6 +161,36 @@ agent_hang_json(const struct agent *a, json_t *o)
 	json_object_set_new(o, "hang_stacks", json_str_or_null(a->hung ? a->hang_stacks : NULL));
 }
 
+/* Bytes both consoles dropped (one when stdout and stderr share it). */
+static uint64_t
+agent_console_dropped(const struct agent *a)
+{
+	size_t n = console_dropped(a->consoles[0]);
+
+	if (a->consoles[1] != a->consoles[0]) {
+		n += console_dropped(a->consoles[1]);
+	}
+	return n;
+}
+
+/* The rendezvous' store (or etcd) out of reach while workers run:
+ * {"for_s", "reason"}, else null. */
+static json_t *
+agent_degraded_json(struct agent *a)
+{
+	uint64_t since = 0;
+	const char *why = NULL;
+	json_t *o;
+
+	if (!rdzv_degraded(a->rdzv, &since, &why)) {
+		return json_null();
+	}
+	o = json_object();
+	json_object_set_new(o, "for_s", json_real((double)(now_usec() - since) / USEC_PER_SEC));
+	json_object_set_new(o, "reason", json_string(why));
+	return o;
+}
+
 json_t *
 agent_status_json(struct agent *a)
 {
@@ -209,6 +240,11 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "uptime_s",
 			    json_real((double)(now_usec() - a->start_usec) / USEC_PER_SEC));
 	json_object_set_new(o, "run_dir", json_str_or_null(a->run_dir));
+	json_object_set_new(o, "degraded", agent_degraded_json(a));
+	json_object_set_new(o, "orphan_guard", json_str_or_null(a->orphan_guard));
+	json_object_set_new(o, "console_dropped_bytes",
+			    json_integer((json_int_t)agent_console_dropped(a)));
+	json_object_set_new(o, "orphan_cgroup", json_str_or_null(a->cgroup));
 	agent_hang_json(a, o);
 	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
 		json_t *w = agent_worker_json(a, group_worker(a->group, i));
@@ -254,6 +290,8 @@ agent_get_stats(struct agent *a, struct ctl_agent_stats *ret)
 	ret->uptime_s = (double)(now_usec() - a->start_usec) / USEC_PER_SEC;
 	ret->local_world_size = a->local_world_size;
 	ret->remaining_restarts = a->remaining_restarts;
+	ret->rdzv_degraded = rdzv_degraded(a->rdzv, &(uint64_t){0}, &(const char *){NULL});
+	ret->console_dropped_bytes = agent_console_dropped(a);
 	/* Every state of torch's enums, in their order. */
 	for (enum node_state s = NODE_STATE_INIT; s <= NODE_STATE_FAILED; s++) {
 		ret->node_state.names[ret->node_state.n] = node_state_name(s);

@@ -737,6 +737,7 @@ config_release(struct config *cfg)
 	free(cfg->master_addr);
 	free(cfg->local_addr);
 	free(cfg->start_method);
+	free(cfg->orphan_guard);
 	free(cfg->role);
 	free(cfg->log_dir);
 	std_map_release(&cfg->redirects);

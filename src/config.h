@@ -88,6 +88,7 @@ struct config {
 	int max_restarts;         /* >= 0, default 0 */
 	double monitor_interval;  /* seconds; accepted, unused (detection is event-driven) */
 	char *start_method;       /* spawn|fork|forkserver; accepted, unused for binaries */
+	char *orphan_guard;       /* --orphan-guard auto|cgroup|sentinel (guard.h) */
 	char *role;               /* ROLE_NAME, default "default" */
 	bool module;              /* -m */
 	bool no_python;           /* --no-python */

@@ -147,7 +147,7 @@ void config_rdzv_conf_free(struct rdzv_conf_entry *entries, size_t n);
 
 /* The option table (config_options.c): one row per option, in --help order
  * within each group. */
-#define CONFIG_OPTION_COUNT 72
+#define CONFIG_OPTION_COUNT 73
 extern const struct config_option config_options[CONFIG_OPTION_COUNT];
 
 /* The index in config_options of the option whose long name is name (dash

@@ -23,6 +23,7 @@
 
 static const char *const rdzv_backends[] = {"static", "c10d", "etcd", NULL};
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
+static const char *const orphan_guards[] = {"auto", "cgroup", "sentinel", NULL};
 static const char *const exit_code_modes[] = {"torchrun", "detailed", NULL};
 static const char *const numa_modes[] = {"node", "socket", "exclusive", "core-complex", NULL};
 /* torch's handler names; dynamic_rendezvous is a null handler there. */
@@ -78,6 +79,20 @@ const struct config_option config_options[] = {
 		.group = GROUP_WORKERS,
 		.metavar = "spawn|fork|forkserver",
 		.help = "Accepted for torchrun compatibility; workers are always new processes.",
+	},
+	{
+		.name = "orphan-guard",
+		.kind = OPT_VALUE,
+		.def = "auto",
+		.set = config_set_choice,
+		.offset = offsetof(struct config, orphan_guard),
+		.choices = orphan_guards,
+		.group = GROUP_WORKERS,
+		.metavar = "auto|cgroup|sentinel",
+		.help = "How every process the workers start is killed with a SIGKILLed "
+			"agent: a cgroup v2 subtree (cgroup.kill), the sentinel tracking "
+			"them by ancestry, or auto: cgroup where elasticd may create one, "
+			"else the sentinel.",
 	},
 	{
 		.name = "role",

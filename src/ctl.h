@@ -110,6 +110,8 @@ struct ctl_agent_stats {
 	double uptime_s;
 	int local_world_size;
 	int remaining_restarts;
+	bool rdzv_degraded;                 /* the status's degraded is not null */
+	uint64_t console_dropped_bytes;     /* the status's console_dropped_bytes */
 	struct ctl_state_gauge node_state;  /* 1 for the node's NodeState */
 	struct ctl_state_gauge group_state; /* 1 for the group's WorkerState */
 	struct ctl_state_gauge workers;     /* the group's workers per WorkerState */

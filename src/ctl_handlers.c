@@ -497,6 +497,12 @@ metrics_agent(struct evbuffer *b, const struct ctl_agent_stats *st)
 		      &st->workers);
 	metric_u64(b, "elasticd_local_world_size", "gauge", "Workers per attempt on this node.",
 		   (uint64_t)st->local_world_size);
+	metric_u64(b, "elasticd_rdzv_degraded", "gauge",
+		   "1 while the rendezvous store (or etcd) is out of reach with workers running.",
+		   st->rdzv_degraded);
+	metric_u64(b, "elasticd_console_dropped_bytes_total", "counter",
+		   "Teed output bytes a slow console could not take (announced on it).",
+		   st->console_dropped_bytes);
 	metric_head(b, "elasticd_restarts_total", "counter",
 		    "Worker group restarts: after a failure (spends --max-restarts), for a "
 		    "membership change, or requested over the control socket.");

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "fdreserve.h"
+#include "guard.h"
 #include "linefilter.h"
 #include "log.h"
 #include "numa.h"
@@ -38,6 +39,7 @@ struct group {
 	const struct config *cfg;
 	struct group_callbacks cb;
 	struct sentinel *sentinel;
+	struct guard *guard;             /* holds every process the workers start */
 	struct console *const *consoles; /* stdout, stderr (borrowed) */
 	pid_t *escaped;                  /* escaped processes already told to stop (logged once) */
 	size_t n_escaped;
@@ -63,9 +65,11 @@ struct group {
 	bool stop_requested; /* group_stop from outside, not an outcome */
 	struct event *kill_timer;
 	struct event *drain_timer;
-	/* Process groups of escaped processes told to the sentinel, so that
-	 * they die with the agent too (ESCAPE_SCAN_S). */
+	/* Ancestry mode (guard.h): every GUARD_SCAN_MS, descendants and
+	 * process groups of escaped processes are told to the sentinel, so
+	 * that they die with the agent too. */
 	struct event *escape_timer;
+	uint64_t scan_fast_until; /* scan every GUARD_SCAN_FAST_MS until then */
 	pid_t *watched;
 	size_t n_watched;
 	/* Out of descriptors while starting: the first rank not started yet,
@@ -86,11 +90,6 @@ struct group {
 #define SPAWN_RETRY_MAX_S 300
 /* At most one "still cannot start" line per this many seconds. */
 #define SPAWN_TELL_S 10
-
-/* How often a running group looks for processes that escaped into a process
- * group of their own and were re-parented to the agent. Only a SIGKILLed
- * agent depends on it (a stop finds them at once), so once a second. */
-#define ESCAPE_SCAN_S 1
 
 const char *
 worker_state_name(enum worker_state s)
@@ -317,6 +316,11 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 	g->cfg = spec->cfg;
 	g->cb = *cb;
 	g->sentinel = spec->sentinel;
+	g->guard = guard_new(spec->sentinel, spec->cgroup, spec->cgroup_name, reterr);
+	if (!g->guard) {
+		free(g);
+		return NULL;
+	}
 	g->consoles = spec->consoles;
 	g->sigmask = spec->sigmask;
 	g->reset_signals = spec->reset_signals;
@@ -359,31 +363,46 @@ is_worker_pid(const struct group *g, pid_t pid)
 	return false;
 }
 
-/* Children of the agent that are neither workers nor the sentinel: processes
- * that left their worker's process group (setsid) and were re-parented to the
- * agent, a child subreaper, when their parent died. With sig != 0, send it to
- * each one's process group (or the process itself when it shares the agent's
- * group), logging each process once; one re-parented but still in its
- * worker's group is counted only (that group's signal reaches it). Returns how
- * many there are. */
+/* Processes that may have left their worker's process group: in cgroup
+ * mode every member of the group's cgroup, else the agent's children (the
+ * agent is a child subreaper: they were re-parented to it). Workers and the
+ * sentinel excluded. Returns the count and a malloc'd array, or -errno. */
+static int
+group_strays(const struct group *g, pid_t **ret_pids)
+{
+	pid_t *pids = NULL;
+	int n = guard_has_cgroup(g->guard) ? guard_members(g->guard, &pids) : proc_children(&pids);
+	int kept = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (pids[i] != sentinel_pid(g->sentinel) && !is_worker_pid(g, pids[i])) {
+			pids[kept++] = pids[i];
+		}
+	}
+	*ret_pids = pids;
+	return n < 0 ? n : kept;
+}
+
+/* Processes that left their worker's process group (setsid; group_strays).
+ * With sig != 0, send it to each one's process group (or the process itself
+ * when it shares the agent's group), logging each process once; one still in
+ * its worker's group is counted only (that group's signal reaches it).
+ * Returns how many there are. */
 static int
 group_escaped(struct group *g, int sig)
 {
 	pid_t *pids = NULL, self_pgrp = getpgrp();
-	int n = proc_children(&pids), count = 0;
+	int n = group_strays(g, &pids), count = 0;
 
 	for (int i = 0; i < n; i++) {
 		pid_t pid = pids[i], pgid;
 		bool seen = false;
 
-		if (pid == sentinel_pid(g->sentinel) || is_worker_pid(g, pid)) {
-			continue;
-		}
 		count++;
 		pgid = getpgid(pid);
 		if (!sig || is_worker_pid(g, pgid)) {
-			/* Re-parented but still in its worker's group: the
-			 * group's signal reaches it. */
+			/* Still in its worker's group: the group's signal
+			 * reaches it. */
 			continue;
 		}
 		for (size_t k = 0; k < g->n_escaped; k++) {
@@ -406,38 +425,49 @@ group_escaped(struct group *g, int sig)
 	return count;
 }
 
-/* Tell the sentinel the process groups of escaped processes (see
- * group_escaped) it does not know yet. */
+/* Ancestry mode: hand the sentinel every process below the live workers
+ * and the agent's re-parented children (guard_scan), and the process groups
+ * of the latter. */
 static void
 escape_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct group *g = arg;
-	struct timeval tv = {.tv_sec = ESCAPE_SCAN_S};
+	struct timeval tv = {0, GUARD_SCAN_MS * 1000};
 	pid_t *pids = NULL, self_pgrp = getpgrp();
-	int n = proc_children(&pids);
+	int n = group_strays(g, &pids);
+	uint64_t now;
 
+	if (n < 0) {
+		n = 0;
+	}
 	for (int i = 0; i < n; i++) {
-		pid_t pgid;
+		pid_t pgid = getpgid(pids[i]);
 		bool known = false;
 
-		if (pids[i] == sentinel_pid(g->sentinel) || is_worker_pid(g, pids[i])) {
-			continue;
-		}
-		pgid = getpgid(pids[i]);
 		for (size_t k = 0; k < g->n_watched; k++) {
 			known |= g->watched[k] == pgid;
 		}
-		for (size_t k = 0; k < g->n; k++) {
-			known |= g->workers[k]->pid == pgid;
-		}
-		if (known || pgid <= 1 || pgid == self_pgrp) {
+		if (known || pgid <= 1 || pgid == self_pgrp || is_worker_pid(g, pgid)) {
 			continue;
 		}
 		sentinel_watch(g->sentinel, pgid);
 		g->watched = xrealloc(g->watched, (g->n_watched + 1) * sizeof(pid_t));
 		g->watched[g->n_watched++] = pgid;
 	}
+	for (size_t i = 0; i < g->n; i++) {
+		if (g->workers[i]->pid > 0 && !g->workers[i]->reaped) {
+			pids = xrealloc(pids, (size_t)(n + 1) * sizeof(*pids));
+			pids[n++] = g->workers[i]->pid;
+		}
+	}
+	now = now_usec();
+	if (guard_scan(g->guard, pids, (size_t)n) > 0) {
+		g->scan_fast_until = now + GUARD_FAST_S * USEC_PER_SEC;
+	}
 	free(pids);
+	if (now < g->scan_fast_until) {
+		tv.tv_usec = GUARD_SCAN_FAST_MS * 1000;
+	}
 	if (g->phase == GROUP_RUNNING) {
 		evtimer_add(g->escape_timer, &tv);
 	}
@@ -487,6 +517,7 @@ group_finish(struct group *g)
 		sentinel_forget(g->sentinel, g->watched[i]);
 	}
 	g->n_watched = 0;
+	guard_forget_all(g->guard);
 	if (g->cb.stopped) {
 		g->cb.stopped(g, g->cb.arg);
 	}
@@ -539,6 +570,7 @@ kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	group_escaped(g, SIGKILL);
+	guard_kill(g->guard);
 	if (!g->drain_timer) {
 		g->drain_timer = evtimer_new(g->base, drain_timer_cb, g);
 	}
@@ -687,6 +719,7 @@ group_spawn_rest(struct group *g)
 			.reset_signals = g->reset_signals,
 			.n_reset_signals = g->n_reset_signals,
 			.binding = g->numa && i < g->numa->n ? &g->numa->ranks[i] : NULL,
+			.cgroup_fd = guard_procs_fd(g->guard),
 		};
 		struct worker_echo echo = {
 			.consoles = g->consoles,
@@ -739,9 +772,11 @@ group_start(struct group *g)
 		return r;
 	}
 	g->state = WORKER_STATE_HEALTHY;
-	if (g->sentinel) {
-		struct timeval tv = {.tv_sec = ESCAPE_SCAN_S};
+	if (g->sentinel && !guard_has_cgroup(g->guard)) {
+		/* Starting workers start processes: scan fast from the first. */
+		struct timeval tv = {0, GUARD_SCAN_FAST_MS * 1000};
 
+		g->scan_fast_until = now_usec() + GUARD_FAST_S * USEC_PER_SEC;
 		g->escape_timer = evtimer_new(g->base, escape_timer_cb, g);
 		evtimer_add(g->escape_timer, &tv);
 	}
@@ -876,5 +911,6 @@ group_free(struct group *g)
 	}
 	free(g->watched);
 	free(g->escaped);
+	guard_free(g->guard);
 	free(g);
 }

@@ -45,6 +45,10 @@ struct group_spec {
 	const int *reset_signals; /* dispositions to reset to SIG_DFL in the children */
 	size_t n_reset_signals;
 	struct sentinel *sentinel; /* may be NULL */
+	/* cgroup mode (guard.h): the agent's cgroup subtree, and the name of this
+	 * group's directory under it (unique per agent); NULL: ancestry mode. */
+	const char *cgroup;
+	const char *cgroup_name;
 	/* Each local rank's GPU and CPU/memory binding, applied in the child; NULL:
 	 * unbound. Borrowed: must outlive the group (workers point into it). */
 	const struct numa_plan *numa;

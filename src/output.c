@@ -96,6 +96,9 @@ end_held_cr(struct prefixer *p, const char *in, size_t len, char **out, size_t *
 		used = 1;
 	}
 	line_done(p, out, out_len);
+	/* This line ended on its own: a '\n' next is an empty line, not the
+	 * end of a long line already ended by its last piece. */
+	p->broken = false;
 	return used;
 }
 
@@ -174,6 +177,7 @@ struct tee {
 	int pipe_fd;
 	int file_fd;
 	struct console *console;
+	int rank; /* for the console's drop count */
 	struct prefixer prefixer;
 	int filtered_fd;      /* --duplicate-*-filters file (borrowed), or -1 */
 	char *const *needles; /* when filtered_fd >= 0 (borrowed) */
@@ -219,7 +223,7 @@ tee_pass(struct tee *t, const char *buf, size_t len)
 		prefixer_flush(&t->prefixer, &out, &out_len);
 	}
 	if (t->console && out_len > 0) {
-		console_write(t->console, out, out_len);
+		console_write_from(t->console, out, out_len, t->rank);
 	}
 	free(out);
 	/* Whole lines in one write to an O_APPEND file: ranks never mix. */
@@ -286,11 +290,12 @@ tee_read_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct tee *
-tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *console,
+tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *console, int rank,
 	const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg)
 {
 	struct tee *t = xcalloc(1, sizeof(*t));
 
+	t->rank = rank;
 	t->pipe_fd = pipe_fd;
 	t->file_fd = file_fd;
 	t->filtered_fd = -1;

@@ -50,11 +50,13 @@ struct tee;
 
 /* Start reading pipe_fd (owned: closed by tee_free) in base. Bytes go to file_fd
  * (borrowed; -1 for none) as they come, and through a prefixer to console
- * (borrowed; NULL for none), one console_write per read so that the lines of
- * different ranks never interleave mid-line. eof_cb runs once when the pipe
- * reaches end of file or fails. Returns the tee (tee_free). */
+ * (borrowed; NULL for none), one console_write_from per read, as local rank
+ * rank, so that the lines of different ranks never interleave mid-line and a
+ * drop is announced for the rank. eof_cb runs once when the pipe reaches end
+ * of file or fails. Returns the tee (tee_free). */
 struct tee *tee_new(struct event_base *base, int pipe_fd, int file_fd, struct console *console,
-		    const char *prefix, void (*eof_cb)(struct tee *t, void *arg), void *arg);
+		    int rank, const char *prefix, void (*eof_cb)(struct tee *t, void *arg),
+		    void *arg);
 
 /* Also append the console's lines that contain any of needles (borrowed,
  * NULL-terminated, matched without the prefix, see linefilter.h) to fd

@@ -225,6 +225,15 @@ rdzv_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 	return r->ops->snapshot(r, ret);
 }
 
+bool
+rdzv_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why)
+{
+	if (!r || !r->ops->degraded) {
+		return false;
+	}
+	return r->ops->degraded(r, ret_since_usec, ret_why);
+}
+
 void
 rdzv_free(struct rdzv *r)
 {

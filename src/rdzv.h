@@ -99,6 +99,11 @@ struct rdzv_backend_ops {
 	 * *ret (rdzv_snapshot.h), read-only: no I/O, nothing changes. NULL: the
 	 * backend has no shared state (static). Returns 0 or -errno. */
 	int (*snapshot)(struct rdzv *r, struct rdzv_snapshot *ret);
+	/* Optional. Whether the shared state is out of reach while this node is
+	 * in a round (keep-alives failing): true with when it began
+	 * (now_usec() clock) and the last error (borrowed until the next loop
+	 * turn). NULL: never (static). */
+	bool (*degraded)(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);
 };
 
 struct rdzv {
@@ -160,6 +165,13 @@ void rdzv_free(struct rdzv *r);
  * (rdzv_snapshot_release), or -EOPNOTSUPP for a backend without shared
  * state (static). */
 int rdzv_snapshot(struct rdzv *r, struct rdzv_snapshot *ret);
+
+/* Whether the rendezvous is degraded: its store (c10d) or every etcd member
+ * (etcd) out of reach while this node's workers run, keep-alives failing.
+ * True with *ret_since_usec (now_usec() clock) and *ret_why (the last error,
+ * borrowed until the next loop turn); false for a backend without shared
+ * state. Accepts NULL r. */
+bool rdzv_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);
 
 /* Before rdzv_finish(r, true) after this node's workers failed for good:
  * the failure the closing records in the shared state (dynamic backends),

@@ -74,6 +74,10 @@ typedef void (*op_done_fn)(struct c10d *c, int err, enum rdzv_action a);
 
 struct c10d {
 	struct rdzv *r;
+	/* Keep-alives failing since (now_usec() clock; 0: they pass), the last
+	 * error: the rendezvous is degraded (rdzv_degraded). */
+	uint64_t ka_fail_since;
+	char ka_fail_why[256];
 	struct rdzv_settings settings;
 	uint64_t join_timeout;
 	uint64_t close_timeout;
@@ -1556,6 +1560,11 @@ ka_done(struct c10d *c, int err, enum rdzv_action a)
 		keep_alive_arm(c);
 	}
 	if (err < 0 || a == RDZV_ACTION_ERROR_TIMEOUT) {
+		snprintf(c->ka_fail_why, sizeof(c->ka_fail_why), "store unreachable: %s",
+			 err < 0 ? strerror(-err) : "the operation timed out");
+		if (!c->ka_fail_since) {
+			c->ka_fail_since = now_usec();
+		}
 		/* Torch swallows it (the timer goes on); the event says FAILED. */
 		rdzv_record_step(
 			c->r, NODE_STATE_FAILED, "_keep_alive",
@@ -1565,6 +1574,7 @@ ka_done(struct c10d *c, int err, enum rdzv_action a)
 			err < 0 ? strerror(-err) : "the operation timed out");
 		return;
 	}
+	c->ka_fail_since = 0;
 	if (a == RDZV_ACTION_KEEP_ALIVE || a == RDZV_ACTION_FINISH) {
 		rdzv_record_step(c->r, NODE_STATE_RUNNING, "_keep_alive",
 				 "The node '%s' has sent a keep-alive heartbeat to the rendezvous "
@@ -2106,6 +2116,19 @@ c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 	return 0;
 }
 
+static bool
+c10d_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why)
+{
+	struct c10d *c = r->backend;
+
+	if (!c || !c->ka_fail_since) {
+		return false;
+	}
+	*ret_since_usec = c->ka_fail_since;
+	*ret_why = c->ka_fail_why;
+	return true;
+}
+
 const struct rdzv_backend_ops rdzv_c10d_ops = {
 	.name = "c10d",
 	.init = c10d_init,
@@ -2116,4 +2139,5 @@ const struct rdzv_backend_ops rdzv_c10d_ops = {
 	.exit_barrier = c10d_exit_barrier,
 	.finish = c10d_finish,
 	.snapshot = c10d_snapshot,
+	.degraded = c10d_degraded,
 };

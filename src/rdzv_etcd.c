@@ -140,6 +140,7 @@ struct etcdr {
 	struct event *ka_timer;
 	/* Keep-alives failing (etcd unreachable): since when, and the warnings. */
 	uint64_t ka_fail_since;
+	char ka_fail_why[256]; /* the last keep-alive error while ka_fail_since */
 	struct ratelimit ka_tell;
 	bool ka_pending;
 	uint64_t err_logged;
@@ -1552,6 +1553,7 @@ ka_failed(struct etcdr *c, const char *errmsg)
 		"The node '%s' has failed to send a keep-alive heartbeat to the rendezvous "
 		"'%s' due to an error: %s",
 		c->me.name, c->r->cfg->rdzv_id, errmsg);
+	snprintf(c->ka_fail_why, sizeof(c->ka_fail_why), "etcd unreachable: %s", errmsg);
 	if (!c->ka_fail_since) {
 		c->ka_fail_since = now;
 		c->ka_tell = (struct ratelimit){.interval_usec = KA_TELL_S * USEC_PER_SEC};
@@ -2160,6 +2162,19 @@ etcdr_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 	return 0;
 }
 
+static bool
+etcdr_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why)
+{
+	struct etcdr *c = r->backend;
+
+	if (!c || !c->ka_fail_since) {
+		return false;
+	}
+	*ret_since_usec = c->ka_fail_since;
+	*ret_why = c->ka_fail_why;
+	return true;
+}
+
 const struct rdzv_backend_ops rdzv_etcd_ops = {
 	.name = "etcd",
 	.init = etcdr_init,
@@ -2170,4 +2185,5 @@ const struct rdzv_backend_ops rdzv_etcd_ops = {
 	.exit_barrier = etcdr_exit_barrier,
 	.finish = etcdr_finish,
 	.snapshot = etcdr_snapshot,
+	.degraded = etcdr_degraded,
 };

@@ -7,6 +7,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "cgroup.h"
+#include "proctree.h"
 #include "util.h"
 
 struct sentinel {
@@ -14,20 +16,126 @@ struct sentinel {
 	int fd;
 };
 
-/* One message on the pipe: +pgid to watch, -pgid to forget. */
+enum sentinel_kind {
+	MSG_WATCH_GROUP = 1,
+	MSG_FORGET_GROUP,
+	MSG_WATCH_PID,
+	MSG_FORGET_PID,
+};
+
+/* One message on the pipe (16 bytes: one atomic pipe write). */
 struct sentinel_msg {
-	int32_t pgid;
+	int32_t kind;
+	int32_t pid;
+	uint64_t start;
+};
+
+/* What the sentinel holds for the agent. */
+struct watch {
+	const char *cgroup;
+	pid_t *groups;
+	size_t n_groups, cap_groups;
+	struct proc_id *procs;
+	size_t n_procs, cap_procs;
 };
 
 static void
-sentinel_main(int fd)
+watch_take(struct watch *w, const struct sentinel_msg *m)
+{
+	switch ((enum sentinel_kind)m->kind) {
+	case MSG_WATCH_GROUP:
+		if (w->n_groups == w->cap_groups) {
+			w->cap_groups = w->cap_groups ? w->cap_groups * 2 : 64;
+			w->groups = xrealloc(w->groups, w->cap_groups * sizeof(*w->groups));
+		}
+		w->groups[w->n_groups++] = m->pid;
+		return;
+	case MSG_FORGET_GROUP:
+		for (size_t i = 0; i < w->n_groups; i++) {
+			if (w->groups[i] == m->pid) {
+				w->groups[i] = w->groups[--w->n_groups];
+				return;
+			}
+		}
+		return;
+	case MSG_WATCH_PID:
+		if (w->n_procs == w->cap_procs) {
+			w->cap_procs = w->cap_procs ? w->cap_procs * 2 : 64;
+			w->procs = xrealloc(w->procs, w->cap_procs * sizeof(*w->procs));
+		}
+		w->procs[w->n_procs++] = (struct proc_id){m->pid, m->start};
+		return;
+	case MSG_FORGET_PID:
+		for (size_t i = 0; i < w->n_procs; i++) {
+			if (w->procs[i].pid == m->pid && w->procs[i].start == m->start) {
+				w->procs[i] = w->procs[--w->n_procs];
+				return;
+			}
+		}
+		return;
+	}
+}
+
+/* The agent is gone: nothing of its workers may stay behind. Kill the cgroup
+ * subtree; stop every watched process and group, walk their descendants
+ * (stopped in turn, so that none forks or is re-parented away meanwhile)
+ * until no new one shows up, then SIGKILL them all. */
+static void
+watch_kill(struct watch *w)
+{
+	int added = 1;
+
+	if (w->cgroup) {
+		(void)cgroup_kill(w->cgroup);
+	}
+	for (size_t i = 0; i < w->n_groups; i++) {
+		kill(-w->groups[i], SIGSTOP);
+	}
+	for (int pass = 0; added > 0 && pass < 16; pass++) {
+		added = 0;
+		for (size_t i = 0; i < w->n_procs; i++) {
+			int r;
+
+			if (!proctree_same(&w->procs[i])) {
+				continue;
+			}
+			kill(w->procs[i].pid, SIGSTOP);
+			r = proctree_add_children(w->procs[i].pid, &w->procs, &w->n_procs,
+						  &w->cap_procs);
+			added += r > 0 ? r : 0;
+		}
+	}
+	for (size_t i = 0; i < w->n_groups; i++) {
+		kill(-w->groups[i], SIGKILL);
+	}
+	for (size_t i = 0; i < w->n_procs; i++) {
+		if (proctree_same(&w->procs[i])) {
+			kill(w->procs[i].pid, SIGKILL);
+		}
+	}
+}
+
+/* Remove the agent's cgroup subtree once its processes are gone (up to 5 s). */
+static void
+watch_remove_cgroup(const struct watch *w)
+{
+	if (!w->cgroup) {
+		return;
+	}
+	for (int i = 0; i < 500 && cgroup_populated(w->cgroup) == 1; i++) {
+		usleep(10 * 1000);
+	}
+	(void)cgroup_remove(w->cgroup);
+}
+
+static void
+sentinel_main(int fd, const char *cgroup)
 {
 	static const int ignored[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE,
 				      SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU};
 	struct sigaction ign = {.sa_handler = SIG_IGN};
+	struct watch w = {.cgroup = cgroup};
 	sigset_t none;
-	pid_t *groups = NULL;
-	size_t n = 0, cap = 0;
 
 	setsid();
 	prctl(PR_SET_NAME, "elasticd-sentin", 0, 0, 0);
@@ -54,30 +162,15 @@ sentinel_main(int fd)
 		if (r != (ssize_t)sizeof(m)) {
 			break;
 		}
-		if (m.pgid > 1) {
-			if (n == cap) {
-				cap = cap ? cap * 2 : 64;
-				groups = xrealloc(groups, cap * sizeof(*groups));
-			}
-			groups[n++] = m.pgid;
-		} else if (m.pgid < -1) {
-			for (size_t i = 0; i < n; i++) {
-				if (groups[i] == -m.pgid) {
-					groups[i] = groups[--n];
-					break;
-				}
-			}
-		}
+		watch_take(&w, &m);
 	}
-	/* The agent is gone: nothing of its workers may stay behind. */
-	for (size_t i = 0; i < n; i++) {
-		kill(-groups[i], SIGKILL);
-	}
+	watch_kill(&w);
+	watch_remove_cgroup(&w);
 	_exit(0);
 }
 
 struct sentinel *
-sentinel_new(void)
+sentinel_new(const char *cgroup)
 {
 	struct sentinel *s;
 	int p[2];
@@ -97,7 +190,7 @@ sentinel_new(void)
 	}
 	if (pid == 0) {
 		close(p[1]);
-		sentinel_main(p[0]);
+		sentinel_main(p[0], cgroup);
 	}
 	close(p[0]);
 	s = xcalloc(1, sizeof(*s));
@@ -107,9 +200,9 @@ sentinel_new(void)
 }
 
 static void
-send_msg(struct sentinel *s, int32_t pgid)
+send_msg(struct sentinel *s, enum sentinel_kind kind, pid_t pid, uint64_t start)
 {
-	struct sentinel_msg m = {.pgid = pgid};
+	struct sentinel_msg m = {.kind = (int32_t)kind, .pid = (int32_t)pid, .start = start};
 
 	if (s && s->fd >= 0) {
 		(void)write_all(s->fd, &m, sizeof(m));
@@ -120,7 +213,7 @@ void
 sentinel_watch(struct sentinel *s, pid_t pgid)
 {
 	if (pgid > 1) {
-		send_msg(s, pgid);
+		send_msg(s, MSG_WATCH_GROUP, pgid, 0);
 	}
 }
 
@@ -128,7 +221,23 @@ void
 sentinel_forget(struct sentinel *s, pid_t pgid)
 {
 	if (pgid > 1) {
-		send_msg(s, -pgid);
+		send_msg(s, MSG_FORGET_GROUP, pgid, 0);
+	}
+}
+
+void
+sentinel_watch_pid(struct sentinel *s, pid_t pid, uint64_t start)
+{
+	if (pid > 1 && start) {
+		send_msg(s, MSG_WATCH_PID, pid, start);
+	}
+}
+
+void
+sentinel_forget_pid(struct sentinel *s, pid_t pid, uint64_t start)
+{
+	if (pid > 1 && start) {
+		send_msg(s, MSG_FORGET_PID, pid, start);
 	}
 }
 

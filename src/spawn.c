@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "numa.h"
 #include "util.h"
 
@@ -87,6 +88,13 @@ child_main(const struct spawn_args *a, pid_t parent, int status_fd)
 	}
 	if (setsid() < 0) {
 		child_fail(status_fd, errno);
+	}
+	if (a->cgroup_fd > 2) {
+		int r = cgroup_enter(a->cgroup_fd);
+
+		if (r < 0) {
+			child_fail(status_fd, -r);
+		}
 	}
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
 		child_fail(status_fd, errno);

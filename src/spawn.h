@@ -1,6 +1,6 @@
 /* spawn.h — start one worker process (torchrun 2.x SubprocessHandler, plus
  * what torchrun lacks). The child side is async-signal-safe: it only restores
- * signals, makes its own session, arms PR_SET_PDEATHSIG, wires fds, closes the
+ * signals, makes its own session, enters its cgroup, arms PR_SET_PDEATHSIG, wires fds, closes the
  * rest and execs. */
 #pragma once
 
@@ -24,6 +24,10 @@ struct spawn_args {
 	 * the kernel refuses it the child writes binding->child_error to its stderr
 	 * and, unless binding->fallback, fails like an exec failure with the errno. */
 	const struct numa_binding *binding;
+	/* > 2: an open cgroup.procs (cgroup.h) the child moves itself into right
+	 * after setsid, before anything else can fork (a failure is reported as
+	 * an exec failure with the errno); 0: none (the field's zero value). */
+	int cgroup_fd;
 };
 
 /* Exit statuses of a child that could not exec, as a shell and tini report them. */

@@ -104,7 +104,7 @@ worker_start(struct worker *w, struct event_base *base, struct spawn_args *a,
 	for (int s = 0; s < 2; s++) {
 		if (pipe_rd[s] >= 0) {
 			w->tee[s] = tee_new(base, pipe_rd[s], w->file_fd[s], echo->consoles[s],
-					    prefix, echo->eof_cb, echo->arg);
+					    w->local_rank, prefix, echo->eof_cb, echo->arg);
 			if (echo->filters[s] && echo->filtered_fd[s] >= 0) {
 				tee_duplicate(w->tee[s], echo->filtered_fd[s], echo->filters[s]);
 			}

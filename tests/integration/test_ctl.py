@@ -32,7 +32,7 @@ STATUS_KEYS = ["run_id", "node", "hostname", "pid", "version", "role", "rdzv_bac
                "local_world_size", "master_addr", "master_port", "worker_state", "restart_count",
                "max_restarts", "remaining_restarts", "next_attempt_in_s", "restarts_in_window",
                "attempts_without_progress", "phase", "drain", "health", "quarantine", "excluded", "uptime_s",
-               "run_dir", "hang_rules",
+               "run_dir", "degraded", "orphan_guard", "console_dropped_bytes", "orphan_cgroup", "hang_rules",
                "hang_watch", "hang", "hang_stacks", "workers", "control_socket"]
 WORKER_KEYS = ["local_rank", "global_rank", "role_rank", "pid", "state", "exitcode",
                "exit_status", "signal", "start_time", "exit_time", "gpu", "numa_nodes", "cpus",
@@ -259,6 +259,10 @@ class CtlTest(lib.ElasticdTestCase):
         self.assertGreater(st["uptime_s"], 0)
         self.assertEqual(st["control_socket"], sock)
         self.assertTrue(st["run_dir"].startswith(self.path("logs")))
+        self.assertIsNone(st["degraded"])
+        self.assertIn(st["orphan_guard"], ("cgroup", "sentinel"))
+        self.assertEqual(st["orphan_cgroup"] is not None, st["orphan_guard"] == "cgroup")
+        self.assertEqual(st["console_dropped_bytes"], 0)
         self.assertEqual(len(st["workers"]), 2)
         for i, w in enumerate(st["workers"]):
             self.assertEqual(list(w), WORKER_KEYS)

@@ -310,6 +310,7 @@ class EventsTest(lib.ElasticdTestCase):
         starts = self.by_name(ev, "elasticd.agent.started")
         self.assertEqual(len(starts), 2)
         self.assertNotEqual(starts[0]["metadata"]["pid"], starts[1]["metadata"]["pid"])
+        self.assertIn(starts[0]["metadata"]["orphan_guard"], ("cgroup", "sentinel"))
         self.assertEqual(len(self.by_name(ev, "elasticd.agent.exit")), 2)
         # Not also in the run directories.
         for d in self.run_dirs(self.path("logs")):

@@ -4,15 +4,18 @@ a SIGKILLed agent takes its workers and their children with it (PDEATHSIG and
 the sentinel), and workers start with a clean process shape (own session,
 fds > 2 closed)."""
 
+import concurrent.futures
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lib  # noqa: E402
+import orphan_trials  # noqa: E402
 
 # A worker that starts a background grandchild, records both pids, and waits.
 WITH_GRANDCHILD = ('sleep 1000 & echo $! > "$0/g_$LOCAL_RANK";'
@@ -280,6 +283,122 @@ with open(sys.argv[1], 'w') as f:
                     self.assertRegex(target, r"^/proc/\d+/fd$", "fd %d leaked: %r" % (fd, fds))
         finally:
             os.close(leak)
+
+    # -- issue 19: no orphans after an agent SIGKILL, every kind, many trials --
+
+    def orphan_trials(self, guard_args, n, immediate_every=2, parallel=4):
+        """n trials (every immediate_every-th one immediate, the rest settled),
+        parallel at a time. Returns [(settled, survivors, n_descendants)] and
+        the guard line of the first agent's log."""
+        worker = orphan_trials.write_worker(self.path("trial_worker.py"))
+        agents = []
+
+        def start(*args):
+            a = self.start(*guard_args, *args)
+            agents.append(a)
+            return a
+
+        def one(i):
+            settled = i % immediate_every != 0
+            tag = "%d%03d" % (os.getpid() % 1000, i)
+            s, total = orphan_trials.run_trial(start, self.path("trial_%d" % i), worker, tag,
+                                               settled)
+            return settled, s, total
+
+        with concurrent.futures.ThreadPoolExecutor(parallel) as ex:
+            results = list(ex.map(one, range(n)))
+        guard = [ln for ln in agents[0].stderr_text().splitlines() if "orphan guard:" in ln]
+        return results, guard[0] if guard else ""
+
+    def report_trials(self, label, results):
+        for settled in (False, True):
+            rs = [r for r in results if r[0] == settled]
+            survivors = sum(sum(s.values()) for _, s, _ in rs)
+            kinds = {}
+            for _, s, _ in rs:
+                for k, v in s.items():
+                    kinds[k] = kinds.get(k, 0) + v
+            sys.stderr.write("%s %s: %d trials, %d descendants, %d survivors %r, "
+                             "%d trials with survivors\n"
+                             % (label, "settled" if settled else "immediate", len(rs),
+                                sum(t for _, _, t in rs), survivors, kinds,
+                                sum(1 for _, s, _ in rs if s)))
+
+    def test_agent_sigkill_trials_leave_no_orphan(self):
+        # 50 trials, the default guard (cgroup where elasticd may create one):
+        # each of 2 workers starts a plain child, a setsid'd Python
+        # grandchild, a `setsid -f` child and a double-forked daemon; the agent
+        # is SIGKILLed once all are up (at once, or 1.5 s later).
+        results, guard = self.orphan_trials((), 50)
+        self.report_trials("default guard", results)
+        self.assertTrue(all(total == 8 for _, _, total in results), results)
+        if "cgroup" not in guard:
+            sys.stderr.write("immediate trials not asserted: the agent runs the ancestry "
+                             "guard here (%s)\n" % guard)
+            results = [r for r in results if r[0]]
+        self.assertEqual([s for _, s, _ in results if s], [])
+        self.assertNoLeftovers()
+
+    def test_agent_sigkill_trials_ancestry_guard(self):
+        # Where no cgroup may be made: the sentinel tracks descendants by
+        # ancestry. Settled trials leave nothing; immediate ones are only
+        # reported (a process created and re-parented within the last scan
+        # may escape: the documented limit of this mode).
+        results, guard = self.orphan_trials(("--orphan-guard", "sentinel"), 16)
+        self.assertIn("orphan guard: the sentinel, by ancestry", guard)
+        self.report_trials("ancestry guard", results)
+        self.assertEqual([s for settled, s, _ in results if settled and s], [])
+        self.assertNoLeftovers()
+
+    def test_cgroup_guard_runs_workers_in_a_cgroup(self):
+        # --orphan-guard cgroup where it is possible runs in a cgroup of its
+        # own, removed once the agent is gone.
+        out = self.out_dir()
+        a = self.start("--standalone", "--orphan-guard", "cgroup", "--no-python", "/bin/sh",
+                       "-c", 'cat /proc/self/cgroup > "$0/cg"; exec sleep 1000', out)
+        if not lib.wait_until(lambda: os.path.exists(os.path.join(out, "cg")) or
+                              a.proc.poll() is not None, 20):
+            self.fail("worker never started")
+        if a.proc.poll() is not None:
+            err = a.stderr_text()
+            self.assertIn("--orphan-guard cgroup:", err)
+            self.skipTest("no writable cgroup v2 here: " + err.strip().splitlines()[-1])
+        path = lib.wait_until(lambda: lib.read_text(os.path.join(out, "cg")).strip(), 5)
+        self.assertRegex(path, r"0::/.*elasticd\.%d/group0$" % a.pid)
+        guard = [ln for ln in a.stderr_text().splitlines() if "orphan guard:" in ln]
+        self.assertIn("cgroup v2 subtree", guard[0])
+        subtree = guard[0].split("subtree ")[1].split(";")[0]
+        self.assertTrue(os.path.isdir(subtree))
+        a.signal(signal.SIGKILL)
+        a.wait(10)
+        self.assertTrue(lib.wait_until(lambda: not os.path.exists(subtree), 10),
+                        "the sentinel did not remove " + subtree)
+        self.assertNoLeftovers()
+
+    def test_guard_without_writable_cgroup(self):
+        # cgroup2 read-only (a private mount namespace, as in many
+        # containers): auto falls back to the sentinel and says why; asking
+        # for cgroup is a clear error at start.
+        ro = ('mount --bind /sys/fs/cgroup/unified /sys/fs/cgroup/unified 2>/dev/null ||'
+              ' mount --bind /sys/fs/cgroup /sys/fs/cgroup || exit 99;'
+              ' for m in /sys/fs/cgroup/unified /sys/fs/cgroup; do'
+              ' mount -o remount,bind,ro $m 2>/dev/null && break; done; exec "$@"')
+        probe = subprocess.run(["unshare", "-m", "sh", "-c", ro, "sh", "true"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot make cgroup2 read-only here (needs root and unshare -m): %r"
+                          % probe.stderr)
+        for guard, rc, text in ((("--orphan-guard", "auto"), 0,
+                                 "orphan guard: the sentinel, by ancestry (cannot create "),
+                                (("--orphan-guard", "cgroup"), 1,
+                                 "elasticd: error: --orphan-guard cgroup: cannot create ")):
+            p = subprocess.run(["unshare", "-m", "sh", "-c", ro, "sh", lib.ELASTICD,
+                                "--standalone", *guard, "--no-python", "/bin/true"],
+                               capture_output=True, env=self.env(), cwd=self.tmp, timeout=60)
+            self.assertEqual(p.returncode, rc, p.stderr)
+            self.assertIn(text, p.stderr.decode())
+        self.assertNoLeftovers()
+
 
 if __name__ == "__main__":
     lib.main()

@@ -10,6 +10,7 @@ import socket
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -487,6 +488,151 @@ sys.stderr.buffer.write((b'E' * 1023 + b'\n') * 1023)
                 proc.wait()
             os.close(r)
         self.assertNoLeftovers()
+
+    # -- issue 19: a slow console loses nothing silently, nothing at exit --
+
+    NOTE = re.compile(rb"^elasticd: console too slow: (\d+) bytes \((\d+) lines\) of output "
+                      rb"dropped from local ranks ([\d,]+) \(log files keep everything\)$")
+
+    def run_slow_console(self, args, delay, chunk=65536, pause=0.0, timeout=120):
+        """Run elasticd with its stdout on a pipe read by a reader that starts
+        delay s late, then reads chunk bytes every pause s. Returns (rc,
+        console bytes, stderr text)."""
+        r, w = os.pipe()
+        err_path = self.path("agent.stderr")
+        got = []
+
+        def reader():
+            time.sleep(delay)
+            while True:
+                data = os.read(r, chunk)
+                if not data:
+                    return
+                got.append(data)
+                if pause:
+                    time.sleep(pause)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen([lib.ELASTICD, "--standalone", "--log-dir",
+                                     self.path("logs")] + list(args),
+                                    stdout=w, stderr=err, env=self.env(), cwd=self.tmp)
+        os.close(w)
+        try:
+            rc = proc.wait(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            t.join(timeout)
+            os.close(r)
+        return rc, b"".join(got), lib.read_text(err_path)
+
+    def console_account(self, out, line_ok):
+        """Split the console into delivered lines (each must satisfy line_ok:
+        no torn line) and drop announcements. Returns (lines, announced bytes,
+        announced lines, ranks named)."""
+        lines, nb, nl, ranks = [], 0, 0, set()
+        self.assertTrue(out == b"" or out.endswith(b"\n"), out[-200:])
+        for line in out.split(b"\n")[:-1]:
+            m = self.NOTE.match(line)
+            if m:
+                nb += int(m.group(1))
+                nl += int(m.group(2))
+                ranks |= {int(x) for x in m.group(3).split(b",")}
+                continue
+            self.assertTrue(line_ok(line), "torn or foreign line: %r" % line[:200])
+            lines.append(line)
+        return lines, nb, nl, ranks
+
+    def test_stalled_console_drops_are_announced(self):
+        # 2 ranks x 100 000 lines of 64 bytes while the console is not read
+        # for 3 s: what does not reach it is announced (count and ranks), to
+        # the line, and no line is torn.
+        script = self.write_py("burst.py", r"""
+import os, sys
+lr = int(os.environ['LOCAL_RANK'])
+w = sys.stdout.buffer.write
+for i in range(100000):
+    w(b'%d %09d ' % (lr, i) + b'x' * 51 + b'\n')
+""")
+        n = 100000
+        rc, out, err = self.run_slow_console(["--nproc-per-node", "2", "-t", "3", script], 3.0)
+        self.assertEqual(rc, 0, err)
+        pat = re.compile(rb"^\[default([01])\]:([01]) (\d{9}) x{51}$")
+
+        def ok(line):
+            m = pat.match(line)
+            return bool(m) and m.group(1) == m.group(2)
+
+        lines, nb, nl, ranks = self.console_account(out, ok)
+        sys.stderr.write("stalled burst: %d of %d lines delivered, %d lines (%d bytes) "
+                         "announced, ranks %r\n" % (len(lines), 2 * n, nl, nb, sorted(ranks)))
+        self.assertEqual(len(lines) + nl, 2 * n)
+        self.assertEqual(nb, nl * (len(b"[default0]:") + 64))
+        self.assertGreater(nl, 0, "nothing dropped: the console was not slow enough")
+        self.assertLessEqual(ranks, {0, 1})
+        for lr in range(2):
+            seq = [int(x.split(b" ")[1]) for x in lines if x.startswith(b"[default%d]" % lr)]
+            self.assertEqual(seq, sorted(seq))
+
+    def test_late_console_gets_every_line_at_exit(self):
+        # The console's reader starts 1 s late; the rank prints 50 000 lines
+        # and exits 0 at once: every line reaches the console before elasticd
+        # exits, and its final status line comes after them.
+        rc, out, err = self.run_slow_console(
+            ["-t", "3", "--no-python", "/bin/sh", "-c", "seq 1 50000"], 1.0, chunk=4096)
+        self.assertEqual(rc, 0, err)
+        lines, nb, nl, _ = self.console_account(out, lambda l: l.startswith(b"[default0]:"))
+        sys.stderr.write("late console: %d of 50000 lines delivered, %d announced\n"
+                         % (len(lines), nl))
+        self.assertEqual(lines, [b"[default0]:%d" % i for i in range(1, 50001)])
+        self.assertEqual(nl, 0)
+
+    def test_huge_line_on_slow_console(self):
+        # A 10 MiB line without a newline, then exit 0, on a console read
+        # 64 KiB every 20 ms: it arrives in whole prefixed pieces, and every
+        # byte is either on the console or announced as dropped.
+        size = 10 << 20
+        rc, out, err = self.run_slow_console(
+            ["-t", "3", "--no-python", "/bin/sh", "-c",
+             "head -c %d /dev/zero | tr '\\0' x" % size], 0.5, pause=0.02)
+        self.assertEqual(rc, 0, err)
+        lines, nb, nl, ranks = self.console_account(
+            out, lambda l: re.match(rb"^\[default0\]:x+$", l) is not None)
+        delivered = sum(len(l) - len(b"[default0]:") for l in lines)
+        dropped = nb - nl * (len(b"[default0]:") + 1)
+        sys.stderr.write("huge line: %d of %d bytes delivered in %d pieces, %d bytes in %d "
+                         "pieces announced\n" % (delivered, size, len(lines), dropped, nl))
+        self.assertEqual(delivered + dropped, size)
+        run = self.only_run_dir(self.path("logs"))
+        self.assertEqual(os.path.getsize(self.rank_file(run, 0, "stdout.log")), size)
+
+    def test_last_line_of_crashing_rank_reaches_console(self):
+        # A rank that dies right after printing (SIGKILL, SIGSEGV after an
+        # unterminated line, os._exit), its console read 0.5 s late: the last
+        # line is on the console every time.
+        crashes = {
+            "sigkill": "import os, signal, sys\nsys.stdout.write("
+                       "'\\n'.join('l%d' % i for i in range(20000)) + '\\nLAST-LINE\\n')\n"
+                       "sys.stdout.flush()\nos.kill(os.getpid(), signal.SIGKILL)\n",
+            "sigsegv": "import ctypes, sys\nsys.stdout.write('\\n'.join('l%d' % i for i in "
+                       "range(20000)) + '\\nLAST-LINE')\nsys.stdout.flush()\n"
+                       "ctypes.string_at(0)\n",
+            "os_exit": "import os, sys\nsys.stdout.write('\\n'.join('l%d' % i for i in "
+                       "range(20000)) + '\\nLAST-LINE\\n')\nsys.stdout.flush()\nos._exit(3)\n",
+        }
+        lost = []
+        for name, code in crashes.items():
+            script = self.write_py("crash_%s.py" % name, code)
+            for trial in range(4):
+                rc, out, err = self.run_slow_console(["-t", "3", script], 0.5, chunk=4096)
+                self.assertEqual(rc, 1, err)
+                if not re.search(rb"^\[default0\]:LAST-LINE$", out, re.M):
+                    lost.append((name, trial, out[-200:]))
+        sys.stderr.write("crashing rank: last line lost in %d of 12 runs\n" % len(lost))
+        self.assertEqual(lost, [])
 
     # -- layout --
 

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ectl_nodes  # noqa: E402
 import lib  # noqa: E402
 from etcd_cluster import Etcd, free_port  # noqa: E402
+from test_ctl import curl  # noqa: E402
 
 DUMP = r"""
 d="$1"; shift
@@ -326,14 +327,22 @@ class EtcdTest(lib.ElasticdTestCase):
         # workers end it passes the exit barrier as it can and exits 0.
         self.start_etcd(1)
         ev = self.path("events.jsonl")
+        sock = self.path("a.sock")
         a = self.agent("1", body="sleep 6; exit 0", conf=FAST + ",exit_barrier_timeout=3",
-                       extra=("--event-log-file", ev))
+                       extra=("--event-log-file", ev, "--control-socket", sock))
         self.wait_dumps(1, timeout=30)
+        self.assertIsNone(curl(sock, "/handler/status").json()["degraded"])
         self.etcd.kill(0)
         t = time.monotonic()
         self.assertTrue(a.wait_stderr("rendezvous degraded: etcd unreachable", 10),
                         a.stderr_text())
         self.assertLess(time.monotonic() - t, 5)
+        # The status says so while it lasts, and so does the metric.
+        deg = curl(sock, "/handler/status").json()["degraded"]
+        self.assertIsNotNone(deg)
+        self.assertTrue(deg["reason"].startswith("etcd unreachable: "), deg)
+        self.assertGreaterEqual(deg["for_s"], 0)
+        self.assertIn("\nelasticd_rdzv_degraded 1\n", curl(sock, "/metrics").body)
         r = a.wait(120)
         self.assertRc(r, 0)
         self.assertEqual(r.err.count("rendezvous degraded"), 1, r.err)

@@ -160,6 +160,32 @@ test_byte_by_byte(void **state)
 	prefixer_release(&p);
 }
 
+/* After a long line passed on in pieces, a line ended by a '\r' held back
+ * across reads ("ab\r" then "\n") ends on its own: the empty line after it
+ * is an empty line, not the end of the long line (it was dropped). */
+static void
+test_empty_line_after_held_cr(void **state)
+{
+	size_t n = 2 * OUTPUT_MAX_PENDING;
+	char *x = xmalloc(n);
+	const char *want = "[p]:ab\r\n[p]:\n[p]:end\n";
+	struct prefixer p;
+	char *out = NULL;
+	size_t len = 0;
+
+	memset(x, 'x', n);
+	prefixer_init(&p, "[p]:");
+	prefixer_feed(&p, x, n, &out, &len);
+	prefixer_feed(&p, "ab\r", 3, &out, &len);
+	prefixer_feed(&p, "\n\nend\n", 6, &out, &len);
+	prefixer_flush(&p, &out, &len);
+	assert_true(len > strlen(want));
+	assert_memory_equal(out + len - strlen(want), want, strlen(want));
+	free(out);
+	free(x);
+	prefixer_release(&p);
+}
+
 /* --duplicate-*-filters: torch's comma_separated_list, ",," a comma. */
 static void
 test_linefilter_parse(void **state)
@@ -361,9 +387,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_feed_table),       cmocka_unit_test(test_long_line),
-		cmocka_unit_test(test_byte_by_byte),     cmocka_unit_test(test_linefilter_parse),
-		cmocka_unit_test(test_linefilter_match), cmocka_unit_test(test_filtered_lines),
+		cmocka_unit_test(test_feed_table),
+		cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_byte_by_byte),
+		cmocka_unit_test(test_empty_line_after_held_cr),
+		cmocka_unit_test(test_linefilter_parse),
+		cmocka_unit_test(test_linefilter_match),
+		cmocka_unit_test(test_filtered_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
