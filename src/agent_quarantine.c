@@ -55,7 +55,7 @@ agent_record_quarantine(struct agent *a, const char *name, const char *by)
 		return;
 	}
 	elastic_event_set_string(&ev, "node", host_fqdn());
-	elastic_event_set_int(&ev, "failures", a->quarantine_failures);
+	elastic_event_set_int(&ev, "failures", a->cfg->quarantine_n); /* F of F/W */
 	elastic_event_set_double(&ev, "window_s", a->cfg->quarantine_s);
 	elastic_event_set_double(&ev, "cooldown_s",
 				 (double)(a->quarantine_until_usec - a->quarantine_start_usec) /
@@ -119,7 +119,6 @@ agent_quarantine(struct agent *a)
 			     (suseconds_t)(cooldown % USEC_PER_SEC)};
 
 	a->quarantines++;
-	a->quarantine_failures = cfg->quarantine_n;
 	a->stats.quarantines++;
 	a->quarantine_start_usec = now_usec();
 	a->quarantine_until_usec = a->quarantine_start_usec + cooldown;
@@ -188,5 +187,5 @@ agent_quarantine_status(const struct agent *a)
 		(double)(a->quarantine_until_usec - a->quarantine_start_usec) / 1e6, "remaining_s",
 		a->quarantine_until_usec > now ? (double)(a->quarantine_until_usec - now) / 1e6
 					       : 0.0,
-		"failures", a->quarantine_failures, "quarantines", a->quarantines);
+		"failures", a->cfg->quarantine_n, "quarantines", a->quarantines);
 }
