@@ -746,12 +746,7 @@ config_set_positive_seconds(struct config *cfg, const struct config_option *o, c
 	if (parse_double(value, &v) < 0 || !(v > 0)) {
 		return config_invalid(reterr, name, value, "expected a number of seconds > 0");
 	}
-	if (v > CONFIG_SECONDS_MAX) {
-		return config_invalid(reterr, name, value, "must be at most %.0f",
-				      CONFIG_SECONDS_MAX);
-	}
-	*FIELD(cfg, o, double) = v;
-	return 0;
+	return config_set_seconds(cfg, o, name, value, reterr);
 }
 
 int
