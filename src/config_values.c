@@ -759,6 +759,9 @@ config_set_size(struct config *cfg, const struct config_option *o, const char *n
 		return config_invalid(reterr, name, value,
 				      "expected a size in bytes, or with K, M, G, T, P");
 	}
+	if (v == 0) { /* nothing uses less than 0 bytes */
+		return config_invalid(reterr, name, value, "must be > 0");
+	}
 	*FIELD(cfg, o, uint64_t) = v;
 	return 0;
 }

@@ -851,6 +851,10 @@ static const struct err_case err_cases[] = {
 	 NULL,
 	 {"--health-retry-interval: invalid value '2e9'", "at most 1000000000"}},
 	{ARGV("--gpu-memory-wait=1e300", "t"), NULL, {"--gpu-memory-wait: invalid value '1e300'"}},
+	/* no GPU uses less than 0 bytes: every wait ran to its end */
+	{ARGV("--gpu-memory-threshold=0", "t"),
+	 NULL,
+	 {"--gpu-memory-threshold: invalid value '0'"}},
 	{ARGV("--quarantine-cooldown=1e300", "t"),
 	 NULL,
 	 {"--quarantine-cooldown: invalid value '1e300'"}},
