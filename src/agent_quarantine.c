@@ -42,7 +42,7 @@ agent_quarantine_count(struct agent *a)
 	a->quarantine_times[a->quarantine_next] = now;
 	a->quarantine_next = (a->quarantine_next + 1) % (size_t)cfg->quarantine_n;
 	return agent_window_count(a->quarantine_times, (size_t)cfg->quarantine_n, now,
-				  (uint64_t)(cfg->quarantine_s * USEC_PER_SEC));
+				  seconds_to_usec(cfg->quarantine_s));
 }
 
 /* elasticd.node.quarantined or elasticd.node.readmitted. */
@@ -114,9 +114,8 @@ agent_quarantine(struct agent *a)
 	const struct config *cfg = a->cfg;
 	int doublings = a->quarantines < QUARANTINE_MAX_DOUBLINGS ? a->quarantines
 								  : QUARANTINE_MAX_DOUBLINGS;
-	uint64_t cooldown = (uint64_t)(cfg->quarantine_cooldown * USEC_PER_SEC) << doublings;
-	struct timeval tv = {(time_t)(cooldown / USEC_PER_SEC),
-			     (suseconds_t)(cooldown % USEC_PER_SEC)};
+	uint64_t cooldown = seconds_to_usec(cfg->quarantine_cooldown) << doublings;
+	struct timeval tv = usec_to_timeval(cooldown);
 
 	a->quarantines++;
 	a->stats.quarantines++;
