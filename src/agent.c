@@ -538,6 +538,24 @@ agent_count_failure(struct agent *a, const struct worker *w)
 	a->stats.worker_failures[code - CTL_EXITCODE_MIN]++;
 }
 
+/* Count and record each worker of the group just started: started, or
+ * failed to start. */
+static void
+agent_record_group_started(struct agent *a)
+{
+	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
+		const struct worker *w = group_worker(a->group, i);
+
+		if (w->pid > 0) {
+			a->stats.worker_starts++;
+			agent_record_worker_started(a, w);
+		} else if (w->failed) {
+			agent_count_failure(a, w);
+			agent_record_worker_exited(a, w); /* could not be started */
+		}
+	}
+}
+
 static void
 agent_start_group(struct agent *a)
 {
@@ -610,17 +628,7 @@ agent_start_group(struct agent *a)
 			 a->round.round, a->local_world_size, a->round.group_rank,
 			 a->round.group_world_size, a->restart_count);
 	agent_log_bindings(a);
-	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
-		const struct worker *w = group_worker(a->group, i);
-
-		if (w->pid > 0) {
-			a->stats.worker_starts++;
-			agent_record_worker_started(a, w);
-		} else if (w->failed) {
-			agent_count_failure(a, w);
-			agent_record_worker_exited(a, w); /* could not be started */
-		}
-	}
+	agent_record_group_started(a);
 }
 
 /* Keep the round res (the backend's, valid during the callback) as our own. */

@@ -92,60 +92,10 @@ agent_enter_draining(struct agent *a, enum agent_phase old)
 	agent_exit(a, AGENT_EXIT_SUCCESS, AGENT_REASON_DRAIN, "nothing to drain");
 }
 
-/* Why a drain cannot begin now (a static string), or NULL. */
+/* Why the agent cannot begin to leave the job now, for a drain or an
+ * exclusion (a static string), or NULL. */
 static const char *
-agent_drain_refusal(const struct agent *a)
-{
-	switch (a->phase) {
-	case AGENT_PHASE_DRAINING:
-		return "the agent is draining already";
-	case AGENT_PHASE_STOPPING_SIGNAL:
-	case AGENT_PHASE_DONE:
-		return "the agent is stopping";
-	case AGENT_PHASE_EXIT_BARRIER:
-	case AGENT_PHASE_CLOSING:
-		return "the job is finishing";
-	case AGENT_PHASE_STOPPING_GROUP:
-		return a->reason == AGENT_REASON_RDZV_FAILED ? "the rendezvous failed" : NULL;
-	case AGENT_PHASE_RUNNING:
-		return a->group && group_state(a->group) == WORKER_STATE_SUCCEEDED
-			       ? "the worker group succeeded: the job is finishing"
-			       : NULL;
-	case AGENT_PHASE_INIT:
-	case AGENT_PHASE_HEALTH_CHECK:
-	case AGENT_PHASE_RENDEZVOUS:
-	case AGENT_PHASE_RESTARTING:
-	case AGENT_PHASE_QUARANTINED:
-		return NULL;
-	}
-	return NULL;
-}
-
-int
-agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr)
-{
-	const char *refusal = agent_drain_refusal(a);
-
-	if (refusal) {
-		*reterr = xstrdup(refusal);
-		return a->phase == AGENT_PHASE_DRAINING ? -EALREADY : -EBUSY;
-	}
-	if (sig <= 0) {
-		sig = a->cfg->n_forward_signals > 0 ? a->cfg->forward_signals[0] : SIGUSR1;
-	}
-	a->drain_signo = sig;
-	a->drain_timeout_s = timeout_s >= 0 ? timeout_s : a->cfg->term_timeout;
-	log_warn("[%s] drain requested over the control socket (notice %s, grace %d s)",
-		 a->cfg->role, signal_name(sig), a->drain_timeout_s);
-	agent_set_phase(a, AGENT_PHASE_DRAINING, AGENT_REASON_DRAIN, "drain requested");
-	return 0;
-}
-
-/* ---- the exclude verb -------------------------------------------------------- */
-
-/* Why an exclusion cannot begin now (a static string), or NULL. */
-static const char *
-agent_exclude_refusal(const struct agent *a)
+agent_leave_refusal(const struct agent *a)
 {
 	switch (a->phase) {
 	case AGENT_PHASE_DRAINING:
@@ -172,6 +122,29 @@ agent_exclude_refusal(const struct agent *a)
 	return NULL;
 }
 
+int
+agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr)
+{
+	const char *refusal = a->phase == AGENT_PHASE_DRAINING ? "the agent is draining already"
+							       : agent_leave_refusal(a);
+
+	if (refusal) {
+		*reterr = xstrdup(refusal);
+		return a->phase == AGENT_PHASE_DRAINING ? -EALREADY : -EBUSY;
+	}
+	if (sig <= 0) {
+		sig = a->cfg->n_forward_signals > 0 ? a->cfg->forward_signals[0] : SIGUSR1;
+	}
+	a->drain_signo = sig;
+	a->drain_timeout_s = timeout_s >= 0 ? timeout_s : a->cfg->term_timeout;
+	log_warn("[%s] drain requested over the control socket (notice %s, grace %d s)",
+		 a->cfg->role, signal_name(sig), a->drain_timeout_s);
+	agent_set_phase(a, AGENT_PHASE_DRAINING, AGENT_REASON_DRAIN, "drain requested");
+	return 0;
+}
+
+/* ---- the exclude verb -------------------------------------------------------- */
+
 /* elasticd.node.excluded: the reason, and the phase the exclusion began in. */
 static void
 agent_record_excluded(struct agent *a, enum agent_phase from, bool group_running)
@@ -192,7 +165,7 @@ int
 agent_request_exclude(struct agent *a, const char *reason, char **reterr)
 {
 	const char *refusal =
-		a->exclude_reason ? "the node is excluded already" : agent_exclude_refusal(a);
+		a->exclude_reason ? "the node is excluded already" : agent_leave_refusal(a);
 	enum agent_phase from = a->phase;
 	bool running;
 

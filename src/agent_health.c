@@ -287,8 +287,7 @@ static void
 health_run_start(struct health_run *r, char **env, double deadline_s)
 {
 	struct agent *a = r->h->a;
-	struct timeval tv = {(time_t)deadline_s,
-			     (suseconds_t)((deadline_s - (double)(time_t)deadline_s) * 1e6)};
+	struct timeval tv = usec_to_timeval(seconds_to_usec(deadline_s));
 	int p[2], err;
 
 	r->deadline_s = deadline_s;
@@ -436,13 +435,12 @@ health_gate_done(evutil_socket_t fd, short what, void *arg)
 	h->failures++;
 	a->stats.health_failed++;
 	retry = h->failures <= a->cfg->health_retries;
-	delay = retry ? health_retry_delay((uint64_t)(a->cfg->health_retry_interval * 1e6),
+	delay = retry ? health_retry_delay(seconds_to_usec(a->cfg->health_retry_interval),
 					   h->failures)
 		      : 0;
 	failed = health_report(h, retry ? "retry" : "exit", (double)delay / 1e6);
 	if (retry) {
-		struct timeval tv = {(time_t)(delay / USEC_PER_SEC),
-				     (suseconds_t)(delay % USEC_PER_SEC)};
+		struct timeval tv = usec_to_timeval(delay);
 
 		log_warn("[%s] node unhealthy (%d check%s failed); trying again in %.1f s "
 			 "(%d of --health-retries %d)",

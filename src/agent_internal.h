@@ -116,7 +116,6 @@ struct agent {
 	uint64_t *quarantine_times;     /* this node's last F failed attempts, a ring */
 	size_t quarantine_next;         /* the ring's oldest slot */
 	int quarantines;                /* quarantines so far (the cooldown's exponent) */
-	int quarantine_failures;        /* the failures that started the last one */
 	struct event *quarantine_timer; /* the cooldown */
 	uint64_t quarantine_start_usec; /* CLOCK_MONOTONIC: when the last one began */
 	uint64_t quarantine_until_usec; /* ... and when its cooldown ends; 0: none */

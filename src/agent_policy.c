@@ -86,12 +86,6 @@ agent_no_restart_worker(const struct agent *a)
 	return NULL;
 }
 
-static uint64_t
-seconds_to_usec(double s)
-{
-	return (uint64_t)(s * (double)USEC_PER_SEC);
-}
-
 /* What agent_decide looks at, from the agent's phase, group and counters. */
 void
 agent_decide_inputs(struct agent *a, struct agent_decide_in *in)
@@ -199,7 +193,7 @@ static void
 agent_arm_backoff(struct agent *a)
 {
 	uint64_t d = a->decision.delay_usec;
-	struct timeval tv = {(time_t)(d / USEC_PER_SEC), (suseconds_t)(d % USEC_PER_SEC)};
+	struct timeval tv = usec_to_timeval(d);
 
 	log_warn("[%s] restart backoff: next attempt in %.3f s (failure %d in a row, "
 		 "--restart-backoff %g:%g)",

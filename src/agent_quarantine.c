@@ -42,7 +42,7 @@ agent_quarantine_count(struct agent *a)
 	a->quarantine_times[a->quarantine_next] = now;
 	a->quarantine_next = (a->quarantine_next + 1) % (size_t)cfg->quarantine_n;
 	return agent_window_count(a->quarantine_times, (size_t)cfg->quarantine_n, now,
-				  (uint64_t)(cfg->quarantine_s * USEC_PER_SEC));
+				  seconds_to_usec(cfg->quarantine_s));
 }
 
 /* elasticd.node.quarantined or elasticd.node.readmitted. */
@@ -55,7 +55,7 @@ agent_record_quarantine(struct agent *a, const char *name, const char *by)
 		return;
 	}
 	elastic_event_set_string(&ev, "node", host_fqdn());
-	elastic_event_set_int(&ev, "failures", a->quarantine_failures);
+	elastic_event_set_int(&ev, "failures", a->cfg->quarantine_n); /* F of F/W */
 	elastic_event_set_double(&ev, "window_s", a->cfg->quarantine_s);
 	elastic_event_set_double(&ev, "cooldown_s",
 				 (double)(a->quarantine_until_usec - a->quarantine_start_usec) /
@@ -114,12 +114,10 @@ agent_quarantine(struct agent *a)
 	const struct config *cfg = a->cfg;
 	int doublings = a->quarantines < QUARANTINE_MAX_DOUBLINGS ? a->quarantines
 								  : QUARANTINE_MAX_DOUBLINGS;
-	uint64_t cooldown = (uint64_t)(cfg->quarantine_cooldown * USEC_PER_SEC) << doublings;
-	struct timeval tv = {(time_t)(cooldown / USEC_PER_SEC),
-			     (suseconds_t)(cooldown % USEC_PER_SEC)};
+	uint64_t cooldown = seconds_to_usec(cfg->quarantine_cooldown) << doublings;
+	struct timeval tv = usec_to_timeval(cooldown);
 
 	a->quarantines++;
-	a->quarantine_failures = cfg->quarantine_n;
 	a->stats.quarantines++;
 	a->quarantine_start_usec = now_usec();
 	a->quarantine_until_usec = a->quarantine_start_usec + cooldown;
@@ -188,5 +186,5 @@ agent_quarantine_status(const struct agent *a)
 		(double)(a->quarantine_until_usec - a->quarantine_start_usec) / 1e6, "remaining_s",
 		a->quarantine_until_usec > now ? (double)(a->quarantine_until_usec - now) / 1e6
 					       : 0.0,
-		"failures", a->quarantine_failures, "quarantines", a->quarantines);
+		"failures", a->cfg->quarantine_n, "quarantines", a->quarantines);
 }

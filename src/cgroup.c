@@ -142,9 +142,7 @@ cgroup_subtree_new(char **ret_path, char **reterr)
 		/* Left by a dead agent that had our pid (its sentinel died too):
 		 * what is inside is orphaned; kill it and start clean. */
 		(void)cgroup_kill(path);
-		for (int i = 0; i < 100 && cgroup_populated(path) == 1; i++) {
-			usleep(10 * 1000);
-		}
+		(void)cgroup_wait_empty(path, 1000);
 		(void)cgroup_remove(path);
 		r = mkdir(path, 0755) < 0 && errno != EEXIST ? -errno : 0;
 	}
@@ -266,6 +264,18 @@ cgroup_populated(const char *path)
 		return -EINVAL;
 	}
 	return s[10] == '1';
+}
+
+bool
+cgroup_wait_empty(const char *path, int timeout_ms)
+{
+	for (int waited = 0; cgroup_populated(path) == 1; waited += 10) {
+		if (waited >= timeout_ms) {
+			return false;
+		}
+		usleep(10 * 1000);
+	}
+	return true;
 }
 
 int

@@ -49,6 +49,11 @@ int cgroup_pids(const char *path, pid_t **ret_pids);
  * Returns 1, 0, or -errno. */
 int cgroup_populated(const char *path);
 
+/* Block (sleeping 10 ms at a time) until no process is left in path or
+ * below it, or timeout_ms passed: for the sentinel and start-up only, never
+ * the agent's loop. Returns whether it is empty (or unreadable). */
+bool cgroup_wait_empty(const char *path, int timeout_ms);
+
 /* rmdir path after its child directories (one level deep, as the agent makes
  * them). Returns 0, or -errno of the first rmdir that failed (-EBUSY: a
  * process is still inside). */

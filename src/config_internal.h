@@ -68,7 +68,13 @@ int config_set_choice(struct config *cfg, const struct config_option *o, const c
 /* An integer in o->min..o->max, in the int field at o->offset. */
 int config_set_int(struct config *cfg, const struct config_option *o, const char *name,
 		   const char *value, char **reterr);
-/* A number of seconds >= 0, in the double field at o->offset. */
+/* The most seconds a duration setting takes (about 31 years): the timers
+ * count microseconds in 64 bits, with room for the quarantine's and the
+ * health retries' doublings. */
+#define CONFIG_SECONDS_MAX 1e9
+
+/* A number of seconds in 0..CONFIG_SECONDS_MAX, in the double field at
+ * o->offset. */
 int config_set_seconds(struct config *cfg, const struct config_option *o, const char *name,
 		       const char *value, char **reterr);
 /* Sets the bool field at o->offset; value is ignored. */
@@ -123,13 +129,13 @@ int config_set_health_nics(struct config *cfg, const struct config_option *o, co
 /* --health-free-space PATH:SIZE (health_parse_free_space). */
 int config_add_health_free_space(struct config *cfg, const struct config_option *o,
 				 const char *name, const char *value, char **reterr);
-/* --gpu-memory-threshold: a size (health_parse_size) in the uint64_t field. */
+/* --gpu-memory-threshold: a size > 0 (health_parse_size) in the uint64_t field. */
 int config_set_size(struct config *cfg, const struct config_option *o, const char *name,
 		    const char *value, char **reterr);
 /* --quarantine-action: wait or exit, in quarantine_exit. */
 int config_set_quarantine_action(struct config *cfg, const struct config_option *o,
 				 const char *name, const char *value, char **reterr);
-/* --health-timeout: seconds > 0. */
+/* --health-timeout and the like: seconds > 0, at most CONFIG_SECONDS_MAX. */
 int config_set_positive_seconds(struct config *cfg, const struct config_option *o, const char *name,
 				const char *value, char **reterr);
 

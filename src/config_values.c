@@ -237,6 +237,10 @@ config_set_seconds(struct config *cfg, const struct config_option *o, const char
 	if (v < 0) {
 		return config_invalid(reterr, name, value, "must be >= 0");
 	}
+	if (v > CONFIG_SECONDS_MAX) {
+		return config_invalid(reterr, name, value, "must be at most %.0f",
+				      CONFIG_SECONDS_MAX);
+	}
 	*FIELD(cfg, o, double) = v;
 	return 0;
 }
@@ -742,8 +746,7 @@ config_set_positive_seconds(struct config *cfg, const struct config_option *o, c
 	if (parse_double(value, &v) < 0 || !(v > 0)) {
 		return config_invalid(reterr, name, value, "expected a number of seconds > 0");
 	}
-	*FIELD(cfg, o, double) = v;
-	return 0;
+	return config_set_seconds(cfg, o, name, value, reterr);
 }
 
 int
@@ -755,6 +758,9 @@ config_set_size(struct config *cfg, const struct config_option *o, const char *n
 	if (health_parse_size(value, &v) < 0) {
 		return config_invalid(reterr, name, value,
 				      "expected a size in bytes, or with K, M, G, T, P");
+	}
+	if (v == 0) { /* nothing uses less than 0 bytes */
+		return config_invalid(reterr, name, value, "must be > 0");
 	}
 	*FIELD(cfg, o, uint64_t) = v;
 	return 0;

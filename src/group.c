@@ -557,6 +557,7 @@ kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct group *g = arg;
 	struct timeval tv = {DRAIN_GRACE_USEC / USEC_PER_SEC, 0};
+	int r;
 
 	g->phase = GROUP_KILLING;
 	for (size_t i = 0; i < g->n; i++) {
@@ -570,7 +571,11 @@ kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	group_escaped(g, SIGKILL);
-	guard_kill(g->guard);
+	r = guard_kill(g->guard);
+	if (r < 0) {
+		log_warn("[%s] cannot kill the worker group's cgroup: %s", g->cfg->role,
+			 strerror(-r));
+	}
 	if (!g->drain_timer) {
 		g->drain_timer = evtimer_new(g->base, drain_timer_cb, g);
 	}

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "cgroup.h"
-#include "log.h"
 #include "proctree.h"
 #include "sentinel.h"
 #include "util.h"
@@ -135,16 +134,10 @@ guard_populated(const struct guard *gd)
 	return gd && gd->cgroup && cgroup_populated(gd->cgroup) == 1;
 }
 
-void
+int
 guard_kill(struct guard *gd)
 {
-	if (gd && gd->cgroup) {
-		int r = cgroup_kill(gd->cgroup);
-
-		if (r < 0) {
-			log_warn("cannot kill the cgroup %s: %s", gd->cgroup, strerror(-r));
-		}
-	}
+	return gd && gd->cgroup ? cgroup_kill(gd->cgroup) : 0;
 }
 
 void
@@ -171,7 +164,7 @@ guard_free(struct guard *gd)
 	}
 	if (gd->cgroup) {
 		if (guard_populated(gd)) {
-			guard_kill(gd);
+			(void)guard_kill(gd);
 		}
 		/* Busy while killed processes exit: the sentinel removes the
 		 * subtree when the agent ends. */

@@ -55,9 +55,10 @@ int guard_members(const struct guard *gd, pid_t **ret_pids);
  * ancestry mode. */
 bool guard_populated(const struct guard *gd);
 
-/* cgroup mode: SIGKILL everything in the group's cgroup (cgroup.kill). A
- * no-op in ancestry mode. */
-void guard_kill(struct guard *gd);
+/* cgroup mode: SIGKILL everything in the group's cgroup (cgroup.kill).
+ * Returns 0 (a no-op in ancestry mode and for NULL), or cgroup_kill's
+ * -errno. */
+int guard_kill(struct guard *gd);
 
 /* The group is gone: tell the sentinel to forget what was handed to it. */
 void guard_forget_all(struct guard *gd);

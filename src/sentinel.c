@@ -122,9 +122,7 @@ watch_remove_cgroup(const struct watch *w)
 	if (!w->cgroup) {
 		return;
 	}
-	for (int i = 0; i < 500 && cgroup_populated(w->cgroup) == 1; i++) {
-		usleep(10 * 1000);
-	}
+	(void)cgroup_wait_empty(w->cgroup, 5000);
 	(void)cgroup_remove(w->cgroup);
 }
 

@@ -262,6 +262,18 @@ wall_usec(void)
 	return clock_usec(CLOCK_REALTIME);
 }
 
+uint64_t
+seconds_to_usec(double s)
+{
+	return (uint64_t)(s * (double)USEC_PER_SEC);
+}
+
+struct timeval
+usec_to_timeval(uint64_t usec)
+{
+	return (struct timeval){(time_t)(usec / USEC_PER_SEC), (suseconds_t)(usec % USEC_PER_SEC)};
+}
+
 int
 fd_nonblock(int fd, bool on)
 {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -62,6 +63,12 @@ int parse_double(const char *s, double *ret);
 uint64_t now_usec(void);
 /* CLOCK_REALTIME in microseconds: for timestamps that leave the process. */
 uint64_t wall_usec(void);
+
+/* s seconds (finite, >= 0: the settings cap them at CONFIG_SECONDS_MAX) in
+ * microseconds, truncated. */
+uint64_t seconds_to_usec(double s);
+/* usec microseconds as a struct timeval, for evtimer_add. */
+struct timeval usec_to_timeval(uint64_t usec);
 
 /* Set O_NONBLOCK on fd. Returns 0 or -errno. */
 int fd_nonblock(int fd, bool on);

@@ -172,6 +172,36 @@ list_entry(const char *list, int idx)
 	return xstrndup(p, len);
 }
 
+/* LOCAL_RANK, and with virtual_local_rank CUDA_VISIBLE_DEVICES, into *env
+ * (wenv_build_env). Returns 0, or -EINVAL with *reterr (malloc'd) when the
+ * base's CUDA_VISIBLE_DEVICES has too few entries. */
+static int
+wenv_set_local_rank(char ***env, char *const *base, const struct wenv_worker *w, char **reterr)
+{
+	const char *cvd = wenv_get(base, "CUDA_VISIBLE_DEVICES");
+	char *dev;
+
+	if (!w->virtual_local_rank) {
+		env_set_int(env, "LOCAL_RANK", w->local_rank);
+		return 0;
+	}
+	env_set(env, "LOCAL_RANK", "0");
+	if (!cvd) {
+		env_set_int(env, "CUDA_VISIBLE_DEVICES", w->local_rank);
+		return 0;
+	}
+	dev = list_entry(cvd, w->local_rank);
+	if (!dev) {
+		*reterr = xasprintf("local_rank %d exceeds available GPUs in "
+				    "CUDA_VISIBLE_DEVICES=%s",
+				    w->local_rank, cvd);
+		return -EINVAL;
+	}
+	env_set(env, "CUDA_VISIBLE_DEVICES", dev);
+	free(dev);
+	return 0;
+}
+
 int
 wenv_build_env(char *const *base, const struct wenv_worker *w, char ***ret_env, char **reterr)
 {
@@ -184,27 +214,9 @@ wenv_build_env(char *const *base, const struct wenv_worker *w, char ***ret_env, 
 		}
 	}
 
-	if (w->virtual_local_rank) {
-		const char *cvd = wenv_get(base, "CUDA_VISIBLE_DEVICES");
-
-		env_set(&env, "LOCAL_RANK", "0");
-		if (cvd) {
-			char *dev = list_entry(cvd, w->local_rank);
-
-			if (!dev) {
-				*reterr = xasprintf("local_rank %d exceeds available GPUs in "
-						    "CUDA_VISIBLE_DEVICES=%s",
-						    w->local_rank, cvd);
-				strv_free(env);
-				return -EINVAL;
-			}
-			env_set(&env, "CUDA_VISIBLE_DEVICES", dev);
-			free(dev);
-		} else {
-			env_set_int(&env, "CUDA_VISIBLE_DEVICES", w->local_rank);
-		}
-	} else {
-		env_set_int(&env, "LOCAL_RANK", w->local_rank);
+	if (wenv_set_local_rank(&env, base, w, reterr) < 0) {
+		strv_free(env);
+		return -EINVAL;
 	}
 	env_set_int(&env, "RANK", w->rank);
 	env_set_int(&env, "GROUP_RANK", w->group_rank);

@@ -393,6 +393,28 @@ class ElasticdTestCase(unittest.TestCase):
         names = [d for d in os.listdir(run_dir) if re.match(r"^attempt_\d+$", d)]
         return sorted(names, key=lambda d: int(d.split("_")[1]))
 
+    # -- the env dumps of tests whose workers write w_* JSON files to self.dumps --
+
+    def dumps_where(self, pred):
+        """The workers' env dumps in self.dumps (files w_*, JSON) that pred takes."""
+        out = []
+        for name in sorted(os.listdir(self.dumps)):
+            if not name.startswith("w_") or "." in name:
+                continue
+            with open(os.path.join(self.dumps, name)) as f:
+                d = json.load(f)
+            if pred(d):
+                out.append(d)
+        return out
+
+    def wait_world(self, world, n, timeout=40):
+        """Wait for n dumps with WORLD_SIZE world; fail the test when they do not come."""
+        got = wait_until(
+            lambda: len(self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))) >= n or None,
+            timeout)
+        self.assertTrue(got, "world %d: only %r" % (world, self.dumps_where(lambda d: True)))
+        return self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))
+
     def only_run_dir(self, log_dir, run_id=None):
         dirs = self.run_dirs(log_dir)
         self.assertEqual(len(dirs), 1, "expected one run dir in %s: %r" % (log_dir, dirs))
@@ -423,4 +445,10 @@ def failure_table(stderr):
 
 
 def main():
-    unittest.main(verbosity=2)
+    """Run the file's tests. A skipped test (a missing dependency: no writable
+    cgroup v2, no unshare) makes the exit status 77, meson's SKIP, which
+    tests/run-all.sh counts as a failure: a skip is never silent."""
+    result = unittest.main(verbosity=2, exit=False).result
+    if not result.wasSuccessful():
+        sys.exit(1)
+    sys.exit(77 if result.skipped else 0)

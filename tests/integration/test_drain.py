@@ -58,24 +58,6 @@ class DrainTest(lib.ElasticdTestCase):
         a.sock = sock
         return a
 
-    def dumps_where(self, pred):
-        out = []
-        for name in sorted(os.listdir(self.dumps)):
-            if not name.startswith("w_") or "." in name:
-                continue
-            with open(os.path.join(self.dumps, name)) as f:
-                d = json.load(f)
-            if pred(d):
-                out.append(d)
-        return out
-
-    def wait_world(self, world, n, timeout=40):
-        got = lib.wait_until(
-            lambda: len(self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))) >= n or None,
-            timeout)
-        self.assertTrue(got, "world %d: only %r" % (world, self.dumps_where(lambda d: True)))
-        return self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))
-
     def three(self, mode_of_drained="exit", extra=()):
         a = [self.agent(0, extra=extra)]
         time.sleep(0.5)  # the first one hosts the c10d store: it stays

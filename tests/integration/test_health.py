@@ -99,24 +99,6 @@ class HealthBase(lib.ElasticdTestCase):
         a.sock, a.events = sock, ev
         return a
 
-    def dumps_where(self, pred):
-        out = []
-        for name in sorted(os.listdir(self.dumps)):
-            if not name.startswith("w_") or "." in name:
-                continue
-            with open(os.path.join(self.dumps, name)) as f:
-                d = json.load(f)
-            if pred(d):
-                out.append(d)
-        return out
-
-    def wait_world(self, world, n, timeout=40):
-        got = lib.wait_until(
-            lambda: len(self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))) >= n or None,
-            timeout)
-        self.assertTrue(got, "world %d: only %r" % (world, self.dumps_where(lambda d: True)))
-        return self.dumps_where(lambda d: d["WORLD_SIZE"] == str(world))
-
     def tearDown(self):
         super().tearDown()
         if self.etcd:

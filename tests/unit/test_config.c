@@ -844,6 +844,20 @@ static const struct err_case err_cases[] = {
 	 {"--forward-signals: SIGUSR1 is also in --signals-to-handle"}},
 	/* Hang rules. */
 	{ARGV("--hang-silence", "x", "t"), NULL, {"--hang-silence: invalid value 'x'"}},
+	/* a timer of 1e300 s would overflow: it fired at once (exit 6) */
+	{ARGV("--hang-silence", "1e300", "t"), NULL, {"--hang-silence: invalid value '1e300'"}},
+	{ARGV("--health-timeout", "1e300", "t"), NULL, {"--health-timeout: invalid value '1e300'"}},
+	{ARGV("--health-retry-interval=2e9", "t"),
+	 NULL,
+	 {"--health-retry-interval: invalid value '2e9'", "at most 1000000000"}},
+	{ARGV("--gpu-memory-wait=1e300", "t"), NULL, {"--gpu-memory-wait: invalid value '1e300'"}},
+	/* no GPU uses less than 0 bytes: every wait ran to its end */
+	{ARGV("--gpu-memory-threshold=0", "t"),
+	 NULL,
+	 {"--gpu-memory-threshold: invalid value '0'"}},
+	{ARGV("--quarantine-cooldown=1e300", "t"),
+	 NULL,
+	 {"--quarantine-cooldown: invalid value '1e300'"}},
 	{ARGV("--hang-cadence", "step", "t"), NULL, {"needs --hang-cadence-interval"}},
 	{ARGV("--hang-cadence", "a(", "--hang-cadence-interval", "1", "t"),
 	 NULL,

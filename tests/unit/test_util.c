@@ -157,6 +157,23 @@ test_strv(void **state)
 }
 
 static void
+test_durations(void **state)
+{
+	struct timeval tv;
+
+	assert_int_equal(seconds_to_usec(0), 0);
+	assert_int_equal(seconds_to_usec(2.5), 2500000);
+	/* the largest setting (CONFIG_SECONDS_MAX), doubled ten times, fits */
+	assert_true(seconds_to_usec(1e9) << 10 > seconds_to_usec(1e9));
+	tv = usec_to_timeval(3000001);
+	assert_int_equal(tv.tv_sec, 3);
+	assert_int_equal(tv.tv_usec, 1);
+	tv = usec_to_timeval(999999);
+	assert_int_equal(tv.tv_sec, 0);
+	assert_int_equal(tv.tv_usec, 999999);
+}
+
+static void
 test_ratelimit(void **state)
 {
 	struct ratelimit rl = {.interval_usec = 10};
@@ -181,7 +198,7 @@ main(void)
 		cmocka_unit_test(test_parse_int),       cmocka_unit_test(test_parse_double),
 		cmocka_unit_test(test_signals),         cmocka_unit_test(test_endpoint),
 		cmocka_unit_test(test_bytes_printable), cmocka_unit_test(test_strv),
-		cmocka_unit_test(test_ratelimit),
+		cmocka_unit_test(test_ratelimit),       cmocka_unit_test(test_durations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
