@@ -57,6 +57,7 @@
 #include "rdzv_dynamic.h"
 #include "rdzv_snapshot.h"
 #include "rdzv_state.h"
+#include "rdzv_sync.h"
 #include "tcpstore_client.h"
 #include "tcpstore_server.h"
 #include "util.h"
@@ -69,8 +70,7 @@
 /* Gen keys kept behind the newest one (older ones are deleted). */
 #define GEN_KEEP 64
 
-struct c10d;
-typedef void (*op_done_fn)(struct c10d *c, int err, enum rdzv_action a);
+typedef rdzv_sync_done_fn op_done_fn;
 
 struct c10d {
 	struct rdzv *r;
@@ -95,26 +95,16 @@ struct c10d {
 	char *key;
 	struct rdzv_node me;
 
-	/* The local copy and its fencing token (the value last read). */
-	struct rdzv_state st;
+	/* The operation loop and its local copy (rdzv_sync.h), with the
+	 * copy's fencing token (the value last read). */
+	struct rdzv_sync sync;
 	char *token;
 	size_t token_len;
-	int64_t read_usec; /* wall clock of the copy's last read or write, 0: never */
-	bool dirty;
-	bool notable;
 	char *pending; /* the value a compare-and-set in flight tries to write */
 	size_t pending_len;
 	uint64_t pending_gen;
 
-	/* The operation under way. */
-	bool op_active;
-	enum rdzv_op op;
-	uint64_t op_deadline;
-	op_done_fn op_done;
-	bool in_sync;
-	bool io_pending;      /* the operation's GET or compare-and-set on cmd */
 	bool observe_pending; /* a GET outside operations */
-	struct event *sync_timer;
 
 	/* Join turns: nodes that arrive together take a ticket and write their
 	 * join one after another instead of all losing compare-and-sets to each
@@ -130,7 +120,6 @@ struct c10d {
 	 * wait to be admitted. */
 	bool coordinator;          /* we host the store */
 	bool coordinated;          /* the store has a coordinator (not us) */
-	bool admission_seen;       /* this JOIN saw the coordinator admit us */
 	struct rdzv_node *joiners; /* coordinator: requests not admitted yet */
 	size_t n_joiners;
 	struct event *admit_ev;
@@ -152,22 +141,8 @@ struct c10d {
 	bool watching;
 	uint64_t watch_gen;
 
-	/* next_rendezvous */
-	bool next_active;
 	bool next_pending; /* asked before the store was reachable */
-	uint64_t next_deadline;
-	size_t last_count; /* participants last reported to the log */
-	size_t peak_count; /* most participants seen in the round we wait for */
-	bool last_waiting;
-
-	/* The round handed to the agent. */
-	bool running;
-	bool told;
-	bool barrier;
 	bool finishing;
-	int64_t round;
-	int rank;
-	int world;
 	char *prefix; /* "/torch.rendezvous.<run_id>.<round>/" */
 	char **exchange_keys;
 	struct rdzv_result result;
@@ -208,8 +183,6 @@ round_key(const struct c10d *c, const char *what)
 
 /* ---- the operation loop ------------------------------------------------- */
 
-static void op_read(struct c10d *c);
-static void op_step(struct c10d *c);
 static void admit_soon(struct c10d *c);
 static void joiners_clear(struct c10d *c);
 static void joiners_drop(struct c10d *c, size_t n);
@@ -219,191 +192,45 @@ static void watch_update(struct c10d *c);
 static void next_fail(struct c10d *c, int err, const char *msg);
 static void store_gone(struct c10d *c, int err);
 
-static void
-op_end(struct c10d *c, int err, enum rdzv_action a)
-{
-	op_done_fn done = c->op_done;
-
-	c->op_active = false;
-	c->in_sync = false;
-	evtimer_del(c->sync_timer);
-	if (done) {
-		done(c, err, a);
-	}
-}
-
-static void
-op_start(struct c10d *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
-{
-	c->op_active = true;
-	c->op = op;
-	c->op_deadline = deadline;
-	c->op_done = done;
-	c->in_sync = false;
-	c->admission_seen = false;
-	if (!c->io_pending) {
-		op_read(c);
-	}
-	/* else the read or write in flight (an admission) decides for it */
-}
-
-static struct rdzv_ctx
-make_ctx(const struct c10d *c)
-{
-	struct rdzv_ctx ctx = rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
-
-	ctx.close_record = c->r->close_record;
-	return ctx;
-}
-
-/* What a waiting node says about the round it waits for. */
-static void
-report_progress(struct c10d *c)
-{
-	const struct rdzv_state *st = &c->st;
-	char names[512];
-	size_t off = 0;
-	bool waiting = rdzv_state_find_wait(st, &c->me) >= 0;
-	const char *s_part = st->n_participants == 1 ? "" : "s";
-
-	if (!c->next_active ||
-	    (st->n_participants == c->last_count && waiting == c->last_waiting)) {
-		return;
-	}
-	c->last_count = st->n_participants;
-	c->last_waiting = waiting;
-	names[0] = '\0';
-	for (size_t i = 0; i < st->n_participants && off < sizeof(names) - 64; i++) {
-		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : " (",
-					st->participants[i].node.name);
-	}
-	if (off >= sizeof(names) - 64 && st->n_participants > 0) {
-		off += (size_t)snprintf(names + off, sizeof(names) - off, ", ...");
-	}
-	if (off > 0) {
-		snprintf(names + off, sizeof(names) - off, ")");
-	}
-	if (st->complete && rdzv_state_find_participant(st, &c->me) >= 0) {
-		return;
-	}
-	if (st->complete) {
-		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64
-			      " is running with %zu node%s; %s for the next "
-			      "round",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants, s_part,
-			      waiting ? "waiting in the wait list" : "waiting");
-		return;
-	}
-	if (st->n_participants < (size_t)c->settings.min_nodes) {
-		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64
-			      ": %zu of %d node%s joined%s; awaiting %zu more",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants,
-			      c->settings.min_nodes, c->settings.min_nodes == 1 ? "" : "s", names,
-			      (size_t)c->settings.min_nodes - st->n_participants);
-	} else {
-		double left = st->deadline >= 0
-				      ? (double)(st->deadline - (int64_t)wall_usec()) / 1e6
-				      : 0.0;
-
-		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64
-			      ": %zu node%s joined%s, min %d max %d; last "
-			      "call ends in %.1f s",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants, s_part, names,
-			      c->settings.min_nodes, c->settings.max_nodes, left > 0 ? left : 0.0);
-	}
-}
-
-/* While a round runs: tell the agent once when it must re-form or stop. */
-static void
-observe(struct c10d *c)
-{
-	const struct rdzv_state *st = &c->st;
-	char *msg = NULL;
-	int r, waiting;
-
-	if (c->barrier && st->closed) {
-		/* The job ended elsewhere: nobody else will join the barrier. */
-		c->barrier = false;
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
-		return;
-	}
-	if (!c->running || c->told) {
-		return;
-	}
-	r = rdzv_round_check(st, &c->me, c->round, c->world, c->rank, &waiting, &msg);
-	if (r != 0) {
-		c->told = true;
-		rdzv_keep_closed_by(c->r, st);
-		rdzv_tell(c->r, r < 0 ? RDZV_TELL_FAILED : RDZV_TELL_NODES_WAITING, r < 0 ? r : 0,
-			  waiting, msg);
-	}
-	free(msg);
-}
+enum adopt_how {
+	ADOPT_READ, /* a read */
+	ADOPT_WON,  /* our compare-and-set: the store holds what we wrote */
+	ADOPT_LOST, /* a compare-and-set that lost to value */
+};
 
 /* Take the value the store returned as the new local copy. */
 static void
-adopt(struct c10d *c, const uint8_t *value, size_t len, bool ours)
+adopt(struct c10d *c, const uint8_t *value, size_t len, enum adopt_how how)
 {
 	struct rdzv_state st;
-	bool notable = false;
-	size_t dropped;
 
-	c->read_usec = (int64_t)wall_usec();
-	if (ours) {
-		/* The store holds what we just wrote: our copy is it already. */
+	if (how == ADOPT_WON) {
 		free(c->token);
 		c->token = c->pending;
 		c->token_len = c->pending_len;
 		c->pending = NULL;
-		c->dirty = false;
-		c->notable = false;
-		if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
-			c->peak_count = c->st.n_participants;
-		}
-		observe(c);
-		report_progress(c);
+		rdzv_sync_written(&c->sync);
 		watch_update(c);
 		return;
 	}
 	if (len == 0 || (len == strlen(C10D_SENTINEL) && memcmp(value, C10D_SENTINEL, len) == 0)) {
 		rdzv_state_init(&st);
 	} else if (rdzv_state_decode((const char *)value, len, &st) < 0) {
-		if (c->op_active) {
-			op_end(c, -EBADMSG, RDZV_ACTION_ERROR_CLOSED);
-		}
+		rdzv_sync_fail(&c->sync, -EBADMSG);
 		return;
 	}
 	if (c->coordinator && c->server && hb_fold(c, &st) > 0) {
 		c->fold_dirty = true; /* written with our next compare-and-set */
 	}
-	rdzv_state_release(&c->st);
-	c->st = st;
 	free(c->token);
 	c->token = xmalloc(len + 1);
 	memcpy(c->token, value, len);
 	c->token_len = len;
-	c->dirty = false;
-	if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
-		c->peak_count = c->st.n_participants;
+	if (how == ADOPT_LOST) {
+		rdzv_sync_lost(&c->sync, &st);
+	} else {
+		rdzv_sync_adopt(&c->sync, &st);
 	}
-	dropped = rdzv_sanitize(&c->st, &c->settings, (int64_t)wall_usec(), &notable);
-	c->notable = notable;
-	if (dropped > 0) {
-		rdzv_record_step(
-			c->r, NODE_STATE_RUNNING, "_sanitize",
-			"%zu node(s) have been removed from the rendezvous '%s' since they had "
-			"no heartbeat",
-			dropped, c->r->cfg->rdzv_id);
-		rdzv_progress(c->r, "rendezvous '%s': %zu node%s removed, no heartbeat for %.0f s",
-			      c->r->cfg->rdzv_id, dropped, dropped == 1 ? "" : "s",
-			      (double)c->settings.keep_alive_interval_usec *
-				      c->settings.keep_alive_max_attempt / 1e6);
-	}
-	observe(c);
-	report_progress(c);
 	watch_update(c);
 }
 
@@ -412,15 +239,13 @@ got_state_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
 
-	c->io_pending = false;
+	c->sync.io_pending = false;
 	if (err < 0) {
 		store_gone(c, err);
 		return;
 	}
-	adopt(c, rep->value.data, rep->value.len, false);
-	if (c->op_active) {
-		op_step(c);
-	}
+	adopt(c, rep->value.data, rep->value.len, ADOPT_READ);
+	rdzv_sync_step(&c->sync);
 	admit_soon(c);
 }
 
@@ -436,7 +261,7 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	bool has_set, admitting = c->admitting;
 	uint64_t gen = c->pending_gen;
 
-	c->io_pending = false;
+	c->sync.io_pending = false;
 	c->admitting = false;
 	if (err < 0) {
 		store_gone(c, err);
@@ -464,42 +289,55 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (has_set) {
 		c->fold_dirty = false;
 	}
-	adopt(c, rep->value.data, rep->value.len, has_set);
-	if (c->op_active) {
-		op_step(c);
+	adopt(c, rep->value.data, rep->value.len, has_set ? ADOPT_WON : ADOPT_LOST);
+	if (has_set) {
+		rdzv_sync_step(&c->sync);
 	}
 	admit_soon(c);
 }
 
+/* rdzv_store_ops.read: GET the state key. */
 static void
-op_read(struct c10d *c)
+store_read(void *arg)
 {
+	struct c10d *c = arg;
+
+	if (c->sync.io_pending) {
+		return; /* its answer steps the operation */
+	}
 	if (c->dead) {
-		op_end(c, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
+		rdzv_sync_fail(&c->sync, -ECONNRESET);
 		return;
 	}
-	c->io_pending = true;
+	c->sync.io_pending = true;
 	if (tcpstore_client_get(c->cmd, c->key, got_state_cb, c) < 0) {
-		c->io_pending = false;
+		c->sync.io_pending = false;
 		store_gone(c, -ECONNRESET);
 	}
 }
 
+static void ask_to_join(struct c10d *c);
+
+/* rdzv_store_ops.cas: compare_set against the value last read; a notable
+ * change then sets "<key>/gen/<gen>" (cas_cb). */
 static void
-op_write(struct c10d *c)
+store_cas(void *arg, enum rdzv_action a)
 {
-	c->pending_gen = 0;
-	if (c->notable) {
-		c->st.gen++;
-		c->pending_gen = c->st.gen;
-	}
+	struct c10d *c = arg;
+
+	c->pending_gen = c->sync.notable ? c->sync.st.gen : 0;
 	free(c->pending);
-	c->pending = rdzv_state_encode(&c->st, &c->pending_len);
-	c->io_pending = true;
+	c->pending = rdzv_state_encode(&c->sync.st, &c->pending_len);
+	c->sync.io_pending = true;
 	if (tcpstore_client_compare_set(c->cmd, c->key, c->token, c->token_len, c->pending,
 					c->pending_len, cas_cb, c) < 0) {
-		c->io_pending = false;
+		c->sync.io_pending = false;
 		store_gone(c, -ECONNRESET);
+		return;
+	}
+	if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->coordinated) {
+		/* Ask again: the coordinator admits spares that may join. */
+		ask_to_join(c);
 	}
 }
 
@@ -523,13 +361,13 @@ hb_send(struct c10d *c)
 {
 	char *k = hb_key(c, c->me.name), v[32];
 	int64_t now = (int64_t)wall_usec();
-	long i = rdzv_state_find_heartbeat(&c->st, &c->me);
+	long i = rdzv_state_find_heartbeat(&c->sync.st, &c->me);
 
 	snprintf(v, sizeof(v), "%" PRId64, now);
 	tcpstore_client_set(c->cmd, k, v, strlen(v), set_done_cb, c);
 	free(k);
 	if (i >= 0) {
-		c->st.heartbeats[i].usec = now; /* the coordinator writes it */
+		c->sync.st.heartbeats[i].usec = now; /* the coordinator writes it */
 	}
 }
 
@@ -621,7 +459,8 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 static size_t
 admit_apply(struct c10d *c, const struct rdzv_ctx *ctx)
 {
-	return rdzv_admit_requests(c->r, &c->st, true, c->joiners, c->n_joiners, ctx, &c->notable);
+	return rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, ctx,
+				   &c->sync.notable);
 }
 
 static void
@@ -633,8 +472,8 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (err < 0) {
 		return;
 	}
-	if (!c->io_pending) {
-		struct rdzv_ctx ctx = make_ctx(c);
+	if (!c->sync.io_pending) {
+		struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
 
 		c->admitted_upto = c->n_joiners;
 		c->admitting = admit_apply(c, &ctx) > 0;
@@ -644,8 +483,7 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 			joiners_drop(c, c->admit_read_upto);
 		}
 		if (c->admitting || c->fold_dirty) {
-			c->dirty = true;
-			op_write(c);
+			rdzv_sync_write(&c->sync, RDZV_ACTION_SYNC);
 		} else if (c->n_joiners > 0) {
 			admit_soon(c); /* asked while we read */
 		}
@@ -658,16 +496,16 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 static void
 admit_now(struct c10d *c)
 {
-	if (!c->coordinator || c->io_pending || c->dead || !c->up || c->finishing ||
+	if (!c->coordinator || c->sync.io_pending || c->dead || !c->up || c->finishing ||
 	    (c->n_joiners == 0 && !c->fold_due &&
-	     (c->st.complete || c->st.closed || c->st.n_wait_list == 0))) {
+	     (c->sync.st.complete || c->sync.st.closed || c->sync.st.n_wait_list == 0))) {
 		return;
 	}
 	c->fold_due = false;
 	c->admit_read_upto = c->n_joiners;
-	c->io_pending = true;
+	c->sync.io_pending = true;
 	if (tcpstore_client_get(c->cmd, c->key, admit_read_cb, c) < 0) {
-		c->io_pending = false;
+		c->sync.io_pending = false;
 		store_gone(c, -ECONNRESET);
 	}
 }
@@ -698,26 +536,10 @@ fold_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 admit_soon(struct c10d *c)
 {
-	if (c->coordinator &&
-	    (c->n_joiners > 0 || (!c->st.complete && !c->st.closed && c->st.n_wait_list > 0))) {
+	if (c->coordinator && (c->n_joiners > 0 || (!c->sync.st.complete && !c->sync.st.closed &&
+						    c->sync.st.n_wait_list > 0))) {
 		event_active(c->admit_ev, EV_TIMEOUT, 0);
 	}
-}
-
-static void
-sync_wake(struct c10d *c)
-{
-	if (c->op_active && c->in_sync && !c->io_pending) {
-		c->in_sync = false;
-		evtimer_del(c->sync_timer);
-		op_read(c);
-	}
-}
-
-static void
-sync_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	sync_wake(arg);
 }
 
 /* A joiner of a store with a coordinator waits to be admitted instead of
@@ -735,14 +557,20 @@ ask_to_join(struct c10d *c)
 	c->asked = now_usec();
 }
 
-static void
-wait_admission(struct c10d *c, const struct rdzv_ctx *ctx)
+/* rdzv_store_ops.await_admission: a joiner of a coordinated store waits to
+ * be admitted, at most a keep-alive window before it asks again. */
+static bool
+store_await_admission(void *arg, const struct rdzv_ctx *ctx)
 {
-	uint64_t now = now_usec(), wait = c->op_deadline > now ? c->op_deadline - now + 1000 : 1000;
+	struct c10d *c = arg;
+	uint64_t now = now_usec(),
+		 wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
 	uint64_t window = (uint64_t)(c->settings.keep_alive_interval_usec *
 				     c->settings.keep_alive_max_attempt);
-	struct timeval tv;
 
+	if (!c->coordinated) {
+		return false;
+	}
 	/* Still out after a whole keep-alive window: the request may have met
 	 * a round that dropped us again. Ask anew, and
 	 * look again a window later. */
@@ -752,74 +580,65 @@ wait_admission(struct c10d *c, const struct rdzv_ctx *ctx)
 	if (wait > window) {
 		wait = window;
 	}
-	tv.tv_sec = (time_t)(wait / USEC_PER_SEC);
-	tv.tv_usec = (suseconds_t)(wait % USEC_PER_SEC);
-	c->in_sync = true;
-	evtimer_add(c->sync_timer, &tv);
+	rdzv_sync_sleep(&c->sync, wait);
 	watch_update(c);
+	return true;
 }
 
-static void
-op_step(struct c10d *c)
+/* rdzv_store_ops.keep_alive: a node of a coordinated store keeps alive
+ * through its own key, not the state. */
+static bool
+store_keep_alive(void *arg)
 {
-	struct rdzv_ctx ctx = make_ctx(c);
-	enum rdzv_action a = rdzv_decide(c->op, &c->st, &ctx);
+	struct c10d *c = arg;
 
-	if (a == RDZV_ACTION_KEEP_ALIVE && c->coordinated) {
+	if (c->coordinated) {
 		hb_send(c);
-		a = rdzv_decide(c->op, &c->st, &ctx);
 	}
-	if (c->op == RDZV_OP_JOIN && c->coordinated && !c->admission_seen) {
-		/* The coordinator did our join's step: its events are ours. */
-		c->admission_seen = rdzv_record_admission(c->r, &c->st, &c->me);
-	}
-
-	if (rdzv_action_is_mutation(a)) {
-		bool joining = a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
-			       a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
-			       a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST;
-
-		if (joining && c->coordinated) {
-			wait_admission(c, &ctx);
-			return;
-		}
-		bool was_complete = c->st.complete;
-
-		if (rdzv_apply(&c->st, a, &ctx)) {
-			c->notable = true;
-		}
-		if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST) {
-			/* A spare that may now join gets a fresh join timeout. */
-			c->op_deadline = now_usec() + c->join_timeout;
-			c->next_deadline = c->op_deadline;
-		}
-		rdzv_record_action(c->r, c->me.name, c->st.round, a,
-				   !was_complete && c->st.complete);
-		/* The coordinator admits whoever asked, on the way. */
-		c->admitted_upto = c->n_joiners;
-		c->admitting = c->coordinator && c->n_joiners > 0 && admit_apply(c, &ctx) > 0;
-		c->dirty = true;
-		op_write(c);
-		if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->coordinated) {
-			/* Ask again: the coordinator admits spares that may join. */
-			ask_to_join(c);
-		}
-		return;
-	}
-	if (a == RDZV_ACTION_SYNC) {
-		if (c->op == RDZV_OP_JOIN) {
-			/* Our join is written: the next node may go. */
-			turn_release(c);
-		}
-		int64_t wake = rdzv_next_wake_usec(c->op, &c->st, &ctx);
-		struct timeval tv = {(time_t)(wake / 1000000), (suseconds_t)(wake % 1000000)};
-
-		c->in_sync = true;
-		evtimer_add(c->sync_timer, &tv);
-		return;
-	}
-	op_end(c, 0, a);
+	return c->coordinated;
 }
+
+static bool
+store_coordinated(void *arg)
+{
+	return ((struct c10d *)arg)->coordinated;
+}
+
+/* rdzv_store_ops.admit: the coordinator admits whoever asked, on the way. */
+static void
+store_admit(void *arg, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *notable)
+{
+	struct c10d *c = arg;
+
+	c->admitted_upto = c->n_joiners;
+	c->admitting =
+		c->coordinator && c->n_joiners > 0 &&
+		rdzv_admit_requests(c->r, st, true, c->joiners, c->n_joiners, ctx, notable) > 0;
+}
+
+/* rdzv_store_ops.synced: our join is written, the next node may go. */
+static bool
+store_synced(void *arg)
+{
+	struct c10d *c = arg;
+
+	if (c->sync.op == RDZV_OP_JOIN) {
+		turn_release(c);
+	}
+	return true;
+}
+
+static const struct rdzv_store_ops c10d_store_ops = {
+	.read = store_read,
+	.cas = store_cas,
+	.keep_alive = store_keep_alive,
+	.coordinated = store_coordinated,
+	.await_admission = store_await_admission,
+	.admit = store_admit,
+	.synced = store_synced,
+	.timer_reads = true,
+	.dead_why = "since they had no heartbeat",
+};
 
 /* ---- the gen watch ------------------------------------------------------ */
 
@@ -833,7 +652,7 @@ observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		store_gone(c, err);
 		return;
 	}
-	if (c->op_active) {
+	if (c->sync.op_active) {
 		/* An operation started meanwhile: it reads for itself. */
 		return;
 	}
@@ -846,7 +665,7 @@ observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 static void
 observe_read(struct c10d *c)
 {
-	if (c->op_active || c->observe_pending || c->dead || !c->up) {
+	if (c->sync.op_active || c->observe_pending || c->dead || !c->up) {
 		return;
 	}
 	c->observe_pending = true;
@@ -867,9 +686,9 @@ watch_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (err < 0) {
 		return; /* the closed callback reports a lost connection */
 	}
-	if (c->op_active) {
-		sync_wake(c);
-	} else if (c->running || c->barrier || c->next_active) {
+	if (c->sync.op_active) {
+		rdzv_sync_wake(&c->sync);
+	} else if (c->sync.running || c->sync.barrier || c->sync.next_active) {
 		observe_read(c);
 	}
 }
@@ -877,7 +696,7 @@ watch_cb(int err, const struct tcpstore_reply *rep, void *arg)
 static void
 watch_update(struct c10d *c)
 {
-	uint64_t want = c->st.gen + 1;
+	uint64_t want = c->sync.st.gen + 1;
 	const char *keys[1];
 	char *k;
 
@@ -917,16 +736,16 @@ store_gone(struct c10d *c, int err)
 			strerror(-err));
 	c->dead_msg = xstrdup(msg);
 	evtimer_del(c->ka_timer);
-	if (c->op_active) {
+	if (c->sync.op_active) {
 		/* Ends the operation; its completion reports the error below. */
-		op_end(c, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
-	} else if (c->next_active) {
+		rdzv_sync_end(&c->sync, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
+	} else if (c->sync.next_active) {
 		next_fail(c, -ECONNRESET, msg);
-	} else if (c->barrier) {
-		c->barrier = false;
+	} else if (c->sync.barrier) {
+		c->sync.barrier = false;
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, -ECONNRESET, 0, msg);
-	} else if (c->running && !c->told) {
-		c->told = true;
+	} else if (c->sync.running && !c->sync.told) {
+		c->sync.told = true;
 		rdzv_tell(c->r, RDZV_TELL_FAILED, -ECONNRESET, 0, msg);
 	}
 	free(msg);
@@ -962,7 +781,7 @@ client_connected_cb(struct tcpstore_client *cl, int err, void *arg)
 		free(why);
 		c->dead = true;
 		c->dead_msg = xstrdup(msg);
-		if (c->next_active) {
+		if (c->sync.next_active) {
 			next_fail(c, err, msg);
 		}
 		free(msg);
@@ -997,7 +816,7 @@ static void
 next_fail(struct c10d *c, int err, const char *msg)
 {
 	turn_release(c);
-	c->next_active = false;
+	c->sync.next_active = false;
 	c10d_set_state(c, NODE_STATE_FAILED, "next_rendezvous", msg);
 	rdzv_tell(c->r, RDZV_TELL_DONE, err, 0, msg);
 }
@@ -1010,18 +829,18 @@ round_ready(struct c10d *c)
 	struct rdzv_result *res = &c->result;
 	char *msg;
 
-	c->next_active = false;
-	c->running = true;
-	c->told = false;
+	c->sync.next_active = false;
+	c->sync.running = true;
+	c->sync.told = false;
 	msg = xasprintf("%s has joined round %" PRId64 " of the rendezvous '%s' as rank %d in a "
 			"world of size %d.",
-			c->me.name, c->round, c->r->cfg->rdzv_id, c->rank, c->world);
+			c->me.name, c->sync.round, c->r->cfg->rdzv_id, c->sync.rank, c->sync.world);
 	c10d_set_state(c, NODE_STATE_SUCCEEDED, "next_rendezvous", msg);
 	free(msg);
 	keep_alive_arm(c);
 	c->r->cb.done(0, res, NULL, c->r->cb.arg);
 	/* Anything that changed during the exchange is looked at now. */
-	observe(c);
+	rdzv_sync_observe(&c->sync);
 	observe_read(c);
 }
 
@@ -1034,10 +853,10 @@ exchange_fail(struct c10d *c, int err, const char *what)
 		msg = xstrdup(c->dead_msg);
 	} else if (err == -ETIMEDOUT) {
 		msg = xasprintf("round %" PRId64 " of the rendezvous: timed out waiting for %s",
-				c->round, what);
+				c->sync.round, what);
 	} else {
 		msg = xasprintf("round %" PRId64 " of the rendezvous: bad %s from the store",
-				c->round, what);
+				c->sync.round, what);
 	}
 	next_fail(c, err < 0 ? err : -EBADMSG, msg);
 	free(msg);
@@ -1051,12 +870,12 @@ parse_round(struct c10d *c, const struct tcpstore_bytes *v)
 	size_t i;
 
 	if (!root || !(nodes = json_object_get(root, "nodes")) || !json_is_array(nodes) ||
-	    json_array_size(nodes) != (size_t)c->world) {
+	    json_array_size(nodes) != (size_t)c->sync.world) {
 		json_decref(root);
 		return -EBADMSG;
 	}
-	c->result.nodes = xcalloc((size_t)c->world, sizeof(*c->result.nodes));
-	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
+	c->result.nodes = xcalloc((size_t)c->sync.world, sizeof(*c->result.nodes));
+	c->roles = xcalloc((size_t)c->sync.world + 1, sizeof(*c->roles));
 	json_array_foreach(nodes, i, n)
 	{
 		json_t *role = json_array_get(n, 0), *lws = json_array_get(n, 1);
@@ -1143,16 +962,16 @@ leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	json_t *round, *nodes;
 	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET};
 	char **keys, **vals, addr[64], port[16], *round_json;
-	size_t n = (size_t)c->world + 4;
+	size_t n = (size_t)c->sync.world + 4;
 
 	if (err < 0) {
 		exchange_fail(c, err, "the other nodes' role_info");
 		return;
 	}
 	/* Every node's role and size, in group rank order. */
-	c->result.nodes = xcalloc((size_t)c->world, sizeof(*c->result.nodes));
-	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
-	for (int i = 0; i < c->world; i++) {
+	c->result.nodes = xcalloc((size_t)c->sync.world, sizeof(*c->result.nodes));
+	c->roles = xcalloc((size_t)c->sync.world + 1, sizeof(*c->roles));
+	for (int i = 0; i < c->sync.world; i++) {
 		json_t *o =
 			json_loadb((const char *)rep->values[i].data, rep->values[i].len, 0, NULL);
 		json_t *role = json_object_get(o, "role"),
@@ -1204,7 +1023,7 @@ leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	}
 	round = json_object();
 	nodes = json_array();
-	for (int i = 0; i < c->world; i++) {
+	for (int i = 0; i < c->sync.world; i++) {
 		json_array_append_new(
 			nodes, json_pack("[si]", c->roles[i], c->result.nodes[i].local_world_size));
 	}
@@ -1215,23 +1034,23 @@ leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 
 	keys = xcalloc(n, sizeof(*keys));
 	vals = xcalloc(n, sizeof(*vals));
-	for (int i = 0; i < c->world; i++) {
+	for (int i = 0; i < c->sync.world; i++) {
 		struct ranks_info ri;
 		char what[64];
 
-		ranks_assign(c->result.nodes, (size_t)c->world, (size_t)i, &ri);
+		ranks_assign(c->result.nodes, (size_t)c->sync.world, (size_t)i, &ri);
 		snprintf(what, sizeof(what), "torchelastic/assigned_ranks/%d", i);
 		keys[i] = round_key(c, what);
 		vals[i] = xasprintf("[%d, %d, %d, %d]", ri.base_global_rank, ri.global_world_size,
 				    ri.base_role_rank, ri.role_world_size);
 	}
-	keys[c->world] = round_key(c, "MASTER_ADDR");
-	vals[c->world] = xstrdup(addr);
-	keys[c->world + 1] = round_key(c, "MASTER_PORT");
-	vals[c->world + 1] = xstrdup(port);
-	keys[c->world + 2] = round_key(c, "elasticd/round");
-	vals[c->world + 2] = round_json;
-	n = (size_t)c->world + 3;
+	keys[c->sync.world] = round_key(c, "MASTER_ADDR");
+	vals[c->sync.world] = xstrdup(addr);
+	keys[c->sync.world + 1] = round_key(c, "MASTER_PORT");
+	vals[c->sync.world + 1] = xstrdup(port);
+	keys[c->sync.world + 2] = round_key(c, "elasticd/round");
+	vals[c->sync.world + 2] = round_json;
+	n = (size_t)c->sync.world + 3;
 	req.n = n;
 	req.keys = xcalloc(n, sizeof(*req.keys));
 	req.values = xcalloc(n, sizeof(*req.values));
@@ -1260,7 +1079,7 @@ leader_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_MULTI_GET,
-				   (const char *const *)c->exchange_keys, (size_t)c->world, 0,
+				   (const char *const *)c->exchange_keys, (size_t)c->sync.world, 0,
 				   leader_cb, c);
 }
 
@@ -1269,9 +1088,9 @@ leader_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 static void
 exchange_start(struct c10d *c)
 {
-	long me = rdzv_state_find_participant(&c->st, &c->me);
+	long me = rdzv_state_find_participant(&c->sync.st, &c->me);
 	uint64_t now = now_usec();
-	uint64_t left = c->next_deadline > now ? c->next_deadline - now : 1;
+	uint64_t left = c->sync.next_deadline > now ? c->sync.next_deadline - now : 1;
 	char what[64], *k, *info;
 	json_t *o;
 
@@ -1281,32 +1100,33 @@ exchange_start(struct c10d *c)
 	strv_free(c->exchange_keys);
 	c->exchange_keys = NULL;
 	c->ever_in = true;
-	c->round = c->st.round;
-	c->rank = c->st.participants[me].rank;
-	c->world = (int)c->st.n_participants;
+	c->sync.round = c->sync.st.round;
+	c->sync.rank = c->sync.st.participants[me].rank;
+	c->sync.world = (int)c->sync.st.n_participants;
 	free(c->prefix);
-	c->prefix = xasprintf("/torch.rendezvous.%s.%" PRId64 "/", c->r->cfg->rdzv_id, c->round);
-	c->result.round = (int)c->round;
-	c->result.group_rank = c->rank;
-	c->result.group_world_size = c->world;
+	c->prefix =
+		xasprintf("/torch.rendezvous.%s.%" PRId64 "/", c->r->cfg->rdzv_id, c->sync.round);
+	c->result.round = (int)c->sync.round;
+	c->result.group_rank = c->sync.rank;
+	c->result.group_world_size = c->sync.world;
 
-	o = json_pack("{sssisi}", "role", c->r->cfg->role, "rank", c->rank, "local_world_size",
+	o = json_pack("{sssisi}", "role", c->r->cfg->role, "rank", c->sync.rank, "local_world_size",
 		      c->r->local_world_size);
 	info = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
-	snprintf(what, sizeof(what), "torchelastic/role_info/%d", c->rank);
+	snprintf(what, sizeof(what), "torchelastic/role_info/%d", c->sync.rank);
 	k = round_key(c, what);
 	tcpstore_client_set(c->aux, k, info, strlen(info), NULL, NULL);
 	free(k);
 	free(info);
-	if (c->rank == 0) {
-		for (int i = 0; i < c->world; i++) {
+	if (c->sync.rank == 0) {
+		for (int i = 0; i < c->sync.world; i++) {
 			snprintf(what, sizeof(what), "torchelastic/role_info/%d", i);
 			strv_consume(&c->exchange_keys, round_key(c, what));
 		}
 		(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT,
-					   (const char *const *)c->exchange_keys, (size_t)c->world,
-					   left, leader_wait_cb, c);
+					   (const char *const *)c->exchange_keys,
+					   (size_t)c->sync.world, left, leader_wait_cb, c);
 	} else {
 		strv_consume(&c->exchange_keys, round_key(c, "elasticd/round"));
 		strv_consume(&c->exchange_keys, round_key(c, "MASTER_ADDR"));
@@ -1318,8 +1138,9 @@ exchange_start(struct c10d *c)
 }
 
 static void
-join_done(struct c10d *c, int err, enum rdzv_action a)
+join_done(void *arg, int err, enum rdzv_action a)
 {
+	struct c10d *c = arg;
 	const char *id = c->r->cfg->rdzv_id;
 	char *msg = NULL;
 
@@ -1336,18 +1157,19 @@ join_done(struct c10d *c, int err, enum rdzv_action a)
 		exchange_start(c);
 		return;
 	}
-	err = rdzv_join_failure(a, id, c->join_timeout, c->peak_count, c->settings.min_nodes,
-				c->st.round, &msg);
+	err = rdzv_join_failure(a, id, c->join_timeout, c->sync.peak_count, c->settings.min_nodes,
+				c->sync.st.round, &msg);
 	if (a == RDZV_ACTION_ERROR_CLOSED) {
-		rdzv_join_closed(c->r, &c->st, &msg);
+		rdzv_join_closed(c->r, &c->sync.st, &msg);
 	}
 	next_fail(c, err, msg);
 	free(msg);
 }
 
 static void
-exit_done(struct c10d *c, int err, enum rdzv_action a)
+exit_done(void *arg, int err, enum rdzv_action a)
 {
+	struct c10d *c = arg;
 	if (err < 0 || a != RDZV_ACTION_FINISH) {
 		join_done(c, err, a == RDZV_ACTION_FINISH ? RDZV_ACTION_ERROR_TIMEOUT : a);
 		return;
@@ -1356,7 +1178,7 @@ exit_done(struct c10d *c, int err, enum rdzv_action a)
 		/* Out of the last round: ask the coordinator to admit us. */
 		ask_to_join(c);
 	}
-	op_start(c, RDZV_OP_JOIN, c->next_deadline, join_done);
+	rdzv_sync_start(&c->sync, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
 }
 
 static void
@@ -1383,11 +1205,11 @@ turn_release(struct c10d *c)
 static void
 turn_go(struct c10d *c)
 {
-	if (!c->next_active) {
+	if (!c->sync.next_active) {
 		return;
 	}
 	c->turn_held = true;
-	op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+	rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
 }
 
 static void served_cb(int err, const struct tcpstore_reply *rep, void *arg);
@@ -1472,7 +1294,7 @@ coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		c->coordinated = true;
 		keep_alive_arm(c); /* through our own key from now on */
 		if (c->ever_in) {
-			op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+			rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
 		} else {
 			/* Never a participant: nothing to leave. */
 			exit_done(c, 0, RDZV_ACTION_FINISH);
@@ -1492,7 +1314,7 @@ start_next(struct c10d *c)
 	const char *keys[1];
 
 	if (c->coordinator) {
-		op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
 		return;
 	}
 	k = xasprintf("%s/coordinator", c->key);
@@ -1507,14 +1329,8 @@ c10d_next(struct rdzv *r)
 	struct c10d *c = backend(r);
 	char *msg;
 
-	c->running = false;
-	c->told = false;
-	c->barrier = false;
+	rdzv_sync_next_begin(&c->sync);
 	evtimer_del(c->ka_timer);
-	c->next_active = true;
-	c->next_deadline = now_usec() + c->join_timeout;
-	c->last_count = (size_t)-1;
-	c->peak_count = 0;
 	msg = xasprintf("%s attempts to join the next round of the rendezvous '%s'.", c->me.name,
 			r->cfg->rdzv_id);
 	c10d_set_state(c, NODE_STATE_RUNNING, "next_rendezvous", msg);
@@ -1523,16 +1339,9 @@ c10d_next(struct rdzv *r)
 		next_fail(c, -ECONNRESET, c->dead_msg);
 		return 0;
 	}
-	if (c->op_active) {
+	if (c->sync.op_active) {
 		/* A keep-alive under way: take over its loop with the exit op. */
-		c->op = RDZV_OP_EXIT;
-		c->op_deadline = c->next_deadline;
-		c->op_done = exit_done;
-		if (!c->io_pending) {
-			c->in_sync = false;
-			evtimer_del(c->sync_timer);
-			op_read(c);
-		}
+		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
 		return 0;
 	}
 	if (!c->up) {
@@ -1549,8 +1358,9 @@ c10d_next(struct rdzv *r)
 /* ---- keep-alive while a round runs -------------------------------------- */
 
 static void
-ka_done(struct c10d *c, int err, enum rdzv_action a)
+ka_done(void *arg, int err, enum rdzv_action a)
 {
+	struct c10d *c = arg;
 	if (!c->dead && !c->finishing) {
 		keep_alive_arm(c);
 	}
@@ -1590,8 +1400,9 @@ ka_timer_cb(evutil_socket_t fd, short what, void *arg)
 		keep_alive_arm(c);
 		return;
 	}
-	if (!c->op_active && !c->io_pending) {
-		op_start(c, RDZV_OP_KEEP_ALIVE, now_usec() + c->heartbeat_timeout, ka_done);
+	if (!c->sync.op_active && !c->sync.io_pending) {
+		rdzv_sync_start(&c->sync, RDZV_OP_KEEP_ALIVE, now_usec() + c->heartbeat_timeout,
+				ka_done);
 	} else {
 		/* Busy: an operation writes our heartbeat when due anyway. */
 		keep_alive_arm(c);
@@ -1603,12 +1414,12 @@ ka_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 keep_alive_arm(struct c10d *c)
 {
-	long i = rdzv_state_find_heartbeat(&c->st, &c->me);
+	long i = rdzv_state_find_heartbeat(&c->sync.st, &c->me);
 	int64_t delay = c->settings.keep_alive_interval_usec;
 	struct timeval tv;
 
 	if (i >= 0) {
-		delay = c->st.heartbeats[i].usec + c->settings.keep_alive_interval_usec -
+		delay = c->sync.st.heartbeats[i].usec + c->settings.keep_alive_interval_usec -
 			(int64_t)wall_usec() + 2000;
 	}
 	if (delay < 1000) {
@@ -1631,10 +1442,10 @@ barrier_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	struct c10d *c = arg;
 	char *msg;
 
-	if (!c->barrier) {
+	if (!c->sync.barrier) {
 		return;
 	}
-	c->barrier = false;
+	c->sync.barrier = false;
 	if (err == 0) {
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return;
@@ -1643,7 +1454,7 @@ barrier_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		      ? xasprintf(
 				"the exit barrier timed out after %.0f s: not every node of round "
 				"%" PRId64 " finished",
-				(double)c->barrier_timeout / 1e6, c->round)
+				(double)c->barrier_timeout / 1e6, c->sync.round)
 		      : xstrdup(c->dead_msg ? c->dead_msg : strerror(-err));
 	rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, msg);
 	free(msg);
@@ -1661,7 +1472,7 @@ barrier_add_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		free(k);
 		return;
 	}
-	if (rep->i64 == c->world) {
+	if (rep->i64 == c->sync.world) {
 		tcpstore_client_set(c->aux, k, "1", 1, NULL, NULL);
 	}
 	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, keys, 1, c->barrier_timeout,
@@ -1675,13 +1486,13 @@ c10d_exit_barrier(struct rdzv *r)
 	struct c10d *c = backend(r);
 	char *k;
 
-	c->running = false;
+	c->sync.running = false;
 	if (!c->prefix || c->dead) {
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, c->dead ? -ECONNRESET : 0, 0,
 			  c->dead ? c->dead_msg : NULL);
 		return 0;
 	}
-	c->barrier = true;
+	c->sync.barrier = true;
 	k = round_key(c, "torchelastic/agent/terminal_state/num_members");
 	tcpstore_client_add(c->aux, k, 1, barrier_add_cb, c);
 	free(k);
@@ -1750,7 +1561,7 @@ fence_cb(int err, const struct tcpstore_reply *rep, void *arg)
 static void
 fence_then_linger(struct c10d *c)
 {
-	char *k = gen_key(c, c->st.gen);
+	char *k = gen_key(c, c->sync.st.gen);
 	const char *keys[1] = {k};
 	int r = c->cmd && !c->dead && c->up
 			? tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, fence_cb, c)
@@ -1763,8 +1574,9 @@ fence_then_linger(struct c10d *c)
 }
 
 static void
-close_done(struct c10d *c, int err, enum rdzv_action a)
+close_done(void *arg, int err, enum rdzv_action a)
 {
+	struct c10d *c = arg;
 	char *msg;
 
 	if (err == 0 && a == RDZV_ACTION_FINISH) {
@@ -1785,8 +1597,9 @@ close_done(struct c10d *c, int err, enum rdzv_action a)
 
 /* Out of every list of the state (rdzv_leave), or could not be: go. */
 static void
-leave_done(struct c10d *c, int err, enum rdzv_action a)
+leave_done(void *arg, int err, enum rdzv_action a)
 {
+	struct c10d *c = arg;
 	if (err == 0 && a == RDZV_ACTION_FINISH) {
 		rdzv_progress(c->r, "left the rendezvous '%s' (it stays open for the others)",
 			      c->r->cfg->rdzv_id);
@@ -1804,9 +1617,9 @@ c10d_finish(struct rdzv *r, bool close)
 	enum rdzv_op op = close ? RDZV_OP_CLOSE : RDZV_OP_LEAVE;
 	op_done_fn done = close ? close_done : leave_done;
 
-	c->running = false;
-	c->barrier = false;
-	c->next_active = false;
+	c->sync.running = false;
+	c->sync.barrier = false;
+	c->sync.next_active = false;
 	c->finishing = true;
 	evtimer_del(c->ka_timer);
 	turn_release(c);
@@ -1818,19 +1631,8 @@ c10d_finish(struct rdzv *r, bool close)
 		linger_start(c);
 		return 0;
 	}
-	if (c->op_active) {
-		/* Take over the operation under way (a keep-alive, a join). */
-		c->op = op;
-		c->op_deadline = now_usec() + c->close_timeout;
-		c->op_done = done;
-		if (!c->io_pending) {
-			c->in_sync = false;
-			evtimer_del(c->sync_timer);
-			op_read(c);
-		}
-		return 0;
-	}
-	op_start(c, op, now_usec() + c->close_timeout, done);
+	/* Takes over the operation under way (a keep-alive, a join). */
+	rdzv_sync_start(&c->sync, op, now_usec() + c->close_timeout, done);
 	return 0;
 }
 
@@ -1847,7 +1649,7 @@ c10d_shutdown(struct rdzv *r)
 static int
 c10d_num_nodes_waiting(struct rdzv *r)
 {
-	return (int)backend(r)->st.n_wait_list;
+	return (int)backend(r)->sync.st.n_wait_list;
 }
 
 /* ---- set-up ------------------------------------------------------------- */
@@ -1976,10 +1778,11 @@ c10d_init(struct rdzv *r, char **reterr)
 	r->backend = c;
 	c->r = r;
 	c->node_state = NODE_STATE_INIT;
-	rdzv_state_init(&c->st);
+	rdzv_state_init(&c->sync.st);
 	if ((is_host = c10d_settings(c, cfg, reterr)) == -EINVAL) {
 		return -EINVAL;
 	}
+	rdzv_sync_init(&c->sync, r, &c10d_store_ops, c, &c->settings, &c->me, c->join_timeout);
 
 	/* Host the store when the endpoint is ours; with several agents on the
 	 * endpoint host the first one to bind hosts, the others connect. */
@@ -2024,7 +1827,6 @@ c10d_init(struct rdzv *r, char **reterr)
 		/* --standalone: the port the system gave us. */
 		c->port = c->connect_port;
 	}
-	c->sync_timer = evtimer_new(r->base, sync_timer_cb, c);
 	c->ka_timer = evtimer_new(r->base, ka_timer_cb, c);
 	c->linger_timer = evtimer_new(r->base, linger_cb, c);
 	c->connect_log_timer = evtimer_new(r->base, connect_log_cb, c);
@@ -2051,9 +1853,6 @@ c10d_free(struct rdzv *r)
 	tcpstore_client_free(c->aux);
 	tcpstore_server_free(c->server);
 	tcpstore_server_free(c->worker_server);
-	if (c->sync_timer) {
-		event_free(c->sync_timer);
-	}
 	if (c->ka_timer) {
 		event_free(c->ka_timer);
 	}
@@ -2063,7 +1862,7 @@ c10d_free(struct rdzv *r)
 	if (c->connect_log_timer) {
 		event_free(c->connect_log_timer);
 	}
-	rdzv_state_release(&c->st);
+	rdzv_sync_release(&c->sync);
 	rdzv_node_release(&c->me);
 	rdzv_result_release(&c->result);
 	strv_free(c->roles);
@@ -2096,12 +1895,12 @@ c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 	*ret = (struct rdzv_snapshot){
 		.backend = "c10d",
 		.self = xstrdup(c->me.name),
-		.read_usec = c->read_usec > 0 ? c->read_usec : -1,
+		.read_usec = c->sync.read_usec > 0 ? c->sync.read_usec : -1,
 		.liveness = RDZV_LIVENESS_HEARTBEAT,
 		.heartbeat_timeout_usec = (uint64_t)c->settings.keep_alive_interval_usec *
 					  (uint64_t)c->settings.keep_alive_max_attempt,
 	};
-	rdzv_state_copy(&ret->st, &c->st);
+	rdzv_state_copy(&ret->st, &c->sync.st);
 	return 0;
 }
 

@@ -78,6 +78,7 @@
 #include "rdzv_dynamic.h"
 #include "rdzv_snapshot.h"
 #include "rdzv_state.h"
+#include "rdzv_sync.h"
 #include "util.h"
 
 /* Pause before retrying after etcd could not be reached at all. */
@@ -89,8 +90,7 @@
 /* At most one "cannot reach etcd" line per this span. */
 #define ERR_LOG_USEC (10 * USEC_PER_SEC)
 
-struct etcdr;
-typedef void (*op_done_fn)(struct etcdr *c, int err, enum rdzv_action a);
+typedef rdzv_sync_done_fn op_done_fn;
 
 enum boot {
 	BOOT_LEASE, /* granting the lease */
@@ -145,11 +145,10 @@ struct etcdr {
 	uint64_t err_logged;
 	char *boot_err; /* why the boot's last try failed */
 
-	/* The local copy. */
-	struct rdzv_state st;
+	/* The operation loop and its local copy (rdzv_sync.h). */
+	struct rdzv_sync sync;
 	int64_t mod_rev;           /* of the state key; 0: absent */
 	int64_t rev;               /* header revision of the last read */
-	int64_t read_usec;         /* wall clock of the last read or write, 0: never */
 	char **dead;               /* nodes known to have lost their lease */
 	bool alive_stale;          /* the next read takes the a/ range (after a reset) */
 	struct rdzv_node *joiners; /* j/ requests, in order of request */
@@ -158,7 +157,6 @@ struct etcdr {
 	 * watches and reads the join requests and admits them. */
 	bool coordinator;          /* we are it */
 	bool coordinator_known;    /* somebody is */
-	bool admission_seen;       /* this JOIN is in the state (its events recorded) */
 	struct etcd_watch *jwatch; /* the coordinator's watch on j/ */
 	int64_t j_seen;            /* j/ read through this revision */
 	bool intent;               /* our j/ key is there */
@@ -172,35 +170,14 @@ struct etcdr {
 	 * (indices into the answer's ranges, -1: not asked). */
 	int rd_state, rd_alive, rd_oldest, rd_join, rd_exch, rd_barrier;
 
-	/* The I/O lane: one read or compare-and-set at a time. */
-	bool io_pending;
+	/* The I/O lane (sync.io_pending): one read or compare-and-set at a
+	 * time; a read asked for meanwhile goes next. */
 	bool kick_pending;
-	bool notable;
 
-	/* The operation under way. */
-	bool op_active;
-	enum rdzv_op op;
-	uint64_t op_deadline;
-	op_done_fn op_done;
-	bool in_sync;
-	bool lost; /* pausing after a lost compare-and-set */
-	struct event *sync_timer;
-
-	/* next_rendezvous */
-	bool next_active;
 	bool next_pending;
-	uint64_t next_deadline;
-	size_t last_count;
-	size_t peak_count;
 
 	/* The round. */
 	bool exchanging;
-	bool running;
-	bool told;
-	bool barrier;
-	int64_t round;
-	int rank;
-	int world;
 	struct rdzv_result result;
 	char **roles;
 	char *master_addr; /* group rank 0: what it publishes */
@@ -255,24 +232,24 @@ is_dead(const struct etcdr *c, const char *name)
 
 /* Heartbeats from leases: "never" for nodes known dead, "now" for the rest. */
 static void
-overlay(struct etcdr *c, int64_t now_wall)
+overlay(struct etcdr *c, struct rdzv_state *st, int64_t now_wall)
 {
-	for (size_t i = 0; i < c->st.n_heartbeats; i++) {
-		c->st.heartbeats[i].usec = is_dead(c, c->st.heartbeats[i].node.name) ? 0 : now_wall;
+	for (size_t i = 0; i < st->n_heartbeats; i++) {
+		st->heartbeats[i].usec = is_dead(c, st->heartbeats[i].node.name) ? 0 : now_wall;
 	}
 }
 
 /* The dead set after reading the a/ range: the state's nodes without a key.
  * A node that appears later is alive until its key is deleted. */
 static void
-dead_from_alive(struct etcdr *c, const struct etcd_range *alive)
+dead_from_alive(struct etcdr *c, const struct rdzv_state *st, const struct etcd_range *alive)
 {
 	size_t plen = strlen(c->alive_prefix);
 
 	strv_free(c->dead);
 	c->dead = NULL;
-	for (size_t i = 0; i < c->st.n_heartbeats; i++) {
-		const char *name = c->st.heartbeats[i].node.name;
+	for (size_t i = 0; i < st->n_heartbeats; i++) {
+		const char *name = st->heartbeats[i].node.name;
 		bool found = false;
 
 		for (size_t k = 0; k < alive->n_kvs && !found; k++) {
@@ -376,8 +353,6 @@ round_prefix(const struct etcdr *c, char kind, int64_t round)
 }
 
 static void next_fail(struct etcdr *c, int err, const char *msg);
-static void op_end(struct etcdr *c, int err, enum rdzv_action a);
-static void op_step(struct etcdr *c);
 static void read_all(struct etcdr *c);
 static void after_io(struct etcdr *c);
 static void exchange_check(struct etcdr *c);
@@ -393,19 +368,19 @@ io_failed(struct etcdr *c, int err, const char *msg)
 	if (c->err_logged == 0 || now - c->err_logged >= ERR_LOG_USEC) {
 		c->err_logged = now;
 		rdzv_progress(c->r, "cannot reach etcd (%s); retrying%s", msg,
-			      c->next_active ? " until the join timeout" : "");
+			      c->sync.next_active ? " until the join timeout" : "");
 	}
-	if (c->op_active && !c->next_active && now >= c->op_deadline) {
+	if (c->sync.op_active && !c->sync.next_active && now >= c->sync.op_deadline) {
 		/* The close op: give up, the lease still goes. */
-		op_end(c, -ETIMEDOUT, RDZV_ACTION_ERROR_TIMEOUT);
+		rdzv_sync_end(&c->sync, -ETIMEDOUT, RDZV_ACTION_ERROR_TIMEOUT);
 		return;
 	}
-	if (c->next_active && now >= c->next_deadline) {
+	if (c->sync.next_active && now >= c->sync.next_deadline) {
 		char *m = xasprintf("the rendezvous '%s' cannot reach etcd before the join "
 				    "timeout of %g s: %s",
 				    c->r->cfg->rdzv_id, (double)c->join_timeout / 1e6, msg);
 
-		c->op_active = false;
+		rdzv_sync_abandon(&c->sync);
 		next_fail(c, err, m);
 		free(m);
 		return;
@@ -416,66 +391,16 @@ io_failed(struct etcdr *c, int err, const char *msg)
 
 /* ---- reading and writing the state -------------------------------------- */
 
-static void
-observe(struct etcdr *c)
-{
-	const struct rdzv_state *st = &c->st;
-	char *msg = NULL;
-	int r, waiting;
-
-	if (c->barrier && st->closed) {
-		c->barrier = false;
-		evtimer_del(c->aux_timer);
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
-		return;
-	}
-	if (!c->running || c->told) {
-		return;
-	}
-	r = rdzv_round_check(st, &c->me, c->round, c->world, c->rank, &waiting, &msg);
-	if (r != 0) {
-		c->told = true;
-		rdzv_keep_closed_by(c->r, st);
-		rdzv_tell(c->r, r < 0 ? RDZV_TELL_FAILED : RDZV_TELL_NODES_WAITING, r < 0 ? r : 0,
-			  waiting, msg);
-	}
-	free(msg);
-}
-
-static void
-report_progress(struct etcdr *c)
-{
-	const struct rdzv_state *st = &c->st;
-
-	if (!c->next_active || st->n_participants == c->last_count || st->complete) {
-		return;
-	}
-	c->last_count = st->n_participants;
-	if (st->n_participants < (size_t)c->settings.min_nodes) {
-		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64
-			      ": %zu of %d node%s joined; awaiting %zu more",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants,
-			      c->settings.min_nodes, c->settings.min_nodes == 1 ? "" : "s",
-			      (size_t)c->settings.min_nodes - st->n_participants);
-	} else {
-		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64 ": %zu node%s joined, min %d max %d",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants,
-			      st->n_participants == 1 ? "" : "s", c->settings.min_nodes,
-			      c->settings.max_nodes);
-	}
-}
-
 /* The group rank a key w/b/<round>/<rank> of our round names, or -1. */
 static int
 barrier_rank(const struct etcdr *c, const char *key)
 {
-	char *prefix = round_prefix(c, 'b', c->round);
+	char *prefix = round_prefix(c, 'b', c->sync.round);
 	size_t plen = strlen(prefix);
 	long long rank = -1;
 
-	if (strncmp(key, prefix, plen) != 0 || parse_int(key + plen, 0, c->world - 1, &rank) < 0) {
+	if (strncmp(key, prefix, plen) != 0 ||
+	    parse_int(key + plen, 0, c->sync.world - 1, &rank) < 0) {
 		rank = -1;
 	}
 	free(prefix);
@@ -537,7 +462,7 @@ intent_drop(struct etcdr *c)
 static void
 intent_check(struct etcdr *c)
 {
-	if (rdzv_state_find_participant(&c->st, &c->me) >= 0) {
+	if (rdzv_state_find_participant(&c->sync.st, &c->me) >= 0) {
 		intent_drop(c);
 	}
 }
@@ -591,14 +516,15 @@ planned(const struct etcd_response *resp, int i)
 	return i >= 0 && (size_t)i < resp->n_ranges ? &resp->ranges[i] : NULL;
 }
 
-/* Take the ranges read_plan asked for from an answer. */
+/* Take the ranges read_plan asked for from an answer: the state becomes the
+ * local copy (rdzv_sync_adopt, or rdzv_sync_lost after a lost
+ * compare-and-set). */
 static int
-absorb(struct etcdr *c, const struct etcd_response *resp)
+absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 {
 	const struct etcd_range *sr = planned(resp, c->rd_state), *r;
+	int64_t now = rdzv_sync_wall(&c->sync);
 	struct rdzv_state st;
-	bool notable = false;
-	size_t dropped;
 
 	if (!sr) {
 		return -EBADMSG;
@@ -611,13 +537,10 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 	} else {
 		c->mod_rev = sr->kvs[0].mod_revision;
 	}
-	rdzv_state_stamp_members(&st, (int64_t)wall_usec()); /* liveness: the leases */
-	rdzv_state_release(&c->st);
-	c->st = st;
-	c->read_usec = (int64_t)wall_usec();
+	rdzv_state_stamp_members(&st, now); /* liveness: the leases */
 	c->rev = resp->revision;
 	if ((r = planned(resp, c->rd_alive))) {
-		dead_from_alive(c, r);
+		dead_from_alive(c, &st, r);
 		c->alive_stale = false;
 	}
 	if ((r = planned(resp, c->rd_oldest))) {
@@ -630,34 +553,24 @@ absorb(struct etcdr *c, const struct etcd_response *resp)
 		c->j_seen = resp->revision;
 	}
 	if ((r = planned(resp, c->rd_exch)) && c->exchanging) {
-		if (c->rank == 0) {
+		if (c->sync.rank == 0) {
 			range_copy(&c->infos, r);
 		} else if (r->n_kvs == 1) {
-			set_assignment(c, c->round, r->kvs[0].value, r->kvs[0].value_len);
+			set_assignment(c, c->sync.round, r->kvs[0].value, r->kvs[0].value_len);
 		}
 	}
-	if ((r = planned(resp, c->rd_barrier)) && c->barrier) {
+	if ((r = planned(resp, c->rd_barrier)) && c->sync.barrier) {
 		for (size_t i = 0; i < r->n_kvs; i++) {
 			barrier_mark(c, r->kvs[i].key);
 		}
 	}
-	if (c->next_active && !st.complete && st.n_participants > c->peak_count) {
-		c->peak_count = st.n_participants;
-	}
-	overlay(c, (int64_t)wall_usec());
-	dropped = rdzv_sanitize(&c->st, &c->settings, (int64_t)wall_usec(), &notable);
-	c->notable = notable;
-	if (dropped > 0) {
-		rdzv_record_step(c->r, NODE_STATE_RUNNING, "_sanitize",
-				 "%zu node(s) have been removed from the rendezvous '%s' since "
-				 "their lease expired",
-				 dropped, c->r->cfg->rdzv_id);
-		rdzv_progress(c->r, "rendezvous '%s': %zu node%s removed, their lease expired",
-			      c->r->cfg->rdzv_id, dropped, dropped == 1 ? "" : "s");
+	overlay(c, &st, now);
+	if (lost) {
+		rdzv_sync_lost(&c->sync, &st);
+	} else {
+		rdzv_sync_adopt(&c->sync, &st);
 	}
 	intent_check(c);
-	observe(c);
-	report_progress(c);
 	return 0;
 }
 
@@ -703,18 +616,18 @@ read_plan(struct etcdr *c, struct read_plan *p)
 						  .keys_only = true,
 						  .min_mod_revision = c->j_seen + 1};
 	}
-	if (c->exchanging && c->rank == 0 && !c->published) {
+	if (c->exchanging && c->sync.rank == 0 && !c->published) {
 		c->rd_exch = (int)p->n;
 		p->ops[p->n++] = (struct etcd_op){
 			.kind = ETCD_OP_RANGE, .key = c->info_prefix, .range_end = c->info_end};
-	} else if (c->exchanging && c->rank != 0) {
+	} else if (c->exchanging && c->sync.rank != 0) {
 		c->rd_exch = (int)p->n;
-		p->bufs[0] = assignment_key(c, c->round);
+		p->bufs[0] = assignment_key(c, c->sync.round);
 		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[0]};
 	}
-	if (c->barrier) {
+	if (c->sync.barrier) {
 		c->rd_barrier = (int)p->n;
-		p->bufs[1] = round_prefix(c, 'b', c->round);
+		p->bufs[1] = round_prefix(c, 'b', c->sync.round);
 		p->bufs[2] = etcd_prefix_end(p->bufs[1], strlen(p->bufs[1]), &len);
 		p->ops[p->n++] = (struct etcd_op){
 			.kind = ETCD_OP_RANGE, .key = p->bufs[1], .range_end = p->bufs[2]};
@@ -729,24 +642,12 @@ read_plan_release(struct read_plan *p)
 	}
 }
 
-/* An answer we cannot read ends the operation under way. */
-static void
-absorb_failed(struct etcdr *c)
-{
-	if (c->op_active) {
-		c->op_active = false;
-		if (c->op_done) {
-			c->op_done(c, -EBADMSG, RDZV_ACTION_ERROR_CLOSED);
-		}
-	}
-}
-
 static void
 read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
 
-	c->io_pending = false;
+	c->sync.io_pending = false;
 	if (c->intent_pending) {
 		/* The read carried our join request. */
 		c->intent_pending = false;
@@ -759,8 +660,9 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 	}
 	etcd_watch_follow(c->watch);
 	etcd_watch_follow(c->deaths);
-	if (absorb(c, resp) < 0) {
-		absorb_failed(c);
+	if (absorb(c, resp, false) < 0) {
+		/* An answer we cannot read ends the operation under way. */
+		rdzv_sync_fail(&c->sync, -EBADMSG);
 		return;
 	}
 	after_io(c);
@@ -797,16 +699,17 @@ read_all(struct etcdr *c)
 	struct read_plan p = {0};
 	char *body, *info = NULL;
 
-	if (c->io_pending) {
+	if (c->sync.io_pending) {
 		c->kick_pending = true;
 		return;
 	}
 	c->kick_pending = false;
-	c->in_sync = false;
-	evtimer_del(c->sync_timer);
+	c->sync.in_sync = false;
+	c->sync.lost = false;
+	evtimer_del(c->sync.timer);
 	evtimer_del(c->retry_timer);
-	if (c->op_active && c->op == RDZV_OP_JOIN && !c->intent && !c->intent_asked &&
-	    rdzv_state_find_participant(&c->st, &c->me) < 0) {
+	if (c->sync.op_active && c->sync.op == RDZV_OP_JOIN && !c->intent && !c->intent_asked &&
+	    rdzv_state_find_participant(&c->sync.st, &c->me) < 0) {
 		/* Once per join: deleted again once we are in, a request must
 		 * not come back (the coordinator would read it again). */
 		c->intent_asked = true;
@@ -814,7 +717,7 @@ read_all(struct etcdr *c)
 	}
 	read_plan(c, &p);
 	body = etcd_encode_txn(NULL, 0, p.ops, p.n, NULL, 0);
-	c->io_pending = true;
+	c->sync.io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, read_cb, c);
 	free(body);
 	free(info);
@@ -827,7 +730,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 	struct etcdr *c = arg;
 	bool drops_intent = c->cas_drops_intent;
 
-	c->io_pending = false;
+	c->sync.io_pending = false;
 	c->cas_drops_intent = false;
 	if (err < 0) {
 		/* The write may or may not have landed: re-read and re-decide. */
@@ -838,28 +741,17 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 	if (resp->succeeded) {
 		c->mod_rev = resp->revision;
 		c->rev = resp->revision;
-		c->read_usec = (int64_t)wall_usec();
-		c->notable = false;
 		if (drops_intent) {
 			c->intent = false;
 		}
-		if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
-			c->peak_count = c->st.n_participants;
-		}
 		joiners_clear(c); /* all of them are in the state written */
 		intent_check(c);
-		observe(c);
-		report_progress(c);
-	} else if (absorb(c, resp) < 0) {
-		absorb_failed(c);
+		rdzv_sync_written(&c->sync);
+	} else if (absorb(c, resp, true) < 0) {
+		rdzv_sync_fail(&c->sync, -EBADMSG);
 		return;
-	} else if (c->op_active) {
-		/* Lost a race: the answer holds the fresh state, most likely
-		 * with us admitted by the winner. Decide again after a short
-		 * random pause. */
-		c->in_sync = true;
-		timer_usec(c->sync_timer, (uint64_t)random() % 2000);
-		c->lost = true;
+	} else if (c->sync.op_active) {
+		/* Lost a race: rdzv_sync_lost decides again after a pause. */
 		return;
 	}
 	after_io(c);
@@ -885,24 +777,21 @@ cas_write(struct etcdr *c, enum rdzv_action a)
 	size_t len, n = 1, n_hb;
 	struct rdzv_heartbeat *hb;
 
-	if (c->notable) {
-		c->st.gen++;
-	}
 	/* Without heartbeats: liveness is the leases, and every node gets the
 	 * state at least once after the crowd is in. */
-	hb = c->st.heartbeats;
-	n_hb = c->st.n_heartbeats;
-	c->st.heartbeats = NULL;
-	c->st.n_heartbeats = 0;
-	value = rdzv_state_encode(&c->st, &len);
-	c->st.heartbeats = hb;
-	c->st.n_heartbeats = n_hb;
+	hb = c->sync.st.heartbeats;
+	n_hb = c->sync.st.n_heartbeats;
+	c->sync.st.heartbeats = NULL;
+	c->sync.st.n_heartbeats = 0;
+	value = rdzv_state_encode(&c->sync.st, &len);
+	c->sync.st.heartbeats = hb;
+	c->sync.st.n_heartbeats = n_hb;
 	put[0].value = value;
 	put[0].value_len = len;
 	/* Only a change waiting nodes must hear about wakes them (their watch
 	 * covers w/, not the state): no broadcast of the whole state per join. */
-	snprintf(gen, sizeof(gen), "%" PRIu64, c->st.gen);
-	if (c->notable) {
+	snprintf(gen, sizeof(gen), "%" PRIu64, c->sync.st.gen);
+	if (c->sync.notable) {
 		put[n++] = (struct etcd_op){.kind = ETCD_OP_PUT,
 					    .key = c->gen_key,
 					    .value = gen,
@@ -925,20 +814,11 @@ cas_write(struct etcdr *c, enum rdzv_action a)
 	}
 	read_plan(c, &p);
 	body = etcd_encode_txn(&cmp, 1, put, n, p.ops, p.n);
-	c->io_pending = true;
+	c->sync.io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, cas_cb, c);
 	free(body);
 	free(value);
 	read_plan_release(&p);
-}
-
-static struct rdzv_ctx
-make_ctx(const struct etcdr *c)
-{
-	struct rdzv_ctx ctx = rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
-
-	ctx.close_record = c->r->close_record;
-	return ctx;
 }
 
 /* The coordinator admits the requests it holds and the wait list (a round
@@ -946,18 +826,18 @@ make_ctx(const struct etcdr *c)
 static bool
 admit_now(struct etcdr *c)
 {
-	struct rdzv_ctx ctx = make_ctx(c);
+	struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
 
-	if (!c->coordinator || c->io_pending || c->boot != BOOT_READY || c->fin != FIN_NONE ||
-	    (c->n_joiners == 0 && c->st.n_wait_list == 0)) {
+	if (!c->coordinator || c->sync.io_pending || c->boot != BOOT_READY || c->fin != FIN_NONE ||
+	    (c->n_joiners == 0 && c->sync.st.n_wait_list == 0)) {
 		return false;
 	}
-	if (rdzv_admit_requests(c->r, &c->st, true, c->joiners, c->n_joiners, &ctx, &c->notable) ==
-	    0) {
+	if (rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, &ctx,
+				&c->sync.notable) == 0) {
 		return false;
 	}
 	c->cas_admits = true;
-	cas_write(c, RDZV_ACTION_SYNC);
+	rdzv_sync_write(&c->sync, RDZV_ACTION_SYNC);
 	return true;
 }
 
@@ -965,19 +845,17 @@ admit_now(struct etcdr *c)
 static void
 after_io(struct etcdr *c)
 {
-	if (c->op_active) {
-		op_step(c);
-	}
-	if (!c->io_pending) {
+	rdzv_sync_step(&c->sync);
+	if (!c->sync.io_pending) {
 		admit_now(c);
 	}
 	if (c->exchanging) {
 		exchange_check(c);
 	}
-	if (c->barrier) {
+	if (c->sync.barrier) {
 		barrier_check(c);
 	}
-	if (!c->io_pending && c->kick_pending) {
+	if (!c->sync.io_pending && c->kick_pending) {
 		read_all(c);
 	}
 }
@@ -988,130 +866,125 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 	read_all(arg);
 }
 
-/* ---- the operation loop ------------------------------------------------- */
+/* ---- the store under the operation loop (rdzv_sync.h) -------------------- */
 
 static void
-op_end(struct etcdr *c, int err, enum rdzv_action a)
+store_read(void *arg)
 {
-	op_done_fn done = c->op_done;
-
-	c->op_active = false;
-	c->in_sync = false;
-	evtimer_del(c->sync_timer);
-	if (done) {
-		done(c, err, a);
-	}
+	read_all(arg);
 }
 
 static void
-op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
+store_cas(void *arg, enum rdzv_action a)
 {
-	c->op_active = true;
-	c->op = op;
-	c->op_deadline = deadline;
-	c->op_done = done;
-	c->in_sync = false;
-	c->admission_seen = false;
-	c->behind_since = 0;
-	c->behind_looked = false;
-	c->intent_asked = false;
-	read_all(c); /* with our join request first, for a join */
+	cas_write(arg, a);
 }
 
+/* Liveness is the leases: members alive "now", the dead "never". */
 static void
-op_step(struct etcdr *c)
+store_stamp(void *arg, struct rdzv_state *st, int64_t now_wall)
 {
-	struct rdzv_ctx ctx = make_ctx(c);
-	enum rdzv_action a;
-
-	overlay(c, ctx.now_wall);
-	if (c->op == RDZV_OP_JOIN && !c->admission_seen && c->coordinator_known &&
-	    !c->coordinator) {
-		/* The coordinator did our join's step: its events are ours. */
-		c->admission_seen = rdzv_record_admission(c->r, &c->st, &c->me);
-	}
-	a = rdzv_decide(c->op, &c->st, &ctx);
-	if (rdzv_action_is_mutation(a)) {
-		bool joining = a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
-			       a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
-			       a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST;
-
-		if (joining && c->coordinator_known && !c->coordinator) {
-			/* The coordinator admits us: wait for its w/adm (or
-			 * its lease going) instead of racing it. Write
-			 * ourselves only if it makes no progress at all. */
-			uint64_t now = now_usec();
-
-			if (c->behind_since == 0) {
-				c->behind_since = now;
-			}
-			if (now - c->behind_since < BEHIND_USEC) {
-				c->in_sync = true;
-				if (!c->kick_pending) {
-					timer_usec(c->sync_timer,
-						   c->behind_since + BEHIND_USEC - now);
-				}
-				return;
-			}
-			if (!c->behind_looked) {
-				/* No word for a while: maybe admitted already. */
-				c->behind_looked = true;
-				c->behind_since = now;
-				c->in_sync = true;
-				c->kick_pending = true;
-				return;
-			}
-		}
-		c->behind_since = 0;
-		c->behind_looked = false;
-		bool was_complete = c->st.complete;
-
-		if (rdzv_apply(&c->st, a, &ctx)) {
-			c->notable = true;
-		}
-		if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST) {
-			c->op_deadline = now_usec() + c->join_timeout;
-			c->next_deadline = c->op_deadline;
-		}
-		rdzv_record_action(c->r, c->me.name, c->st.round, a,
-				   !was_complete && c->st.complete);
-		c->admission_seen = true;
-		/* Admit whoever asked to join on the way (order of request). */
-		c->cas_admits = c->n_joiners > 0 &&
-				rdzv_admit_requests(c->r, &c->st, false, c->joiners, c->n_joiners,
-						    &ctx, &c->notable) > 0;
-		cas_write(c, a);
-		return;
-	}
-	if (a == RDZV_ACTION_SYNC) {
-		c->in_sync = true;
-		if (c->kick_pending) {
-			/* Something changed while we read or wrote. */
-			return;
-		}
-		timer_usec(c->sync_timer, (uint64_t)rdzv_next_wake_usec(c->op, &c->st, &ctx));
-		return;
-	}
-	op_end(c, 0, a);
+	overlay(arg, st, now_wall);
 }
 
-static void
-sync_timer_cb(evutil_socket_t fd, short what, void *arg)
+static bool
+store_coordinated(void *arg)
 {
 	struct etcdr *c = arg;
 
-	/* Only time passed: decide again on the local copy, no I/O. */
-	if (c->op_active && c->in_sync && !c->io_pending) {
-		c->in_sync = false;
-		c->lost = false;
-		op_step(c);
+	return c->coordinator_known && !c->coordinator;
+}
+
+/* The coordinator admits us: wait for its w/adm (or its lease going)
+ * instead of racing it. Write ourselves only if it makes no progress. */
+static bool
+store_await_admission(void *arg, const struct rdzv_ctx *ctx)
+{
+	struct etcdr *c = arg;
+	uint64_t now = rdzv_sync_mono(&c->sync);
+
+	if (c->coordinator_known && !c->coordinator) {
+		if (c->behind_since == 0) {
+			c->behind_since = now;
+		}
+		if (now - c->behind_since < BEHIND_USEC) {
+			if (!c->kick_pending) {
+				rdzv_sync_sleep(&c->sync, c->behind_since + BEHIND_USEC - now);
+			}
+			return true;
+		}
+		if (!c->behind_looked) {
+			/* No word for a while: maybe admitted already. */
+			c->behind_looked = true;
+			c->behind_since = now;
+			c->kick_pending = true;
+			return true;
+		}
 	}
-	if (!c->io_pending) {
+	c->behind_since = 0;
+	c->behind_looked = false;
+	return false;
+}
+
+/* Admit whoever asked to join on the way (order of request). */
+static void
+store_admit(void *arg, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *notable)
+{
+	struct etcdr *c = arg;
+
+	c->cas_admits = c->n_joiners > 0 && rdzv_admit_requests(c->r, st, false, c->joiners,
+								c->n_joiners, ctx, notable) > 0;
+}
+
+/* Something changed while we read or wrote: that read decides. */
+static bool
+store_synced(void *arg)
+{
+	return !((struct etcdr *)arg)->kick_pending;
+}
+
+static void
+store_after_timer(void *arg)
+{
+	struct etcdr *c = arg;
+
+	if (!c->sync.io_pending) {
 		admit_now(c);
 	}
-	if (!c->io_pending && c->kick_pending) {
+	if (!c->sync.io_pending && c->kick_pending) {
 		read_all(c);
 	}
+}
+
+static void
+store_barrier_closed(void *arg)
+{
+	evtimer_del(((struct etcdr *)arg)->aux_timer);
+}
+
+static const struct rdzv_store_ops etcd_store_ops = {
+	.read = store_read,
+	.cas = store_cas,
+	.stamp = store_stamp,
+	.coordinated = store_coordinated,
+	.await_admission = store_await_admission,
+	.admit = store_admit,
+	.synced = store_synced,
+	.after_timer = store_after_timer,
+	.barrier_closed = store_barrier_closed,
+	.timer_reads = false,
+	.dead_why = "since their lease expired",
+	.dead_note = "their lease expired",
+};
+
+/* A fresh operation (not a take-over): a join asks to be admitted anew. */
+static void
+op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
+{
+	c->behind_since = 0;
+	c->behind_looked = false;
+	c->intent_asked = false;
+	rdzv_sync_start(&c->sync, op, deadline, done);
 }
 
 /* ---- the watches -------------------------------------------------------- */
@@ -1150,7 +1023,7 @@ watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errm
 			if (parse_int(ev->kv.key + rlen, 0, INT64_MAX, &round) == 0) {
 				set_assignment(c, round, ev->kv.value, ev->kv.value_len);
 			}
-		} else if (c->barrier) {
+		} else if (c->sync.barrier) {
 			barrier_mark(c, ev->kv.key);
 		}
 	}
@@ -1161,7 +1034,7 @@ watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errm
 	if (c->exchanging) {
 		exchange_check(c);
 	}
-	if (c->barrier) {
+	if (c->sync.barrier) {
 		barrier_check(c);
 	}
 }
@@ -1203,7 +1076,7 @@ deaths_cb(int err, const struct etcd_response *resp, bool reset, const char *err
 static void
 next_fail(struct etcdr *c, int err, const char *msg)
 {
-	c->next_active = false;
+	c->sync.next_active = false;
 	c->next_pending = false;
 	c->exchanging = false;
 	evtimer_del(c->aux_timer);
@@ -1214,7 +1087,7 @@ next_fail(struct etcdr *c, int err, const char *msg)
 	rdzv_tell(c->r, RDZV_TELL_DONE, err, 0, msg);
 }
 
-static void join_done(struct etcdr *c, int err, enum rdzv_action a);
+static void join_done(void *arg, int err, enum rdzv_action a);
 
 static void
 put_done_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
@@ -1254,13 +1127,13 @@ exchange_publish(struct etcdr *c)
 	struct etcd_op put = {.kind = ETCD_OP_PUT};
 	char *key = NULL, *body;
 
-	for (size_t i = 0; i < c->st.n_participants; i++) {
+	for (size_t i = 0; i < c->sync.st.n_participants; i++) {
 		const struct etcd_kv *kv;
 		json_t *info = NULL, *role, *lws;
 		size_t ri;
 
 		free(key);
-		key = xasprintf("%s%s", c->info_prefix, c->st.participants[i].node.name);
+		key = xasprintf("%s%s", c->info_prefix, c->sync.st.participants[i].node.name);
 		kv = c->infos.n_kvs > 0
 			     ? bsearch(key, c->infos.kvs, c->infos.n_kvs, sizeof(*kv), cmp_kv_key)
 			     : NULL;
@@ -1294,9 +1167,9 @@ exchange_publish(struct etcdr *c)
 	free(c->assignment);
 	c->assignment = json_dumps(o, JSON_COMPACT);
 	c->assignment_len = strlen(c->assignment);
-	c->assignment_round = c->round;
+	c->assignment_round = c->sync.round;
 	json_decref(o);
-	key = assignment_key(c, c->round);
+	key = assignment_key(c, c->sync.round);
 	put.key = key;
 	put.value = c->assignment;
 	put.value_len = c->assignment_len;
@@ -1318,15 +1191,15 @@ exchange_take(struct etcdr *c)
 	       *addr = json_object_get(o, "master_addr"), *port = json_object_get(o, "master_port");
 
 	if (!json_is_array(roles) || !json_is_array(nodes) || !json_is_string(addr) ||
-	    !json_is_integer(port) || json_array_size(nodes) != (size_t)c->world) {
+	    !json_is_integer(port) || json_array_size(nodes) != (size_t)c->sync.world) {
 		json_decref(o);
 		return -EBADMSG;
 	}
 	rdzv_result_release(res);
 	strv_free(c->roles);
-	res->nodes = xcalloc((size_t)c->world, sizeof(*res->nodes));
-	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
-	for (int rank = 0; rank < c->world; rank++) {
+	res->nodes = xcalloc((size_t)c->sync.world, sizeof(*res->nodes));
+	c->roles = xcalloc((size_t)c->sync.world + 1, sizeof(*c->roles));
+	for (int rank = 0; rank < c->sync.world; rank++) {
 		json_t *n = json_array_get(nodes, (size_t)rank);
 		json_t *role =
 			json_array_get(roles, (size_t)json_integer_value(json_array_get(n, 0)));
@@ -1342,9 +1215,9 @@ exchange_take(struct etcdr *c)
 		res->nodes[rank].role = c->roles[rank];
 		res->nodes[rank].local_world_size = (int)lws;
 	}
-	res->round = (int)c->round;
-	res->group_rank = c->rank;
-	res->group_world_size = c->world;
+	res->round = (int)c->sync.round;
+	res->group_rank = c->sync.rank;
+	res->group_world_size = c->sync.world;
 	res->master_addr = xstrdup(json_string_value(addr));
 	res->master_port = (int)json_integer_value(port);
 	res->use_agent_store = false;
@@ -1355,20 +1228,20 @@ exchange_take(struct etcdr *c)
 static void
 exchange_start(struct etcdr *c)
 {
-	long me = rdzv_state_find_participant(&c->st, &c->me);
+	long me = rdzv_state_find_participant(&c->sync.st, &c->me);
 	const struct config *cfg = c->r->cfg;
 	uint64_t now = now_usec();
 
 	rdzv_result_release(&c->result);
 	strv_free(c->roles);
 	c->roles = NULL;
-	c->round = c->st.round;
-	c->rank = c->st.participants[me].rank;
-	c->world = (int)c->st.n_participants;
+	c->sync.round = c->sync.st.round;
+	c->sync.rank = c->sync.st.participants[me].rank;
+	c->sync.world = (int)c->sync.st.n_participants;
 	c->exchanging = true;
 	c->published = false;
 	range_release(&c->infos);
-	if (c->rank == 0) {
+	if (c->sync.rank == 0) {
 		int port = rdzv_free_port();
 
 		free(c->master_addr);
@@ -1376,8 +1249,8 @@ exchange_start(struct etcdr *c)
 									     : host_fqdn());
 		c->master_port = port > 0 ? port : 29500;
 	}
-	timer_usec(c->aux_timer, c->next_deadline > now ? c->next_deadline - now : 1);
-	if (c->rank == 0) {
+	timer_usec(c->aux_timer, c->sync.next_deadline > now ? c->sync.next_deadline - now : 1);
+	if (c->sync.rank == 0) {
 		read_all(c); /* the i/ keys */
 	} else {
 		exchange_check(c); /* the assignment may be in already; else the watch brings it */
@@ -1390,20 +1263,20 @@ exchange_check(struct etcdr *c)
 	const struct config *cfg = c->r->cfg;
 	char *msg;
 
-	if (c->st.closed || c->st.round != c->round ||
-	    rdzv_state_find_participant(&c->st, &c->me) < 0) {
+	if (c->sync.st.closed || c->sync.st.round != c->sync.round ||
+	    rdzv_state_find_participant(&c->sync.st, &c->me) < 0) {
 		/* The round went on without us: join the next one. */
 		c->exchanging = false;
 		evtimer_del(c->aux_timer);
-		if (!c->op_active) {
-			op_start(c, RDZV_OP_JOIN, c->next_deadline, join_done);
+		if (!c->sync.op_active) {
+			op_start(c, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
 		}
 		return;
 	}
-	if (c->rank == 0 && !c->published && exchange_publish(c) == 0) {
+	if (c->sync.rank == 0 && !c->published && exchange_publish(c) == 0) {
 		return;
 	}
-	if (!c->assignment || c->assignment_round != c->round) {
+	if (!c->assignment || c->assignment_round != c->sync.round) {
 		return;
 	}
 	if (exchange_take(c) < 0) {
@@ -1413,21 +1286,22 @@ exchange_check(struct etcdr *c)
 	}
 	c->exchanging = false;
 	evtimer_del(c->aux_timer);
-	c->next_active = false;
-	c->running = true;
-	c->told = false;
+	c->sync.next_active = false;
+	c->sync.running = true;
+	c->sync.told = false;
 	msg = xasprintf("%s has joined round %" PRId64 " of the rendezvous '%s' as rank %d in a "
 			"world of size %d.",
-			c->me.name, c->round, cfg->rdzv_id, c->rank, c->world);
+			c->me.name, c->sync.round, cfg->rdzv_id, c->sync.rank, c->sync.world);
 	set_state(c, NODE_STATE_SUCCEEDED, "next_rendezvous", msg);
 	free(msg);
 	c->r->cb.done(0, &c->result, NULL, c->r->cb.arg);
-	observe(c);
+	rdzv_sync_observe(&c->sync);
 }
 
 static void
-join_done(struct etcdr *c, int err, enum rdzv_action a)
+join_done(void *arg, int err, enum rdzv_action a)
 {
+	struct etcdr *c = arg;
 	const char *id = c->r->cfg->rdzv_id;
 	char *msg = NULL;
 
@@ -1439,30 +1313,31 @@ join_done(struct etcdr *c, int err, enum rdzv_action a)
 		exchange_start(c);
 		return;
 	}
-	err = rdzv_join_failure(a, id, c->join_timeout, c->peak_count, c->settings.min_nodes,
-				c->st.round, &msg);
+	err = rdzv_join_failure(a, id, c->join_timeout, c->sync.peak_count, c->settings.min_nodes,
+				c->sync.st.round, &msg);
 	if (a == RDZV_ACTION_ERROR_CLOSED) {
-		rdzv_join_closed(c->r, &c->st, &msg);
+		rdzv_join_closed(c->r, &c->sync.st, &msg);
 	}
 	next_fail(c, err, msg);
 	free(msg);
 }
 
 static void
-exit_done(struct etcdr *c, int err, enum rdzv_action a)
+exit_done(void *arg, int err, enum rdzv_action a)
 {
+	struct etcdr *c = arg;
 	if (err < 0 || a != RDZV_ACTION_FINISH) {
 		join_done(c, err, a == RDZV_ACTION_FINISH ? RDZV_ACTION_ERROR_TIMEOUT : a);
 		return;
 	}
-	op_start(c, RDZV_OP_JOIN, c->next_deadline, join_done);
+	op_start(c, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
 }
 
 static void
 start_next(struct etcdr *c)
 {
 	c->next_pending = false;
-	op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
+	op_start(c, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
 }
 
 static int
@@ -1471,15 +1346,9 @@ etcdr_next(struct rdzv *r)
 	struct etcdr *c = backend(r);
 	char *msg;
 
-	c->running = false;
-	c->told = false;
-	c->barrier = false;
+	rdzv_sync_next_begin(&c->sync);
 	c->exchanging = false;
 	evtimer_del(c->aux_timer);
-	c->next_active = true;
-	c->next_deadline = now_usec() + c->join_timeout;
-	c->last_count = (size_t)-1;
-	c->peak_count = 0;
 	msg = xasprintf("%s attempts to join the next round of the rendezvous '%s'.", c->me.name,
 			r->cfg->rdzv_id);
 	set_state(c, NODE_STATE_RUNNING, "next_rendezvous", msg);
@@ -1494,13 +1363,9 @@ etcdr_next(struct rdzv *r)
 		timer_usec(c->aux_timer, c->join_timeout);
 		return 0;
 	}
-	if (c->op_active) {
-		c->op = RDZV_OP_EXIT;
-		c->op_deadline = c->next_deadline;
-		c->op_done = exit_done;
-		if (!c->io_pending) {
-			read_all(c);
-		}
+	if (c->sync.op_active) {
+		/* A take-over: the loop under way goes on as the exit op. */
+		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
 		return 0;
 	}
 	start_next(c);
@@ -1510,7 +1375,7 @@ etcdr_next(struct rdzv *r)
 static int
 etcdr_num_nodes_waiting(struct rdzv *r)
 {
-	return (int)backend(r)->st.n_wait_list;
+	return (int)backend(r)->sync.st.n_wait_list;
 }
 
 /* ---- lease and boot ----------------------------------------------------- */
@@ -1525,11 +1390,11 @@ lease_lost(struct etcdr *c)
 
 	c->boot = BOOT_FAILED;
 	evtimer_del(c->ka_timer);
-	if (c->next_active) {
-		c->op_active = false;
+	if (c->sync.next_active) {
+		rdzv_sync_abandon(&c->sync);
 		next_fail(c, -ECONNABORTED, msg);
-	} else if (c->running && !c->told) {
-		c->told = true;
+	} else if (c->sync.running && !c->sync.told) {
+		c->sync.told = true;
 		rdzv_tell(c->r, RDZV_TELL_FAILED, -ECONNABORTED, 0, msg);
 	}
 }
@@ -1617,7 +1482,7 @@ static void
 boot_failed_try(struct etcdr *c, int err, const char *msg)
 {
 	uint64_t now = now_usec();
-	uint64_t deadline = c->next_active ? c->next_deadline : c->boot_deadline;
+	uint64_t deadline = c->sync.next_active ? c->sync.next_deadline : c->boot_deadline;
 
 	free(c->boot_err);
 	c->boot_err = xstrdup(msg);
@@ -1626,7 +1491,7 @@ boot_failed_try(struct etcdr *c, int err, const char *msg)
 		c->err_logged = now;
 		rdzv_progress(c->r, "cannot reach etcd (%s); retrying until the join timeout", msg);
 	}
-	if (now >= deadline && c->next_active) {
+	if (now >= deadline && c->sync.next_active) {
 		char *m = xasprintf("the rendezvous '%s' cannot reach etcd at --rdzv-endpoint %s "
 				    "before the join timeout of %g s: %s",
 				    c->r->cfg->rdzv_id, c->r->cfg->rdzv_endpoint,
@@ -1788,8 +1653,8 @@ boot_step(struct etcdr *c)
 static void
 barrier_check(struct etcdr *c)
 {
-	if (c->barrier && c->n_arrived >= c->world) {
-		c->barrier = false;
+	if (c->sync.barrier && c->n_arrived >= c->sync.world) {
+		c->sync.barrier = false;
 		evtimer_del(c->aux_timer);
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 	}
@@ -1801,10 +1666,10 @@ aux_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct etcdr *c = arg;
 	char *msg;
 
-	if (c->barrier) {
-		c->barrier = false;
+	if (c->sync.barrier) {
+		c->sync.barrier = false;
 		msg = xasprintf("the exit barrier of round %" PRId64 " timed out after %g s",
-				c->round, (double)c->barrier_timeout / 1e6);
+				c->sync.round, (double)c->barrier_timeout / 1e6);
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, -ETIMEDOUT, 0, msg);
 		free(msg);
 	} else if (c->exchanging) {
@@ -1812,7 +1677,7 @@ aux_timer_cb(evutil_socket_t fd, short what, void *arg)
 		next_fail(c, -ETIMEDOUT,
 			  "the rank exchange through etcd did not complete before "
 			  "the join timeout");
-	} else if (c->next_active && c->next_pending && c->boot != BOOT_READY) {
+	} else if (c->sync.next_active && c->next_pending && c->boot != BOOT_READY) {
 		msg = xasprintf("the rendezvous '%s' cannot reach etcd at --rdzv-endpoint %s "
 				"before the join timeout of %g s: %s",
 				c->r->cfg->rdzv_id, c->r->cfg->rdzv_endpoint,
@@ -1831,16 +1696,16 @@ etcdr_exit_barrier(struct rdzv *r)
 	struct etcd_op put = {.kind = ETCD_OP_PUT, .value = "1", .value_len = 1};
 	char *prefix, *key, *body;
 
-	if (!c->running) {
+	if (!c->sync.running) {
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return 0;
 	}
-	c->barrier = true;
+	c->sync.barrier = true;
 	free(c->arrived);
-	c->arrived = xcalloc((size_t)c->world, sizeof(*c->arrived));
+	c->arrived = xcalloc((size_t)c->sync.world, sizeof(*c->arrived));
 	c->n_arrived = 0;
-	prefix = round_prefix(c, 'b', c->round);
-	key = xasprintf("%s%d", prefix, c->rank);
+	prefix = round_prefix(c, 'b', c->sync.round);
+	key = xasprintf("%s%d", prefix, c->sync.rank);
 	put.key = key;
 	body = etcd_encode_op(&put);
 	(void)etcd_client_call(c->cl, "/v3/kv/put", body, put_done_cb, c);
@@ -1934,8 +1799,9 @@ fin_step(struct etcdr *c, int err)
 }
 
 static void
-close_done(struct etcdr *c, int err, enum rdzv_action a)
+close_done(void *arg, int err, enum rdzv_action a)
 {
+	struct etcdr *c = arg;
 	if (err == 0 && a == RDZV_ACTION_FINISH) {
 		char *msg = xasprintf("The node '%s' has closed the rendezvous '%s'.", c->me.name,
 				      c->r->cfg->rdzv_id);
@@ -1951,19 +1817,17 @@ etcdr_finish(struct rdzv *r, bool close)
 {
 	struct etcdr *c = backend(r);
 
-	c->running = false;
-	c->barrier = false;
+	c->sync.running = false;
+	c->sync.barrier = false;
 	c->exchanging = false;
-	c->next_active = false;
+	c->sync.next_active = false;
 	evtimer_del(c->aux_timer);
 	c->fin_close = close;
 	c->fin = FIN_CLOSE;
-	if (!close && c->op_active) {
+	if (!close && c->sync.op_active) {
 		/* Leaving (rdzv_leave): a join or keep-alive under way ends here;
 		 * the revoked lease takes this node out of the others' state. */
-		c->op_active = false;
-		c->in_sync = false;
-		evtimer_del(c->sync_timer);
+		rdzv_sync_abandon(&c->sync);
 	}
 	if (c->boot != BOOT_READY) {
 		c->fin = FIN_NONE;
@@ -2007,12 +1871,13 @@ etcdr_init(struct rdzv *r, char **reterr)
 	r->backend = c;
 	c->r = r;
 	c->node_state = NODE_STATE_INIT;
-	rdzv_state_init(&c->st);
+	rdzv_state_init(&c->sync.st);
 	if (rdzv_dynamic_conf(cfg, &c->settings, &c->join_timeout, &c->close_timeout,
 			      &c->barrier_timeout, reterr) < 0 ||
 	    rdzv_node_self(cfg, &c->me, reterr) < 0) {
 		return -EINVAL;
 	}
+	rdzv_sync_init(&c->sync, r, &etcd_store_ops, c, &c->settings, &c->me, c->join_timeout);
 	/* The lease TTL is torch's heartbeat expiry, at least etcd's minimum. */
 	c->ttl = (c->settings.keep_alive_interval_usec * c->settings.keep_alive_max_attempt +
 		  USEC_PER_SEC - 1) /
@@ -2053,7 +1918,6 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->watch_end = etcd_prefix_end(c->watch_prefix, strlen(c->watch_prefix), &len);
 	c->alive_end = etcd_prefix_end(c->alive_prefix, strlen(c->alive_prefix), &len);
 	c->alive_key = xasprintf("%s%s", c->alive_prefix, c->me.name);
-	c->sync_timer = evtimer_new(r->base, sync_timer_cb, c);
 	c->retry_timer = evtimer_new(r->base, retry_cb, c);
 	c->ka_timer = evtimer_new(r->base, ka_timer_cb, c);
 	c->aux_timer = evtimer_new(r->base, aux_timer_cb, c);
@@ -2076,9 +1940,6 @@ etcdr_free(struct rdzv *r)
 	etcd_watch_free(c->deaths);
 	etcd_watch_free(c->jwatch);
 	etcd_client_free(c->cl);
-	if (c->sync_timer) {
-		event_free(c->sync_timer);
-	}
 	if (c->retry_timer) {
 		event_free(c->retry_timer);
 	}
@@ -2104,7 +1965,7 @@ etcdr_free(struct rdzv *r)
 	free(c->info_prefix);
 	free(c->info_end);
 	free(c->info_key);
-	rdzv_state_release(&c->st);
+	rdzv_sync_release(&c->sync);
 	rdzv_node_release(&c->me);
 	rdzv_result_release(&c->result);
 	strv_free(c->roles);
@@ -2133,10 +1994,10 @@ etcdr_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 	*ret = (struct rdzv_snapshot){
 		.backend = "etcd",
 		.self = xstrdup(c->me.name),
-		.read_usec = c->read_usec > 0 ? c->read_usec : -1,
+		.read_usec = c->sync.read_usec > 0 ? c->sync.read_usec : -1,
 		.liveness = RDZV_LIVENESS_LEASE,
 	};
-	rdzv_state_copy(&ret->st, &c->st);
+	rdzv_state_copy(&ret->st, &c->sync.st);
 	while (c->dead && c->dead[n]) {
 		n++;
 	}
