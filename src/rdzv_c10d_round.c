@@ -29,6 +29,7 @@
 #include "tcpstore_server.h"
 #include "util.h"
 #include "rdzv_c10d.h"
+#include "rdzv_runs.h"
 #include "ranks.h"
 
 /* The one place this node's NodeState changes: an RdzvEvent for every step
@@ -95,32 +96,17 @@ exchange_fail(struct c10d *c, int err, const char *what)
 	free(msg);
 }
 
-/* Parse elasticd/round: {"nodes": [[role, lws], ...], "use_agent_store": b}. */
+/* Parse elasticd/round: {"runs": [[role, lws, count], ...] (rdzv_runs.h),
+ * "use_agent_store": b}. */
 static int
 parse_round(struct c10d *c, const struct tcpstore_bytes *v)
 {
-	json_t *root = json_loadb((const char *)v->data, v->len, 0, NULL), *nodes, *n;
-	size_t i;
+	json_t *root = json_loadb((const char *)v->data, v->len, 0, NULL);
 
-	if (!root || !(nodes = json_object_get(root, "nodes")) || !json_is_array(nodes) ||
-	    json_array_size(nodes) != (size_t)c->sync.world) {
+	if (!root || rdzv_runs_decode(json_object_get(root, "runs"), (size_t)c->sync.world,
+				      &c->result.nodes, &c->roles) < 0) {
 		json_decref(root);
 		return -EBADMSG;
-	}
-	c->result.nodes = xcalloc((size_t)c->sync.world, sizeof(*c->result.nodes));
-	c->roles = xcalloc((size_t)c->sync.world + 1, sizeof(*c->roles));
-	json_array_foreach(nodes, i, n)
-	{
-		json_t *role = json_array_get(n, 0), *lws = json_array_get(n, 1);
-
-		if (!json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
-		    json_integer_value(lws) > 1 << 20) {
-			json_decref(root);
-			return -EBADMSG;
-		}
-		c->roles[i] = xstrdup(json_string_value(role));
-		c->result.nodes[i].role = c->roles[i];
-		c->result.nodes[i].local_world_size = (int)json_integer_value(lws);
 	}
 	c->result.use_agent_store = json_is_true(json_object_get(root, "use_agent_store"));
 	json_decref(root);
@@ -261,14 +247,10 @@ leader_publish(struct c10d *c, const char *addr, const char *port, bool agent_st
 	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET};
 	size_t n = (size_t)c->sync.world + 3;
 	char **keys = xcalloc(n + 1, sizeof(*keys)), **vals = xcalloc(n + 1, sizeof(*vals));
-	json_t *round = json_object(), *nodes = json_array();
+	json_t *round = json_pack("{sosb}", "runs",
+				  rdzv_runs_encode(c->result.nodes, (size_t)c->sync.world),
+				  "use_agent_store", agent_store);
 
-	for (int i = 0; i < c->sync.world; i++) {
-		json_array_append_new(
-			nodes, json_pack("[si]", c->roles[i], c->result.nodes[i].local_world_size));
-	}
-	json_object_set_new(round, "nodes", nodes);
-	json_object_set_new(round, "use_agent_store", json_boolean(agent_store));
 	for (int i = 0; i < c->sync.world; i++) {
 		struct ranks_info ri;
 		char what[64];

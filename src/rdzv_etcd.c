@@ -81,6 +81,7 @@
 #include "rdzv_sync.h"
 #include "util.h"
 #include "rdzv_etcd.h"
+#include "rdzv_runs.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -381,57 +382,53 @@ cmp_kv_key(const void *key, const void *kv)
 }
 
 /* Group rank 0: once every participant's i/ key is in, publish w/r/<round>:
- * {"master_addr", "master_port", "roles": [...], "nodes": [[role, lws], ...]}
+ * {"master_addr", "master_port", "runs": [[role, lws, count], ...]} (rdzv_runs.h)
  * in group rank order. Returns 1 when published, 0 while keys are missing. */
 static int
 exchange_publish(struct etcdr *c)
 {
-	json_t *roles = json_array(), *nodes = json_array(), *o;
+	size_t n = c->sync.st.n_participants;
+	struct ranks_node *nodes = xcalloc(n + 1, sizeof(*nodes));
+	json_t **infos = xcalloc(n + 1, sizeof(*infos)), *o;
 	struct etcd_op put = {.kind = ETCD_OP_PUT};
 	char *key = NULL, *body;
+	int ret = 1;
 
-	for (size_t i = 0; i < c->sync.st.n_participants; i++) {
+	for (size_t i = 0; i < n && ret; i++) {
 		const struct etcd_kv *kv;
-		json_t *info = NULL, *role, *lws;
-		size_t ri;
+		json_t *role, *lws;
 
 		free(key);
 		key = xasprintf("%s%s", c->info_prefix, c->sync.st.participants[i].node.name);
 		kv = c->infos.n_kvs > 0
 			     ? bsearch(key, c->infos.kvs, c->infos.n_kvs, sizeof(*kv), cmp_kv_key)
 			     : NULL;
-		if (kv) {
-			info = json_loadb(kv->value, kv->value_len, 0, NULL);
-		}
-		role = json_object_get(info, "role");
-		lws = json_object_get(info, "local_world_size");
-		if (!json_is_string(role) || !json_is_integer(lws)) {
-			/* Not there (yet), or not ours: the node's lease tells. */
-			json_decref(info);
-			json_decref(roles);
-			json_decref(nodes);
-			free(key);
-			return 0;
-		}
-		for (ri = 0; ri < json_array_size(roles); ri++) {
-			if (json_equal(json_array_get(roles, ri), role)) {
-				break;
-			}
-		}
-		if (ri == json_array_size(roles)) {
-			json_array_append(roles, role);
-		}
-		json_array_append_new(nodes, json_pack("[IO]", (json_int_t)ri, lws));
-		json_decref(info);
+		infos[i] = kv ? json_loadb(kv->value, kv->value_len, 0, NULL) : NULL;
+		role = json_object_get(infos[i], "role");
+		lws = json_object_get(infos[i], "local_world_size");
+		/* Not there (yet), or not ours: the node's lease tells. */
+		ret = json_is_string(role) && json_is_integer(lws);
+		nodes[i].role = json_string_value(role);
+		nodes[i].local_world_size = (int)json_integer_value(lws);
 	}
 	free(key);
-	o = json_pack("{sssisoso}", "master_addr", c->master_addr, "master_port", c->master_port,
-		      "roles", roles, "nodes", nodes);
-	free(c->assignment);
-	c->assignment = json_dumps(o, JSON_COMPACT);
-	c->assignment_len = strlen(c->assignment);
-	c->assignment_round = c->sync.round;
-	json_decref(o);
+	if (ret) {
+		o = json_pack("{sssiso}", "master_addr", c->master_addr, "master_port",
+			      c->master_port, "runs", rdzv_runs_encode(nodes, n));
+		free(c->assignment);
+		c->assignment = json_dumps(o, JSON_COMPACT);
+		c->assignment_len = strlen(c->assignment);
+		c->assignment_round = c->sync.round;
+		json_decref(o);
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_decref(infos[i]);
+	}
+	free(infos);
+	free(nodes);
+	if (!ret) {
+		return 0;
+	}
 	key = etcdr_assignment_key(c, c->sync.round);
 	put.key = key;
 	put.value = c->assignment;
@@ -450,34 +447,20 @@ exchange_take(struct etcdr *c)
 {
 	struct rdzv_result *res = &c->result;
 	json_t *o = json_loadb(c->assignment, c->assignment_len, 0, NULL);
-	json_t *roles = json_object_get(o, "roles"), *nodes = json_object_get(o, "nodes"),
-	       *addr = json_object_get(o, "master_addr"), *port = json_object_get(o, "master_port");
+	json_t *addr = json_object_get(o, "master_addr"), *port = json_object_get(o, "master_port");
+	struct ranks_node *nodes;
+	char **roles;
 
-	if (!json_is_array(roles) || !json_is_array(nodes) || !json_is_string(addr) ||
-	    !json_is_integer(port) || json_array_size(nodes) != (size_t)c->sync.world) {
+	if (!json_is_string(addr) || !json_is_integer(port) ||
+	    rdzv_runs_decode(json_object_get(o, "runs"), (size_t)c->sync.world, &nodes, &roles) <
+		    0) {
 		json_decref(o);
 		return -EBADMSG;
 	}
 	rdzv_result_release(res);
 	strv_free(c->roles);
-	res->nodes = xcalloc((size_t)c->sync.world, sizeof(*res->nodes));
-	c->roles = xcalloc((size_t)c->sync.world + 1, sizeof(*c->roles));
-	for (int rank = 0; rank < c->sync.world; rank++) {
-		json_t *n = json_array_get(nodes, (size_t)rank);
-		json_t *role =
-			json_array_get(roles, (size_t)json_integer_value(json_array_get(n, 0)));
-		json_int_t lws = json_integer_value(json_array_get(n, 1));
-
-		if (!json_is_integer(json_array_get(n, 0)) ||
-		    json_integer_value(json_array_get(n, 0)) < 0 || !json_is_string(role) ||
-		    lws < 1 || lws > 1 << 20) {
-			json_decref(o);
-			return -EBADMSG;
-		}
-		c->roles[rank] = xstrdup(json_string_value(role));
-		res->nodes[rank].role = c->roles[rank];
-		res->nodes[rank].local_world_size = (int)lws;
-	}
+	res->nodes = nodes;
+	c->roles = roles;
 	res->round = (int)c->sync.round;
 	res->group_rank = c->sync.rank;
 	res->group_world_size = c->sync.world;
