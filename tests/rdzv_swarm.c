@@ -8,20 +8,52 @@
  * RDZV_SWARM_HOST=1: then participant 0 hosts it on HOST:PORT in this process
  * (is_host=true, as the agent on the endpoint host does, which makes it the
  * coordinator that admits the others) and RDZV_CONF must not set is_host.
- * Prints, once every
- * participant got its round (rank exchange included):
- *   "swarm N=<n> first=<s> last=<s> world=<w>"
- * with times in seconds since start. Exit 0, or 1 on any rendezvous error. */
+ * RDZV_SWARM_SLICE=FIRST:COUNT runs only participants FIRST..FIRST+COUNT-1 of
+ * the N (--nnodes N), so that a swarm larger than one process's fd limit runs
+ * as several processes; participant 0 hosts only in the slice that has it.
+ * Prints, once every participant of this process got its round (rank
+ * exchange included):
+ *   "swarm N=<n> first=<s> last=<s> world=<w> failed=<f> local=<count>
+ *    start_abs=<s> last_abs=<s> rchar=<bytes> wchar=<bytes>"
+ * with first/last in seconds since start, *_abs as CLOCK_REALTIME seconds,
+ * and rchar/wchar this process's bytes read and written (/proc/self/io:
+ * the participants' store traffic, the store itself when hosted here).
+ * RDZV_SWARM_HOLD=1: then keep the event loop (and a store hosted here)
+ * running until stdin reaches EOF.
+ * Exit 0, or 1 on any rendezvous error. */
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "rdzv.h"
 #include "util.h"
 
 static struct event_base *base;
+
+/* "rchar" or "wchar" of /proc/self/io, or -1. */
+static long long
+proc_io(const char *field)
+{
+	FILE *f = fopen("/proc/self/io", "r");
+	char line[128];
+	long long v = -1;
+	size_t len = strlen(field);
+
+	if (!f) {
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, field, len) == 0 && line[len] == ':') {
+			v = atoll(line + len + 1);
+		}
+	}
+	fclose(f);
+	return v;
+}
 static int n_total, n_done, n_failed, world;
 static uint64_t start, first, last;
 
@@ -46,6 +78,16 @@ done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *arg)
 	}
 }
 
+static void
+stdin_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char buf[256];
+
+	if (read(fd, buf, sizeof(buf)) <= 0) {
+		event_base_loopbreak(base);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -55,6 +97,8 @@ main(int argc, char **argv)
 	struct rdzv **rs;
 	char *err = NULL;
 	char nn[32];
+	int first_i = 0;
+	struct timespec start_abs, last_abs;
 	const char *conf = argc > 3 ? argv[3] : "is_host=false,join_timeout=120";
 	/* RDZV_SWARM_BACKEND=etcd: the etcd backend, HOST:PORT,... its members. */
 	const char *backend = getenv("RDZV_SWARM_BACKEND") ? getenv("RDZV_SWARM_BACKEND") : "c10d";
@@ -65,6 +109,12 @@ main(int argc, char **argv)
 	}
 	n_total = atoi(argv[1]);
 	snprintf(nn, sizeof(nn), "%d", n_total);
+	if (getenv("RDZV_SWARM_SLICE") &&
+	    sscanf(getenv("RDZV_SWARM_SLICE"), "%d:%d", &first_i, &n_total) != 2) {
+		fprintf(stderr, "rdzv_swarm: RDZV_SWARM_SLICE: expected FIRST:COUNT\n");
+		return 2;
+	}
+	hosted = hosted && first_i == 0;
 	if (hosted) {
 		host_conf = xasprintf("%s,is_host=true", conf);
 		conf_others = xasprintf("%s,is_host=false", conf);
@@ -95,8 +145,10 @@ main(int argc, char **argv)
 	base = event_base_new();
 	rs = xcalloc((size_t)n_total, sizeof(*rs));
 	start = now_usec();
+	clock_gettime(CLOCK_REALTIME, &start_abs);
 	for (int i = 0; i < n_total; i++) {
-		struct rdzv_callbacks cb = {.done = done_cb, .arg = (void *)(intptr_t)i};
+		struct rdzv_callbacks cb = {.done = done_cb,
+					    .arg = (void *)(intptr_t)(first_i + i)};
 
 		rs[i] = rdzv_new(base, hosted && i == 0 ? &host_cfg : &cfg, 1, &cb, &err);
 		if (!rs[i] || rdzv_next(rs[i]) < 0) {
@@ -105,9 +157,21 @@ main(int argc, char **argv)
 		}
 	}
 	event_base_dispatch(base);
-	printf("swarm N=%d first=%.3f last=%.3f world=%d failed=%d\n", n_total,
-	       (double)(first - start) / 1e6, (double)(last - start) / 1e6, world, n_failed);
+	clock_gettime(CLOCK_REALTIME, &last_abs);
+	printf("swarm N=%s first=%.3f last=%.3f world=%d failed=%d local=%d start_abs=%.6f "
+	       "last_abs=%.6f rchar=%lld wchar=%lld\n",
+	       nn, (double)(first - start) / 1e6, (double)(last - start) / 1e6, world, n_failed,
+	       n_total, (double)start_abs.tv_sec + start_abs.tv_nsec / 1e9,
+	       (double)last_abs.tv_sec + last_abs.tv_nsec / 1e9, proc_io("rchar"),
+	       proc_io("wchar"));
 	fflush(stdout);
+	if (getenv("RDZV_SWARM_HOLD") && strcmp(getenv("RDZV_SWARM_HOLD"), "1") == 0) {
+		struct event *in = event_new(base, 0, EV_READ | EV_PERSIST, stdin_cb, NULL);
+
+		event_add(in, NULL);
+		event_base_dispatch(base);
+		event_free(in);
+	}
 	for (int i = 0; i < n_total; i++) {
 		rdzv_free(rs[i]);
 	}
