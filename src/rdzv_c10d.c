@@ -71,7 +71,6 @@ static void admit_soon(struct c10d *c);
 static void joiners_clear(struct c10d *c);
 static void joiners_drop(struct c10d *c, size_t n);
 static size_t hb_fold(struct c10d *c, struct rdzv_state *st);
-static void watch_update(struct c10d *c);
 
 enum adopt_how {
 	ADOPT_READ, /* a read */
@@ -91,7 +90,9 @@ adopt(struct c10d *c, const uint8_t *value, size_t len, enum adopt_how how)
 		c->token_len = c->pending_len;
 		c->pending = NULL;
 		rdzv_sync_written(&c->sync);
-		watch_update(c);
+		c10d_assign_mark_closed(c);
+		c10d_assign_publish(c);
+		c10d_watch_update(c);
 		return;
 	}
 	if (len == 0 || (len == strlen(C10D_SENTINEL) && memcmp(value, C10D_SENTINEL, len) == 0)) {
@@ -112,7 +113,8 @@ adopt(struct c10d *c, const uint8_t *value, size_t len, enum adopt_how how)
 	} else {
 		rdzv_sync_adopt(&c->sync, &st);
 	}
-	watch_update(c);
+	c10d_assign_publish(c);
+	c10d_watch_update(c);
 }
 
 static void
@@ -190,6 +192,11 @@ store_read(void *arg)
 		rdzv_sync_fail(&c->sync, -ECONNRESET);
 		return;
 	}
+	if (c->blind && c->coordinated && c->sync.op == RDZV_OP_JOIN) {
+		c10d_assign_blind_read(c);
+		return;
+	}
+	c->blind = false;
 	c->sync.io_pending = true;
 	if (tcpstore_client_get(c->cmd, c->key, got_state_cb, c) < 0) {
 		c->sync.io_pending = false;
@@ -460,7 +467,7 @@ store_await_admission(void *arg, const struct rdzv_ctx *ctx)
 		wait = window;
 	}
 	rdzv_sync_sleep(&c->sync, wait);
-	watch_update(c);
+	c10d_watch_update(c);
 	return true;
 }
 
@@ -503,6 +510,19 @@ store_synced(void *arg)
 
 	if (c->sync.op == RDZV_OP_JOIN) {
 		c10d_turn_release(c);
+	}
+	if (c10d_assign_watching(c)) {
+		/* In, waiting for the round to complete: the coordinator says
+		 * when (our assignment key); the timer only guards. Our own key
+		 * keeps us alive meanwhile (ka_timer). */
+		uint64_t now = now_usec(),
+			 window = (uint64_t)(c->settings.keep_alive_interval_usec *
+					     c->settings.keep_alive_max_attempt);
+		uint64_t wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
+
+		rdzv_sync_sleep(&c->sync, wait < window ? wait : window);
+		c10d_watch_update(c);
+		return false;
 	}
 	return true;
 }
@@ -572,27 +592,48 @@ watch_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	}
 }
 
+/* The WAIT on our assignment key ended (one callback per kind of WAIT: a
+ * WAIT that ends as it is cancelled must not pass for the other kind). */
 static void
-watch_update(struct c10d *c)
+watch_assign_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
-	uint64_t want = c->sync.st.gen + 1;
+	struct c10d *c = arg;
+
+	if (err == -ECANCELED) {
+		return;
+	}
+	c->watching = false;
+	if (err == 0) {
+		c10d_assign_fetch(c); /* the key exists: it was set */
+	}
+}
+
+/* One WAIT on the watch connection: our assignment key during a blind join,
+ * else the next gen key. */
+void
+c10d_watch_update(struct c10d *c)
+{
+	bool assign = c10d_assign_watching(c);
+	uint64_t want = assign ? 0 : c->sync.st.gen + 1;
 	const char *keys[1];
 	char *k;
 
 	if (!c->up || c->dead || c->finishing) {
 		return;
 	}
-	if (c->watching && c->watch_gen == want) {
+	if (c->watching && c->watch_gen == want && c->watch_assign == assign) {
 		return;
 	}
 	if (c->watching) {
 		(void)tcpstore_client_cancel_wait(c->watch);
 	}
-	k = gen_key(c, want);
+	k = assign ? c10d_assign_key(c, c->me.name) : gen_key(c, want);
 	keys[0] = k;
-	if (tcpstore_client_keys(c->watch, TCPSTORE_CMD_WAIT, keys, 1, 0, watch_cb, c) == 0) {
+	if (tcpstore_client_keys(c->watch, TCPSTORE_CMD_WAIT, keys, 1, 0,
+				 assign ? watch_assign_cb : watch_cb, c) == 0) {
 		c->watching = true;
 		c->watch_gen = want;
+		c->watch_assign = assign;
 	}
 	free(k);
 }
@@ -813,6 +854,7 @@ c10d_init(struct rdzv *r, char **reterr)
 	r->backend = c;
 	c->r = r;
 	c->node_state = NODE_STATE_INIT;
+	c->assigned_round = -1;
 	rdzv_state_init(&c->sync.st);
 	if ((is_host = c10d_settings(c, cfg, reterr)) == -EINVAL) {
 		return -EINVAL;
@@ -927,6 +969,10 @@ c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 {
 	struct c10d *c = backend(r);
 
+	if (c->sync.stale) {
+		/* Learnt from an assignment: refresh for the next look. */
+		c10d_observe_read(c);
+	}
 	*ret = (struct rdzv_snapshot){
 		.backend = "c10d",
 		.self = xstrdup(c->me.name),

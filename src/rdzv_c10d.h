@@ -97,6 +97,18 @@ struct c10d {
 	/* The gen WAIT on watch. */
 	bool watching;
 	uint64_t watch_gen;
+	bool watch_assign; /* the WAIT is on our assignment key, not a gen key */
+
+	/* Assignments (rdzv_c10d_assign.c): the coordinator SETs
+	 * "<key>/a/<node>" = "<round> <rank> <world> <gen>" for every
+	 * participant once a round completes (and "closed" for those waiting
+	 * when the rendezvous closes); a coordinated joiner WAITs on its own
+	 * key instead of reading the whole state. */
+	int64_t assigned_round; /* coordinator: the last round published */
+	bool closed_fanned;     /* coordinator: "closed" sent to those waiting */
+	bool closed_marked;     /* "<key>/closed" set by us */
+	bool blind;             /* the next JOIN read is the assignment wait */
+	bool assign_off;        /* this join watches gen keys again ("closed" seen) */
 
 	bool next_pending; /* asked before the store was reachable */
 	bool finishing;
@@ -132,8 +144,32 @@ void c10d_hb_send(struct c10d *c);
 /* Outside operations: read the state to see what changed (no-op while an
  * operation or another such read is under way). */
 void c10d_observe_read(struct c10d *c);
+/* (Re-)arm the watch connection's WAIT (c10d_assign_watching, else the
+ * next gen key). */
+void c10d_watch_update(struct c10d *c);
 /* The store connection is lost (err: -errno): whatever waits fails. */
 void c10d_store_gone(struct c10d *c, int err);
+
+/* ---- rdzv_c10d_assign.c: assignment keys ------------------------------------ */
+
+/* "<key>/a/<node>" (malloc'd). */
+char *c10d_assign_key(const struct c10d *c, const char *node);
+/* The coordinator, after any new copy: publish the assignments of a round
+ * that completed since the last call, and "closed" to every waiting node
+ * of a closed rendezvous (once). */
+void c10d_assign_publish(struct c10d *c);
+/* After a won write of a closed state: SET "<key>/closed" (once), which a
+ * blind join checks before it waits. */
+void c10d_assign_mark_closed(struct c10d *c);
+/* rdzv_store_ops.read of a blind join: CHECK "<key>/closed" (then a real
+ * read when it exists), else wait for the assignment key (the watch) at most
+ * a keep-alive window. */
+void c10d_assign_blind_read(struct c10d *c);
+/* Whether the watch connection should WAIT on our assignment key. */
+bool c10d_assign_watching(const struct c10d *c);
+/* The assignment key was set: GET it, and end the join with it
+ * (rdzv_sync_assigned), or read the state when it says anything else. */
+void c10d_assign_fetch(struct c10d *c);
 
 /* ---- rdzv_c10d_round.c: rounds --------------------------------------------- */
 

@@ -73,9 +73,14 @@ round_ready(struct c10d *c)
 	free(msg);
 	c10d_keep_alive_arm(c);
 	c->r->cb.done(0, res, NULL, c->r->cb.arg);
-	/* Anything that changed during the exchange is looked at now. */
+	/* Anything that changed during the exchange is looked at now (a copy
+	 * known stale after an assignment waits for the next change: reading
+	 * the whole state here would cost every node O(N)). */
 	rdzv_sync_observe(&c->sync);
-	c10d_observe_read(c);
+	if (!c->sync.stale) {
+		c10d_observe_read(c);
+	}
+	c10d_watch_update(c);
 }
 
 static void
@@ -328,7 +333,7 @@ leader_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 static void
 exchange_start(struct c10d *c)
 {
-	long me = rdzv_state_find_participant(&c->sync.st, &c->me);
+	long me = c->sync.assigned ? -1 : rdzv_state_find_participant(&c->sync.st, &c->me);
 	uint64_t now = now_usec();
 	uint64_t left = c->sync.next_deadline > now ? c->sync.next_deadline - now : 1;
 	char what[64], *k, *info;
@@ -340,9 +345,11 @@ exchange_start(struct c10d *c)
 	strv_free(c->exchange_keys);
 	c->exchange_keys = NULL;
 	c->ever_in = true;
-	c->sync.round = c->sync.st.round;
-	c->sync.rank = c->sync.st.participants[me].rank;
-	c->sync.world = (int)c->sync.st.n_participants;
+	if (!c->sync.assigned) {
+		c->sync.round = c->sync.st.round;
+		c->sync.rank = c->sync.st.participants[me].rank;
+		c->sync.world = (int)c->sync.st.n_participants;
+	}
 	free(c->prefix);
 	c->prefix =
 		xasprintf("/torch.rendezvous.%s.%" PRId64 "/", c->r->cfg->rdzv_id, c->sync.round);
@@ -415,8 +422,15 @@ exit_done(void *arg, int err, enum rdzv_action a)
 		return;
 	}
 	if (c->coordinated) {
-		/* Out of the last round: ask the coordinator to admit us. */
+		/* Out of the last round: drop any old assignment, ask the
+		 * coordinator to admit us (in this order, on one connection),
+		 * and wait for our assignment instead of reading the state. */
+		char *k = c10d_assign_key(c, c->me.name);
+
+		tcpstore_client_delete(c->cmd, k, NULL, NULL);
+		free(k);
 		c10d_ask_to_join(c);
+		c->blind = true;
 	}
 	rdzv_sync_start(&c->sync, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
 }

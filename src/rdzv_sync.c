@@ -155,6 +155,7 @@ rdzv_sync_start(struct rdzv_sync *s, enum rdzv_op op, uint64_t deadline, rdzv_sy
 	s->op_done = done;
 	if (!was_active) {
 		s->admission_seen = false;
+		s->assigned = false;
 	}
 	if (was_active && s->io_pending) {
 		return; /* the read or write in flight decides for the new one */
@@ -265,7 +266,7 @@ rdzv_sync_observe(struct rdzv_sync *s)
 		rdzv_tell(s->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return;
 	}
-	if (!s->running || s->told) {
+	if (!s->running || s->told || s->stale) {
 		return;
 	}
 	r = rdzv_round_check(st, s->me, s->round, s->world, s->rank, &waiting, &msg);
@@ -301,6 +302,7 @@ rdzv_sync_adopt(struct rdzv_sync *s, struct rdzv_state *st)
 	s->st = *st;
 	rdzv_state_init(st);
 	s->read_usec = now;
+	s->stale = false;
 	if (s->next_active && !s->st.complete && s->st.n_participants > s->peak_count) {
 		s->peak_count = s->st.n_participants; /* before _sanitize drops any */
 	}
@@ -321,7 +323,28 @@ rdzv_sync_written(struct rdzv_sync *s)
 {
 	s->read_usec = rdzv_sync_wall(s);
 	s->notable = false;
+	s->stale = false;
 	looked(s);
+}
+
+void
+rdzv_sync_assigned(struct rdzv_sync *s, int64_t round, int rank, int world, uint64_t gen)
+{
+	if (!s->op_active || s->op != RDZV_OP_JOIN) {
+		return;
+	}
+	s->assigned = true;
+	s->stale = true;
+	s->round = round;
+	s->rank = rank;
+	s->world = world;
+	s->st.gen = gen;
+	if (!s->admission_seen) {
+		rdzv_record_action(s->r, s->me->name, round, RDZV_ACTION_ADD_TO_PARTICIPANTS,
+				   false);
+		s->admission_seen = true;
+	}
+	rdzv_sync_end(s, 0, RDZV_ACTION_FINISH);
 }
 
 void

@@ -126,6 +126,8 @@ struct rdzv_sync {
 	bool last_waiting;
 
 	/* The round handed to the agent. */
+	bool assigned; /* the join ended by an assignment (rdzv_sync_assigned) */
+	bool stale;    /* ... so the local copy is behind: no verdicts from it */
 	bool running;
 	bool told;
 	bool barrier;
@@ -181,6 +183,13 @@ void rdzv_sync_write(struct rdzv_sync *s, enum rdzv_action a);
 
 /* A change the operation waits for: read (or decide) now when it waits. */
 void rdzv_sync_wake(struct rdzv_sync *s);
+
+/* The coordinator assigned this node group rank `rank` of `world` in round
+ * `round`, and gen is the state's gen that completed it (an O(1) record, not
+ * the state): a JOIN under way ends with FINISH (its admission event
+ * recorded) without reading the state; the local copy is stale until the
+ * next read (rdzv_sync_observe gives no verdict from it meanwhile). */
+void rdzv_sync_assigned(struct rdzv_sync *s, int64_t round, int rank, int world, uint64_t gen);
 
 /* Wait in SYNC for usec at most (rdzv_sync_wake or the timer ends it). */
 void rdzv_sync_sleep(struct rdzv_sync *s, uint64_t usec);

@@ -446,6 +446,44 @@ test_store_error_each_step(void **state)
 	}
 }
 
+/* An assignment ends a join without a read of the state: the round, rank
+ * and world are the coordinator's, the copy is stale until the next read. */
+static void
+test_assigned(void **state)
+{
+	struct world w = {.base = event_base_new(), .wall = WALL0, .mono = MONO0};
+	struct sync_case c = {"assigned", 2, 3, NULL, "J", S, "W"};
+	struct node nodes[1] = {0};
+	struct rdzv_settings set;
+	struct rdzv_state st;
+	int reads;
+
+	nodes_start(&w, nodes, 1, &c, &set);
+	run(nodes, 1, c.limit);
+	reads = w.calls;
+	assert_true(nodes[0].s.op_active);
+	rdzv_sync_assigned(&nodes[0].s, 7, 41, 1000, 12);
+	assert_int_equal(nodes[0].n_done, 1);
+	assert_int_equal(nodes[0].a, RDZV_ACTION_FINISH);
+	assert_int_equal(nodes[0].s.round, 7);
+	assert_int_equal(nodes[0].s.rank, 41);
+	assert_int_equal(nodes[0].s.world, 1000);
+	assert_int_equal(nodes[0].s.st.gen, 12);
+	assert_true(nodes[0].s.assigned);
+	assert_true(nodes[0].s.stale);
+	assert_int_equal(w.calls, reads); /* no store call */
+	/* Only a JOIN ends so; the next copy read is fresh again. */
+	rdzv_sync_assigned(&nodes[0].s, 8, 0, 2, 13);
+	assert_int_equal(nodes[0].n_done, 1);
+	store_state(&w, &st);
+	rdzv_sync_adopt(&nodes[0].s, &st);
+	assert_false(nodes[0].s.stale);
+	rdzv_sync_release(&nodes[0].s);
+	rdzv_node_release(&nodes[0].me);
+	free(w.value);
+	event_base_free(w.base);
+}
+
 /* The lost-race pause: below 2 ms, and two nodes draw different pauses. */
 static void
 test_jitter(void **state)
@@ -482,6 +520,7 @@ main(void)
 		cmocka_unit_test(test_cases),
 		cmocka_unit_test(test_store_error_each_step),
 		cmocka_unit_test(test_jitter),
+		cmocka_unit_test(test_assigned),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
