@@ -11,7 +11,10 @@
  * that sees that key SETs "<key>/j/<node>" and waits; the host hears the SET
  * from its own server (tcpstore_server_on_set, no round trip) and admits every
  * requester, and the wait list of a round that opens, in one compare-and-set
- * (rdzv_admit). Liveness stays torch's heartbeats in the state, but nodes
+ * (rdzv_admit), then tells each participant its round, rank and world in
+ * "<key>/a/<node>" (rdzv_c10d_assign.c): only the host reads the state,
+ * whose size grows with the job. A node of the last round asks with "x" and
+ * the host runs its exit op for it. Liveness stays torch's heartbeats, but nodes
  * keep alive through their own key "<key>/hb/<node>" (a SET, no race for the
  * state) and the host folds those into the state once per keep-alive
  * interval (hb_fold): one write per interval instead of one per node. A store
@@ -28,7 +31,7 @@
  * After a round completes, the nodes exchange role and local world size as
  * torch 2.x's agent does (round store keys torchelastic/role_info/<rank>;
  * group rank 0 publishes torchelastic/assigned_ranks/<rank>, MASTER_ADDR,
- * MASTER_PORT, and elasticd/round with every node's role and size), and group
+ * MASTER_PORT, and elasticd/round with the nodes as runs), and group
  * rank 0 exposes a TCPStore server of its own as MASTER_ADDR:MASTER_PORT for
  * the workers (TORCHELASTIC_USE_AGENT_STORE=True) unless
  * TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1.
@@ -128,6 +131,7 @@ got_state_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	adopt(c, rep->value.data, rep->value.len, ADOPT_READ);
+	c10d_rejoin_check(c);
 	rdzv_sync_step(&c->sync);
 	admit_soon(c);
 }
@@ -168,6 +172,7 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	rdzv_record_sync(c->r, c->me.name, has_set);
 	if (admitting && has_set) {
 		joiners_drop(c, c->admitted_upto); /* those are in the state written */
+		c10d_exits_prune(c);
 	}
 	if (has_set) {
 		c->fold_dirty = false;
@@ -228,12 +233,6 @@ store_cas(void *arg, enum rdzv_action a)
 }
 
 /* ---- admission by the store host ------------------------------------------ */
-
-static char *
-join_key(const struct c10d *c, const char *node)
-{
-	return xasprintf("%s/j/%s", c->key, node);
-}
 
 static char *
 hb_key(const struct c10d *c, const char *node)
@@ -329,6 +328,9 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 	if (klen <= plen || rdzv_node_parse(&n, (const char *)key + plen, klen - plen) < 0) {
 		return;
 	}
+	if (vlen > 1 && value[0] == 'x') {
+		c10d_exits_note(c, &n, value, vlen); /* leave its last round for it first */
+	}
 	for (size_t i = 0; i < c->n_joiners; i++) {
 		if (rdzv_node_cmp(&c->joiners[i], &n) == 0) {
 			rdzv_node_release(&n);
@@ -345,8 +347,10 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 static size_t
 admit_apply(struct c10d *c, const struct rdzv_ctx *ctx)
 {
-	return rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, ctx,
-				   &c->sync.notable);
+	size_t exits = c10d_exits_apply(c, &c->sync.st, ctx, &c->sync.notable);
+
+	return exits + rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, ctx,
+					   &c->sync.notable);
 }
 
 static void
@@ -428,21 +432,6 @@ admit_soon(struct c10d *c)
 	}
 }
 
-/* A joiner of a store with a coordinator waits to be admitted instead of
- * racing it: the coordinator hosts the store, so it is there as long as the
- * store is, and it admits every request. The joiner keeps alive through its
- * own key meanwhile and reads again on the next notable change (the gen
- * WAIT) or at its join deadline. */
-void
-c10d_ask_to_join(struct c10d *c)
-{
-	char *k = join_key(c, c->me.name);
-
-	tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
-	free(k);
-	c->asked = now_usec();
-}
-
 /* rdzv_store_ops.await_admission: a joiner of a coordinated store waits to
  * be admitted, at most a keep-alive window before it asks again. */
 static bool
@@ -497,9 +486,11 @@ store_admit(void *arg, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *
 	struct c10d *c = arg;
 
 	c->admitted_upto = c->n_joiners;
-	c->admitting =
-		c->coordinator && c->n_joiners > 0 &&
-		rdzv_admit_requests(c->r, st, true, c->joiners, c->n_joiners, ctx, notable) > 0;
+	c->admitting = c->coordinator && c->n_joiners > 0 &&
+		       c10d_exits_apply(c, st, ctx, notable) +
+				       rdzv_admit_requests(c->r, st, true, c->joiners, c->n_joiners,
+							   ctx, notable) >
+			       0;
 }
 
 /* rdzv_store_ops.synced: our join is written, the next node may go. */
@@ -587,7 +578,8 @@ watch_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	}
 	if (c->sync.op_active) {
 		rdzv_sync_wake(&c->sync);
-	} else if (c->sync.running || c->sync.barrier || c->sync.next_active) {
+	} else if (c->sync.running || c->sync.barrier || (c->sync.next_active && !c->coordinated)) {
+		/* (A coordinated joiner hears from its assignment key.) */
 		c10d_observe_read(c);
 	}
 }
@@ -855,6 +847,7 @@ c10d_init(struct rdzv *r, char **reterr)
 	c->r = r;
 	c->node_state = NODE_STATE_INIT;
 	c->assigned_round = -1;
+	c->rejoin_round = -1;
 	rdzv_state_init(&c->sync.st);
 	if ((is_host = c10d_settings(c, cfg, reterr)) == -EINVAL) {
 		return -EINVAL;
@@ -946,6 +939,11 @@ c10d_free(struct rdzv *r)
 	strv_free(c->exchange_keys);
 	joiners_clear(c);
 	free(c->joiners);
+	for (size_t i = 0; i < c->n_exiters; i++) {
+		rdzv_node_release(&c->exiters[i]);
+	}
+	free(c->exiters);
+	free(c->exit_rounds);
 	if (c->admit_ev) {
 		event_free(c->admit_ev);
 	}

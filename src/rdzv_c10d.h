@@ -109,6 +109,14 @@ struct c10d {
 	bool closed_marked;     /* "<key>/closed" set by us */
 	bool blind;             /* the next JOIN read is the assignment wait */
 	bool assign_off;        /* this join watches gen keys again ("closed" seen) */
+	/* Delegated exits: a node of the last round asks to join with "x"
+	 * ("<key>/j/<node>" = "x"): the coordinator takes it out of the old
+	 * round (torch's exit op, on its behalf) in the write that admits it,
+	 * instead of every node racing to write the whole state. */
+	int64_t rejoin_round;      /* the round we left by "x", -1: none */
+	struct rdzv_node *exiters; /* coordinator: "x<round>" requests */
+	int64_t *exit_rounds;      /* ... the round each one leaves */
+	size_t n_exiters;
 
 	bool next_pending; /* asked before the store was reachable */
 	bool finishing;
@@ -152,6 +160,23 @@ void c10d_store_gone(struct c10d *c, int err);
 
 /* ---- rdzv_c10d_assign.c: assignment keys ------------------------------------ */
 
+/* Ask the coordinator to admit us: SET "<key>/j/<node>" ("x<round>" while
+ * a delegated exit from rejoin_round is pending). */
+void c10d_ask_to_join(struct c10d *c);
+/* The coordinator heard the request value[0..len) "x<round>" from n
+ * (copied): n leaves that round (ignored when malformed). */
+void c10d_exits_note(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len);
+/* Apply torch's exit op on st for every "x<round>" requester still in that
+ * round (ctx's clocks); *notable as rdzv_apply. Returns how many left. */
+size_t c10d_exits_apply(struct c10d *c, struct rdzv_state *st, const struct rdzv_ctx *ctx,
+			bool *notable);
+/* After a won write: forget the requesters no longer participants. */
+void c10d_exits_prune(struct c10d *c);
+/* Leave the last round by delegation, then join (coordinated nodes). */
+void c10d_rejoin(struct c10d *c);
+/* After a read during a delegated rejoin: if the state still holds us in
+ * the round we left, leave it ourselves (torch's exit op). */
+void c10d_rejoin_check(struct c10d *c);
 /* "<key>/a/<node>" (malloc'd). */
 char *c10d_assign_key(const struct c10d *c, const char *node);
 /* The coordinator, after any new copy: publish the assignments of a round
@@ -179,6 +204,10 @@ int c10d_num_nodes_waiting(struct rdzv *r);
 void c10d_shutdown(struct rdzv *r);
 int c10d_exit_barrier(struct rdzv *r);
 int c10d_finish(struct rdzv *r, bool close);
+/* Completions of the exit and join operations of next_rendezvous
+ * (rdzv_sync_done_fn; arg: the c10d). */
+void c10d_exit_done(void *arg, int err, enum rdzv_action a);
+void c10d_join_done(void *arg, int err, enum rdzv_action a);
 /* next_rendezvous fails with err (-errno) and msg. */
 void c10d_next_fail(struct c10d *c, int err, const char *msg);
 /* Start next_rendezvous once the store is reachable. */

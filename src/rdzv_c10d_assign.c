@@ -185,8 +185,14 @@ assign_got_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	snprintf(buf, sizeof(buf), "%.*s", (int)rep->value.len, (const char *)rep->value.data);
 	if (c->sync.op_active && c->sync.op == RDZV_OP_JOIN &&
 	    sscanf(buf, "%lld %d %d %lld%n", &round, &rank, &world, &gen, &end) == 4 &&
-	    (size_t)end == strlen(buf) && round >= 0 && world > 0 && rank >= 0 && rank < world &&
-	    gen >= 0) {
+	    (size_t)end == strlen(buf) && round > c->rejoin_round && world > 0 && rank >= 0 &&
+	    rank < world && gen >= 0) {
+		if (c->rejoin_round >= 0) {
+			/* The coordinator ran our exit op: its event is ours. */
+			rdzv_record_action(c->r, c->me.name, c->rejoin_round,
+					   RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, false);
+			c->rejoin_round = -1;
+		}
 		rdzv_sync_assigned(&c->sync, round, rank, world, (uint64_t)gen);
 	} else {
 		/* "closed", or not for this join: the state tells, and the
@@ -213,4 +219,128 @@ c10d_assign_fetch(struct c10d *c)
 		c10d_store_gone(c, -ECONNRESET);
 	}
 	free(k);
+}
+
+/* ---- asking to join, delegated exits -------------------------------------- */
+
+void
+c10d_ask_to_join(struct c10d *c)
+{
+	char *k = xasprintf("%s/j/%s", c->key, c->me.name), v[32] = "";
+
+	if (c->rejoin_round >= 0) {
+		snprintf(v, sizeof(v), "x%" PRId64, c->rejoin_round);
+	}
+	tcpstore_client_set(c->cmd, k, v, strlen(v), NULL, NULL);
+	free(k);
+	c->asked = now_usec();
+}
+
+void
+c10d_exits_note(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len)
+{
+	char buf[32];
+	long long round;
+	size_t i;
+
+	snprintf(buf, sizeof(buf), "%.*s", (int)(len - 1), (const char *)value + 1);
+	if (len > sizeof(buf) || parse_int(buf, 0, INT64_MAX, &round) < 0) {
+		return;
+	}
+	for (i = 0; i < c->n_exiters && rdzv_node_cmp(&c->exiters[i], n) != 0; i++) {
+	}
+	if (i == c->n_exiters) {
+		c->exiters = xrealloc(c->exiters, (i + 1) * sizeof(*c->exiters));
+		c->exit_rounds = xrealloc(c->exit_rounds, (i + 1) * sizeof(*c->exit_rounds));
+		rdzv_node_copy(&c->exiters[c->n_exiters++], n);
+	}
+	c->exit_rounds[i] = round;
+}
+
+/* Whether exiter i is still a participant of the round it leaves: then the
+ * exit op's action for it (no deadline: it asked now) into *ret. */
+static bool
+exit_due(struct c10d *c, const struct rdzv_state *st, size_t i, const struct rdzv_ctx *ctx,
+	 enum rdzv_action *ret)
+{
+	struct rdzv_ctx x = *ctx;
+
+	if (st->round != c->exit_rounds[i]) {
+		return false;
+	}
+	x.node = &c->exiters[i];
+	x.op_deadline = UINT64_MAX;
+	x.close_record = NULL;
+	*ret = rdzv_decide(RDZV_OP_EXIT, st, &x);
+	return rdzv_action_is_mutation(*ret);
+}
+
+size_t
+c10d_exits_apply(struct c10d *c, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *notable)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n_exiters; i++) {
+		struct rdzv_ctx x = *ctx;
+		enum rdzv_action a;
+
+		if (!exit_due(c, st, i, ctx, &a)) {
+			continue; /* out already */
+		}
+		x.node = &c->exiters[i];
+		if (rdzv_apply(st, a, &x)) {
+			*notable = true;
+		}
+		n++;
+	}
+	return n;
+}
+
+void
+c10d_exits_prune(struct c10d *c)
+{
+	struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
+	enum rdzv_action a;
+	size_t k = 0;
+
+	for (size_t i = 0; i < c->n_exiters; i++) {
+		if (c->sync.st.round <= c->exit_rounds[i] &&
+		    exit_due(c, &c->sync.st, i, &ctx, &a)) {
+			c->exit_rounds[k] = c->exit_rounds[i];
+			c->exiters[k++] = c->exiters[i];
+		} else {
+			rdzv_node_release(&c->exiters[i]);
+		}
+	}
+	c->n_exiters = k;
+}
+
+void
+c10d_rejoin(struct c10d *c)
+{
+	char *k = c10d_assign_key(c, c->me.name);
+
+	/* Drop the old assignment before the request (one connection: in
+	 * this order), then wait for the new one. */
+	tcpstore_client_delete(c->cmd, k, NULL, NULL);
+	free(k);
+	c->rejoin_round = c->sync.round;
+	c10d_ask_to_join(c);
+	c->blind = true;
+	rdzv_sync_start(&c->sync, RDZV_OP_JOIN, c->sync.next_deadline, c10d_join_done);
+}
+
+void
+c10d_rejoin_check(struct c10d *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+
+	if (c->rejoin_round < 0 || !c->sync.op_active || c->sync.op != RDZV_OP_JOIN ||
+	    st->round != c->rejoin_round || !st->complete ||
+	    rdzv_state_find_participant(st, &c->me) < 0) {
+		return;
+	}
+	/* The coordinator has not taken us out (yet): as torch, ourselves. */
+	c->rejoin_round = -1;
+	rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, c10d_exit_done);
 }

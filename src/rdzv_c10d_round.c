@@ -384,8 +384,8 @@ exchange_start(struct c10d *c)
 	}
 }
 
-static void
-join_done(void *arg, int err, enum rdzv_action a)
+void
+c10d_join_done(void *arg, int err, enum rdzv_action a)
 {
 	struct c10d *c = arg;
 	const char *id = c->r->cfg->rdzv_id;
@@ -413,12 +413,13 @@ join_done(void *arg, int err, enum rdzv_action a)
 	free(msg);
 }
 
-static void
-exit_done(void *arg, int err, enum rdzv_action a)
+void
+c10d_exit_done(void *arg, int err, enum rdzv_action a)
 {
 	struct c10d *c = arg;
+
 	if (err < 0 || a != RDZV_ACTION_FINISH) {
-		join_done(c, err, a == RDZV_ACTION_FINISH ? RDZV_ACTION_ERROR_TIMEOUT : a);
+		c10d_join_done(c, err, a == RDZV_ACTION_FINISH ? RDZV_ACTION_ERROR_TIMEOUT : a);
 		return;
 	}
 	if (c->coordinated) {
@@ -429,10 +430,11 @@ exit_done(void *arg, int err, enum rdzv_action a)
 
 		tcpstore_client_delete(c->cmd, k, NULL, NULL);
 		free(k);
+		c->rejoin_round = -1; /* out by our own exit op */
 		c10d_ask_to_join(c);
 		c->blind = true;
 	}
-	rdzv_sync_start(&c->sync, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
+	rdzv_sync_start(&c->sync, RDZV_OP_JOIN, c->sync.next_deadline, c10d_join_done);
 }
 
 void
@@ -463,7 +465,7 @@ turn_go(struct c10d *c)
 		return;
 	}
 	c->turn_held = true;
-	rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
+	rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, c10d_exit_done);
 }
 
 static void served_cb(int err, const struct tcpstore_reply *rep, void *arg);
@@ -548,10 +550,10 @@ coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		c->coordinated = true;
 		c10d_keep_alive_arm(c); /* through our own key from now on */
 		if (c->ever_in) {
-			rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
+			c10d_rejoin(c); /* the coordinator takes us out of the last round */
 		} else {
 			/* Never a participant: nothing to leave. */
-			exit_done(c, 0, RDZV_ACTION_FINISH);
+			c10d_exit_done(c, 0, RDZV_ACTION_FINISH);
 		}
 		return;
 	}
@@ -568,7 +570,7 @@ c10d_start_next(struct c10d *c)
 	const char *keys[1];
 
 	if (c->coordinator) {
-		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
+		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, c10d_exit_done);
 		return;
 	}
 	k = xasprintf("%s/coordinator", c->key);
@@ -595,7 +597,7 @@ c10d_next(struct rdzv *r)
 	}
 	if (c->sync.op_active) {
 		/* A keep-alive under way: take over its loop with the exit op. */
-		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
+		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, c10d_exit_done);
 		return 0;
 	}
 	if (!c->up) {
