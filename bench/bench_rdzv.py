@@ -18,7 +18,10 @@ Figures:
      processes' /proc/<pid>/io rchar + wchar over their participants; the
      store's own traffic is not in it). The store process holds three
      connections per participant: an N whose 3 N + 64 fds exceed the hard
-     limit is skipped, with the reason. Target: N = 1000 <= 2 s. Two ways:
+     limit is skipped, with the reason. Then "all again": every participant
+     asks for the next round at once (as every agent does after a worker
+     failed), time from the first round held to the second, and its bytes
+     read per participant. Target: N = 1000 <= 2 s. Two ways:
        hosted    participant 0 hosts the store in the same process, as the
                  agent on the endpoint host does: it coordinates (admits the
                  others, folds their keep-alives); 6 fds per participant
@@ -133,10 +136,22 @@ def torchrun_cmd(worker, n, port):
     return cmd
 
 
+def parse_swarm(out):
+    """rdzv_swarm's lines: {"swarm": {...}, "reform": {...}}."""
+    res = {}
+    for line in out.decode().splitlines():
+        words = line.split()
+        if words:
+            res[words[0]] = dict(kv.split("=", 1) for kv in words[1:])
+    return res
+
+
 def swarm_multi(build, mode, n, timeout, slice_size):
     """Run n participants as processes of at most slice_size each against one
-    store. Returns (seconds to the last round, bytes read per participant,
-    bytes written per participant, note)."""
+    store, twice: the first round, then every participant asks for the next
+    one at once (as after a worker failure). Returns (seconds to the last
+    round held, bytes read per participant, bytes written per participant,
+    seconds of the re-formed round, its bytes read per participant, note)."""
     tool = os.path.join(build, "tests", "tcpstore_tool")
     driver = os.path.join(build, "tests", "rdzv_swarm")
     conf = "join_timeout=%d" % timeout
@@ -144,7 +159,7 @@ def swarm_multi(build, mode, n, timeout, slice_size):
     server = host = None
     procs = []
     first = 0
-    env = dict(os.environ)
+    env = dict(os.environ, RDZV_SWARM_ROUNDS="2")
     if mode == "external":
         server = subprocess.Popen([tool, "serve", "0", str(4 * n + 64)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE)
@@ -174,15 +189,15 @@ def swarm_multi(build, mode, n, timeout, slice_size):
         for p in procs:
             out, err = p.communicate(timeout=timeout + 60)
             if p.returncode != 0:
-                return None, None, None, (out + err).decode()[-300:]
-            outs.append(dict(kv.split("=", 1) for kv in out.decode().split()[1:]))
+                return None, None, None, None, None, (out + err).decode()[-300:]
+            outs.append(parse_swarm(out))
         if host:
             out, err = host.communicate(b"", timeout=60)
             if host.returncode != 0:
-                return None, None, None, (out + err).decode()[-300:]
-            outs.append(dict(kv.split("=", 1) for kv in out.decode().split()[1:]))
+                return None, None, None, None, None, (out + err).decode()[-300:]
+            outs.append(parse_swarm(out))
     except subprocess.TimeoutExpired:
-        return None, None, None, "timeout"
+        return None, None, None, None, None, "timeout"
     finally:
         for p in procs + ([host] if host else []):
             if p.poll() is None:
@@ -192,13 +207,18 @@ def swarm_multi(build, mode, n, timeout, slice_size):
             server.stdin.close()
             server.stdout.close()
             server.wait()
-    last = max(float(o["last_abs"]) for o in outs) - t0
+    first_end = max(float(o["swarm"]["last_abs"]) for o in outs)
     # The hosting process carries the store's traffic: participants only.
     parts = outs[:-1] if host else outs
-    k = sum(int(o["local"]) for o in parts)
-    rd = sum(int(o["rchar"]) for o in parts) / k
-    wr = sum(int(o["wchar"]) for o in parts) / k
-    return last, rd, wr, "%d processes" % len(procs)
+    k = sum(int(o["swarm"]["local"]) for o in parts)
+    rd = sum(int(o["swarm"]["rchar"]) for o in parts) / k
+    wr = sum(int(o["swarm"]["wchar"]) for o in parts) / k
+    again = rd2 = None
+    if all("reform" in o for o in outs):
+        again = max(float(o["reform"]["last_abs"]) for o in outs) - first_end
+        rd2 = sum(int(o["reform"]["rchar"]) for o in parts) / k
+    return (first_end - t0, rd, wr, again, rd2,
+            "%d processes" % (len(procs) + (1 if host else 0)))
 
 
 def fmt(x):
@@ -244,13 +264,15 @@ def main():
                 print("   %-8s N=%-6d skipped: the store process needs %d fds, the hard "
                       "limit is %d" % (mode, n, 3 * n + 64, hard))
                 continue
-            last, rd, wr, note = swarm_multi(args.build, mode, n, 600, args.slice)
+            last, rd, wr, again, rd2, note = swarm_multi(args.build, mode, n, 600, args.slice)
             extra = "  (target <= 2 s)" if n == 1000 else ""
             if last is None:
                 print("   %-8s N=%-6d failed  [%s]" % (mode, n, note))
                 continue
-            print("   %-8s N=%-6d %s%s  read %.0f B, written %.0f B per participant  [%s]" % (
-                mode, n, fmt(last), extra, rd, wr, note))
+            print("   %-8s N=%-6d %s%s  read %.0f B, written %.0f B per participant; "
+                  "all again: %s, read %s B  [%s]" % (
+                      mode, n, fmt(last), extra, rd, wr, fmt(again),
+                      "-" if rd2 is None else "%.0f" % rd2, note))
             sys.stdout.flush()
 
     print("\n3  torchrun 1.13 c10d agents, start -> last worker running")

@@ -18,6 +18,10 @@
  * with first/last in seconds since start, *_abs as CLOCK_REALTIME seconds,
  * and rchar/wchar this process's bytes read and written (/proc/self/io:
  * the participants' store traffic, the store itself when hosted here).
+ * RDZV_SWARM_ROUNDS=2: once every participant of this process holds its
+ * round, they all call rdzv_next again at once (as every agent does after a
+ * worker failure), and a second line "reform last_abs=<s> rchar=<bytes>
+ * wchar=<bytes>" follows (the bytes of that round alone).
  * RDZV_SWARM_HOLD=1: then keep the event loop (and a store hosted here)
  * running until stdin reaches EOF.
  * Exit 0, or 1 on any rendezvous error. */
@@ -88,20 +92,94 @@ stdin_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* The config of every participant (k = 1) and of the host (k = 0). */
+static int
+parse_configs(struct config *cfg, struct config *host_cfg, const char *nn, const char *backend,
+	      const char *endpoint, const char *run_id, const char *conf, const char *host_conf)
+{
+	char *err = NULL;
+
+	for (int k = host_conf ? 0 : 1; k < 2; k++) {
+		char *args[] = {"elasticd",
+				"--nnodes",
+				(char *)nn,
+				"--rdzv-backend",
+				(char *)backend,
+				"--rdzv-endpoint",
+				(char *)endpoint,
+				"--rdzv-id",
+				(char *)run_id,
+				"--rdzv-conf",
+				k == 0 ? (char *)host_conf : (char *)conf,
+				"--no-python",
+				"true",
+				NULL};
+
+		if (config_parse(k == 0 ? host_cfg : cfg, ARRAY_SIZE(args) - 1, args, NULL, &err) !=
+		    CONFIG_RUN) {
+			fprintf(stderr, "rdzv_swarm: %s\n", err ? err : "bad config");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static double
+abs_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool
+env_is(const char *name, const char *value)
+{
+	return getenv(name) && strcmp(getenv(name), value) == 0;
+}
+
+/* Every participant asks for its next round again; wait for all. */
+static void
+reform(struct rdzv **rs, const char *nn)
+{
+	long long rchar = proc_io("rchar"), wchar = proc_io("wchar");
+
+	n_done = 0;
+	for (int i = 0; i < n_total; i++) {
+		if (rdzv_next(rs[i]) < 0) {
+			n_failed++;
+		}
+	}
+	event_base_dispatch(base);
+	printf("reform N=%s world=%d failed=%d last_abs=%.6f rchar=%lld wchar=%lld\n", nn, world,
+	       n_failed, abs_now(), proc_io("rchar") - rchar, proc_io("wchar") - wchar);
+	fflush(stdout);
+}
+
+/* Keep serving (a store hosted here) until stdin closes. */
+static void
+hold(void)
+{
+	struct event *in = event_new(base, 0, EV_READ | EV_PERSIST, stdin_cb, NULL);
+
+	event_add(in, NULL);
+	event_base_dispatch(base);
+	event_free(in);
+}
+
 int
 main(int argc, char **argv)
 {
 	struct config cfg = {0}, host_cfg = {0};
-	bool hosted = getenv("RDZV_SWARM_HOST") && strcmp(getenv("RDZV_SWARM_HOST"), "1") == 0;
-	char *host_conf = NULL, *conf_others = NULL;
-	struct rdzv **rs;
-	char *err = NULL;
-	char nn[32];
-	int first_i = 0;
-	struct timespec start_abs, last_abs;
+	bool hosted = env_is("RDZV_SWARM_HOST", "1");
+	char *host_conf = NULL, *conf_others = NULL, *err = NULL, nn[32];
 	const char *conf = argc > 3 ? argv[3] : "is_host=false,join_timeout=120";
 	/* RDZV_SWARM_BACKEND=etcd: the etcd backend, HOST:PORT,... its members. */
 	const char *backend = getenv("RDZV_SWARM_BACKEND") ? getenv("RDZV_SWARM_BACKEND") : "c10d";
+	int first_i = 0;
+	double start_abs;
+	struct rdzv **rs;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: rdzv_swarm N HOST:PORT [RDZV_CONF [RUN_ID]]\n");
@@ -120,32 +198,14 @@ main(int argc, char **argv)
 		conf_others = xasprintf("%s,is_host=false", conf);
 		conf = conf_others;
 	}
-	for (int k = hosted ? 0 : 1; k < 2; k++) {
-		char *args[] = {"elasticd",
-				"--nnodes",
-				nn,
-				"--rdzv-backend",
-				(char *)backend,
-				"--rdzv-endpoint",
-				argv[2],
-				"--rdzv-id",
-				argc > 4 ? argv[4] : "swarm",
-				"--rdzv-conf",
-				k == 0 ? host_conf : (char *)conf,
-				"--no-python",
-				"true",
-				NULL};
-
-		if (config_parse(k == 0 ? &host_cfg : &cfg, ARRAY_SIZE(args) - 1, args, NULL,
-				 &err) != CONFIG_RUN) {
-			fprintf(stderr, "rdzv_swarm: %s\n", err ? err : "bad config");
-			return 2;
-		}
+	if (parse_configs(&cfg, &host_cfg, nn, backend, argv[2], argc > 4 ? argv[4] : "swarm", conf,
+			  host_conf) < 0) {
+		return 2;
 	}
 	base = event_base_new();
 	rs = xcalloc((size_t)n_total, sizeof(*rs));
 	start = now_usec();
-	clock_gettime(CLOCK_REALTIME, &start_abs);
+	start_abs = abs_now();
 	for (int i = 0; i < n_total; i++) {
 		struct rdzv_callbacks cb = {.done = done_cb,
 					    .arg = (void *)(intptr_t)(first_i + i)};
@@ -157,20 +217,16 @@ main(int argc, char **argv)
 		}
 	}
 	event_base_dispatch(base);
-	clock_gettime(CLOCK_REALTIME, &last_abs);
 	printf("swarm N=%s first=%.3f last=%.3f world=%d failed=%d local=%d start_abs=%.6f "
 	       "last_abs=%.6f rchar=%lld wchar=%lld\n",
 	       nn, (double)(first - start) / 1e6, (double)(last - start) / 1e6, world, n_failed,
-	       n_total, (double)start_abs.tv_sec + start_abs.tv_nsec / 1e9,
-	       (double)last_abs.tv_sec + last_abs.tv_nsec / 1e9, proc_io("rchar"),
-	       proc_io("wchar"));
+	       n_total, start_abs, abs_now(), proc_io("rchar"), proc_io("wchar"));
 	fflush(stdout);
-	if (getenv("RDZV_SWARM_HOLD") && strcmp(getenv("RDZV_SWARM_HOLD"), "1") == 0) {
-		struct event *in = event_new(base, 0, EV_READ | EV_PERSIST, stdin_cb, NULL);
-
-		event_add(in, NULL);
-		event_base_dispatch(base);
-		event_free(in);
+	if (env_is("RDZV_SWARM_ROUNDS", "2") && !n_failed) {
+		reform(rs, nn);
+	}
+	if (env_is("RDZV_SWARM_HOLD", "1")) {
+		hold();
 	}
 	for (int i = 0; i < n_total; i++) {
 		rdzv_free(rs[i]);
