@@ -197,7 +197,10 @@ store_read(void *arg)
 		rdzv_sync_fail(&c->sync, -ECONNRESET);
 		return;
 	}
-	if (c->blind && c->coordinated && c->sync.op == RDZV_OP_JOIN) {
+	if (c->coordinated && c->sync.op == RDZV_OP_JOIN &&
+	    (c->blind || (c10d_assign_watching(c) && now_usec() < c->sync.op_deadline))) {
+		/* Until the join deadline, the coordinator's word (our key)
+		 * stands for the state. */
 		c10d_assign_blind_read(c);
 		return;
 	}
@@ -944,6 +947,7 @@ c10d_free(struct rdzv *r)
 	}
 	free(c->exiters);
 	free(c->exit_rounds);
+	strv_free(c->spares_told);
 	if (c->admit_ev) {
 		event_free(c->admit_ev);
 	}

@@ -114,6 +114,7 @@ struct c10d {
 	 * round (torch's exit op, on its behalf) in the write that admits it,
 	 * instead of every node racing to write the whole state. */
 	int64_t rejoin_round;      /* the round we left by "x", -1: none */
+	char **spares_told;        /* coordinator: "spare" sent to these (the redundancy list) */
 	struct rdzv_node *exiters; /* coordinator: "x<round>" requests */
 	int64_t *exit_rounds;      /* ... the round each one leaves */
 	size_t n_exiters;

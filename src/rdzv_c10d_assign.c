@@ -80,6 +80,38 @@ fan_closed(struct c10d *c)
 	multi_set(c, keys, vals, keys ? strv_length(keys) : 0);
 }
 
+static bool
+strv_has(char *const *v, const char *s)
+{
+	for (size_t i = 0; v && v[i]; i++) {
+		if (strcmp(v[i], s) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* "spare" to every node newly in the redundancy list: it watches the state
+ * itself from then on (a spare takes a slot that frees up by itself). */
+static void
+tell_spares(struct c10d *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+	char **keys = NULL, **vals = NULL, **now = NULL;
+
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		const char *name = st->redundancy_list[i].name;
+
+		if (!strv_has(c->spares_told, name)) {
+			push(c, &keys, &vals, name, xstrdup("spare"));
+		}
+		strv_push(&now, name);
+	}
+	strv_free(c->spares_told);
+	c->spares_told = now;
+	multi_set(c, keys, vals, keys ? strv_length(keys) : 0);
+}
+
 void
 c10d_assign_publish(struct c10d *c)
 {
@@ -96,6 +128,7 @@ c10d_assign_publish(struct c10d *c)
 		}
 		return;
 	}
+	tell_spares(c);
 	if (!st->complete || st->round == c->assigned_round) {
 		return;
 	}
@@ -138,11 +171,15 @@ blind_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	}
 	if (rep->status == TCPSTORE_READY || c->sync.op != RDZV_OP_JOIN) {
 		/* Closed already (or taken over): the state tells. */
+		c->assign_off = true;
 		c->sync.ops->read(c);
 		return;
 	}
 	window = (uint64_t)(c->settings.keep_alive_interval_usec *
 			    c->settings.keep_alive_max_attempt);
+	if (now - c->asked >= window) {
+		c10d_ask_to_join(c); /* no word for a window: the request again */
+	}
 	wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
 	rdzv_sync_sleep(&c->sync, wait < window ? wait : window);
 	c10d_watch_update(c);
