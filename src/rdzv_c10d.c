@@ -342,7 +342,7 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 	}
 	c->joiners = xrealloc(c->joiners, (c->n_joiners + 1) * sizeof(*c->joiners));
 	c->joiners[c->n_joiners++] = n;
-	event_active(c->admit_ev, EV_TIMEOUT, 0);
+	c10d_admit_later(c);
 }
 
 /* Apply the admissions of the joiners we hold and of the wait list (a round
@@ -431,7 +431,7 @@ admit_soon(struct c10d *c)
 {
 	if (c->coordinator && (c->n_joiners > 0 || (!c->sync.st.complete && !c->sync.st.closed &&
 						    c->sync.st.n_wait_list > 0))) {
-		event_active(c->admit_ev, EV_TIMEOUT, 0);
+		c10d_admit_later(c);
 	}
 }
 

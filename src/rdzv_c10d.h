@@ -146,6 +146,9 @@ gen_key(const struct c10d *c, uint64_t gen)
 
 /* ---- rdzv_c10d.c: the store ---------------------------------------------- */
 
+/* The coordinator: admit the requests held soon (at once while the state is
+ * small, else after a gathering delay that grows with it, 50 ms at most). */
+void c10d_admit_later(struct c10d *c);
 /* Ask the coordinator to admit us: SET "<key>/j/<node>". */
 void c10d_ask_to_join(struct c10d *c);
 /* Keep alive through our own key "<key>/hb/<node>" (coordinated stores). */
@@ -161,6 +164,9 @@ void c10d_store_gone(struct c10d *c, int err);
 
 /* ---- rdzv_c10d_assign.c: assignment keys ------------------------------------ */
 
+/* The coordinator: admit the requests held soon (at once while the state is
+ * small, else after a gathering delay that grows with it, 50 ms at most). */
+void c10d_admit_later(struct c10d *c);
 /* Ask the coordinator to admit us: SET "<key>/j/<node>" ("x<round>" while
  * a delegated exit from rejoin_round is pending). */
 void c10d_ask_to_join(struct c10d *c);

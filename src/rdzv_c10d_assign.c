@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "rdzv_c10d.h"
 #include "tcpstore_client.h"
 
@@ -259,6 +261,34 @@ c10d_assign_fetch(struct c10d *c)
 }
 
 /* ---- asking to join, delegated exits -------------------------------------- */
+
+/* Microseconds a coordinator lets requests gather per participant of the
+ * state, and at most: one admission (a read and a compare-and-set of the
+ * whole state) costs O(N), so a crowd of N joiners arriving over a while
+ * must not cost one admission each (at 5000 nodes the store host then had
+ * no time left to accept their connections). */
+#define ADMIT_GATHER_PER_NODE_USEC 10
+#define ADMIT_GATHER_MAX_USEC (50 * 1000)
+
+void
+c10d_admit_later(struct c10d *c)
+{
+	uint64_t usec = (uint64_t)c->sync.st.n_participants * ADMIT_GATHER_PER_NODE_USEC;
+	struct timeval tv;
+
+	if (usec < 1000) {
+		event_active(c->admit_ev, EV_TIMEOUT, 0); /* small: at once */
+		return;
+	}
+	if (usec > ADMIT_GATHER_MAX_USEC) {
+		usec = ADMIT_GATHER_MAX_USEC;
+	}
+	if (!evtimer_pending(c->admit_ev, NULL)) {
+		tv.tv_sec = 0;
+		tv.tv_usec = (suseconds_t)usec;
+		evtimer_add(c->admit_ev, &tv);
+	}
+}
 
 void
 c10d_ask_to_join(struct c10d *c)
