@@ -9,10 +9,19 @@ Figures:
      `--no-python` worker each) on loopback: time from launching the first
      agent to the moment the last worker runs (each worker stamps
      CLOCK_REALTIME as it starts). Target: N = 2 <= 150 ms.
-  2  N rendezvous participants in one process (tests/rdzv_swarm: elasticd's
-     real c10d backend, one handler per participant, three connections each),
-     time until every participant has its round, rank exchange included.
-     Target: N = 1000 <= 2 s. Two ways:
+  2  N rendezvous participants (tests/rdzv_swarm: elasticd's real c10d
+     backend, one handler per participant, three connections each), split
+     over processes of at most --slice participants (the hard RLIMIT_NOFILE
+     caps one process), all against one store process: time from launching
+     the swarm to every participant holding its round (rank exchange
+     included), and the bytes read and written per participant (the swarm
+     processes' /proc/<pid>/io rchar + wchar over their participants; the
+     store's own traffic is not in it). The store process holds three
+     connections per participant: an N whose 3 N + 64 fds exceed the hard
+     limit is skipped, with the reason. Then "all again": every participant
+     asks for the next round at once (as every agent does after a worker
+     failed), time from the first round held to the second, and its bytes
+     read per participant. Target: N = 1000 <= 2 s. Two ways:
        hosted    participant 0 hosts the store in the same process, as the
                  agent on the endpoint host does: it coordinates (admits the
                  others, folds their keep-alives); 6 fds per participant
@@ -127,46 +136,89 @@ def torchrun_cmd(worker, n, port):
     return cmd
 
 
-def swarm_hosted(build, n, timeout):
-    driver = os.path.join(build, "tests", "rdzv_swarm")
-    env = dict(os.environ, RDZV_SWARM_HOST="1")
-    try:
-        t = time.monotonic()
-        res = subprocess.run([driver, str(n), "127.0.0.1:%d" % free_port(),
-                              "join_timeout=%d" % timeout, "hosted%d" % n], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout + 30)
-        wall = time.monotonic() - t
-        line = res.stdout.decode().strip()
-        if res.returncode != 0:
-            return None, wall, line or res.stderr.decode()[-300:]
-        return float(line.split("last=")[1].split()[0]), wall, line
-    except subprocess.TimeoutExpired:
-        return None, None, "timeout"
+def parse_swarm(out):
+    """rdzv_swarm's lines: {"swarm": {...}, "reform": {...}}."""
+    res = {}
+    for line in out.decode().splitlines():
+        words = line.split()
+        if words:
+            res[words[0]] = dict(kv.split("=", 1) for kv in words[1:])
+    return res
 
 
-def swarm(build, n, timeout):
+def swarm_multi(build, mode, n, timeout, slice_size, again=True):
+    """Run n participants as processes of at most slice_size each against one
+    store, twice: the first round, then every participant asks for the next
+    one at once (as after a worker failure). Returns (seconds to the last
+    round held, bytes read per participant, bytes written per participant,
+    seconds of the re-formed round, its bytes read per participant, note)."""
     tool = os.path.join(build, "tests", "tcpstore_tool")
     driver = os.path.join(build, "tests", "rdzv_swarm")
-    server = subprocess.Popen([tool, "serve", "0", str(4 * n + 64)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE)
+    conf = "join_timeout=%d" % timeout
+    run_id = "%s%d_%d" % (mode, n, os.getpid())
+    server = host = None
+    procs = []
+    first = 0
+    env = dict(os.environ, RDZV_SWARM_ROUNDS="2" if again else "1")
+    if mode == "external":
+        server = subprocess.Popen([tool, "serve", "0", str(4 * n + 64)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+        endpoint = "127.0.0.1:%d" % int(server.stdout.readline().split()[1])
+        conf += ",is_host=false"
+    else:
+        endpoint = "127.0.0.1:%d" % free_port()
+    t0 = time.time()
     try:
-        port = int(server.stdout.readline().split()[1])
-        t = time.monotonic()
-        res = subprocess.run([driver, str(n), "127.0.0.1:%d" % port,
-                              "is_host=false,join_timeout=%d" % timeout, "swarm%d" % n],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout + 30)
-        wall = time.monotonic() - t
-        line = res.stdout.decode().strip()
-        if res.returncode != 0:
-            return None, wall, line or res.stderr.decode()[-300:]
-        last = float(line.split("last=")[1].split()[0])
-        return last, wall, line
+        if mode == "hosted":
+            # Participant 0 alone hosts the store (and coordinates).
+            host = subprocess.Popen(
+                [driver, str(n), endpoint, conf, run_id],
+                env=dict(env, RDZV_SWARM_HOST="1", RDZV_SWARM_SLICE="0:1", RDZV_SWARM_HOLD="1"),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            first = 1
+            time.sleep(0.2)
+            conf += ",is_host=false"
+        while first < n:
+            count = min(slice_size, n - first)
+            procs.append(subprocess.Popen(
+                [driver, str(n), endpoint, conf, run_id],
+                env=dict(env, RDZV_SWARM_SLICE="%d:%d" % (first, count)),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            first += count
+        outs = []
+        for p in procs:
+            out, err = p.communicate(timeout=timeout + 60)
+            if p.returncode != 0:
+                return None, None, None, None, None, (out + err).decode()[-300:]
+            outs.append(parse_swarm(out))
+        if host:
+            out, err = host.communicate(b"", timeout=60)
+            if host.returncode != 0:
+                return None, None, None, None, None, (out + err).decode()[-300:]
+            outs.append(parse_swarm(out))
     except subprocess.TimeoutExpired:
-        return None, None, "timeout"
+        return None, None, None, None, None, "timeout"
     finally:
-        server.stdin.close()
-        server.stdout.close()
-        server.wait()
+        for p in procs + ([host] if host else []):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if server:
+            server.stdin.close()
+            server.stdout.close()
+            server.wait()
+    first_end = max(float(o["swarm"]["last_abs"]) for o in outs)
+    # The hosting process carries the store's traffic: participants only.
+    parts = outs[:-1] if host else outs
+    k = sum(int(o["swarm"]["local"]) for o in parts)
+    rd = sum(int(o["swarm"]["rchar"]) for o in parts) / k
+    wr = sum(int(o["swarm"]["wchar"]) for o in parts) / k
+    again = rd2 = None
+    if all("reform" in o for o in outs):
+        again = max(float(o["reform"]["last_abs"]) for o in outs) - first_end
+        rd2 = sum(int(o["reform"]["rchar"]) for o in parts) / k
+    return (first_end - t0, rd, wr, again, rd2,
+            "%d processes" % (len(procs) + (1 if host else 0)))
 
 
 def fmt(x):
@@ -177,7 +229,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--agents", default="2,16,64,256")
-    ap.add_argument("--swarm", default="1000,10000")
+    ap.add_argument("--swarm", default="1000,2000,5000,10000")
+    ap.add_argument("--slice", type=int, default=2500,
+                    help="participants per swarm process")
+    ap.add_argument("--external-again", action="store_true",
+                    help="the all-again round for the external store too (torch's own "
+                    "loop: minutes at N = 1000)")
     ap.add_argument("--torchrun", default="2,4,8")
     ap.add_argument("--torchrun-timeout", type=int, default=120)
     ap.add_argument("--reps", type=int, default=3)
@@ -202,16 +259,26 @@ def main():
         extra = "  (target <= 0.150 s)" if n == 2 else ""
         print("   N=%-5d %s%s  runs: %s" % (n, fmt(med), extra, ", ".join(fmt(t) for t in times)))
 
-    print("\n2  participants in one process, one store server")
-    for mode, fds, run in (("hosted", 6, swarm_hosted), ("external", 3, swarm)):
+    print("\n2  participants in processes of <= %d, one store process; "
+          "start -> every round held, bytes per participant" % args.slice)
+    for mode in ("hosted", "external"):
         for n in [int(x) for x in args.swarm.split(",") if x]:
-            if fds * n + 64 > hard:
-                print("   %-8s N=%-6d skipped: needs %d fds, the limit is %d" % (
-                    mode, n, fds * n + 64, hard))
+            if 3 * n + 64 > hard:
+                print("   %-8s N=%-6d skipped: the store process needs %d fds, the hard "
+                      "limit is %d" % (mode, n, 3 * n + 64, hard))
                 continue
-            last, wall, line = run(args.build, n, 300)
+            last, rd, wr, again, rd2, note = swarm_multi(
+                args.build, mode, n, 600, args.slice,
+                again=mode == "hosted" or args.external_again)
             extra = "  (target <= 2 s)" if n == 1000 else ""
-            print("   %-8s N=%-6d %s%s  [%s]" % (mode, n, fmt(last), extra, line))
+            if last is None:
+                print("   %-8s N=%-6d failed  [%s]" % (mode, n, note))
+                continue
+            print("   %-8s N=%-6d %s%s  read %.0f B, written %.0f B per participant; "
+                  "all again: %s, read %s B  [%s]" % (
+                      mode, n, fmt(last), extra, rd, wr, fmt(again),
+                      "-" if rd2 is None else "%.0f" % rd2, note))
+            sys.stdout.flush()
 
     print("\n3  torchrun 1.13 c10d agents, start -> last worker running")
     for n in [int(x) for x in args.torchrun.split(",") if x]:

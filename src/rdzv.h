@@ -96,7 +96,9 @@ struct rdzv_backend_ops {
 	 * shutdown() when close, then finished at once. Returns 0 or -errno. */
 	int (*finish)(struct rdzv *r, bool close);
 	/* Optional. A deep copy of the backend's local copy of the state into
-	 * *ret (rdzv_snapshot.h), read-only: no I/O, nothing changes. NULL: the
+	 * *ret (rdzv_snapshot.h), read-only: no I/O waited for, nothing changes
+	 * (c10d: a copy known stale, the round learnt from an assignment key, is
+	 * refreshed in the background for the next call). NULL: the
 	 * backend has no shared state (static). Returns 0 or -errno. */
 	int (*snapshot)(struct rdzv *r, struct rdzv_snapshot *ret);
 	/* Optional. Whether the shared state is out of reach while this node is

@@ -11,7 +11,10 @@
  * that sees that key SETs "<key>/j/<node>" and waits; the host hears the SET
  * from its own server (tcpstore_server_on_set, no round trip) and admits every
  * requester, and the wait list of a round that opens, in one compare-and-set
- * (rdzv_admit). Liveness stays torch's heartbeats in the state, but nodes
+ * (rdzv_admit), then tells each participant its round, rank and world in
+ * "<key>/a/<node>" (rdzv_c10d_assign.c): only the host reads the state,
+ * whose size grows with the job. A node of the last round asks with "x" and
+ * the host runs its exit op for it. Liveness stays torch's heartbeats, but nodes
  * keep alive through their own key "<key>/hb/<node>" (a SET, no race for the
  * state) and the host folds those into the state once per keep-alive
  * interval (hb_fold): one write per interval instead of one per node. A store
@@ -28,7 +31,7 @@
  * After a round completes, the nodes exchange role and local world size as
  * torch 2.x's agent does (round store keys torchelastic/role_info/<rank>;
  * group rank 0 publishes torchelastic/assigned_ranks/<rank>, MASTER_ADDR,
- * MASTER_PORT, and elasticd/round with every node's role and size), and group
+ * MASTER_PORT, and elasticd/round with the nodes as runs), and group
  * rank 0 exposes a TCPStore server of its own as MASTER_ADDR:MASTER_PORT for
  * the workers (TORCHELASTIC_USE_AGENT_STORE=True) unless
  * TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1.
@@ -57,359 +60,64 @@
 #include "rdzv_dynamic.h"
 #include "rdzv_snapshot.h"
 #include "rdzv_state.h"
+#include "rdzv_sync.h"
 #include "tcpstore_client.h"
 #include "tcpstore_server.h"
 #include "util.h"
-
-#define C10D_DEFAULT_PORT 29400
-/* torch's c10d backend pre-creates the state key with this value. */
-#define C10D_SENTINEL "Y2FuaW1hZGFt"
-/* How long the store host waits for its clients to leave at the end. */
-#define LINGER_USEC (10 * USEC_PER_SEC)
-/* Gen keys kept behind the newest one (older ones are deleted). */
-#define GEN_KEEP 64
-
-struct c10d;
-typedef void (*op_done_fn)(struct c10d *c, int err, enum rdzv_action a);
-
-struct c10d {
-	struct rdzv *r;
-	/* Keep-alives failing since (now_usec() clock; 0: they pass), the last
-	 * error: the rendezvous is degraded (rdzv_degraded). */
-	uint64_t ka_fail_since;
-	char ka_fail_why[256];
-	struct rdzv_settings settings;
-	uint64_t join_timeout;
-	uint64_t close_timeout;
-	uint64_t heartbeat_timeout;
-	uint64_t barrier_timeout;
-
-	char *host; /* the endpoint */
-	int port;
-	char *connect_host; /* what our clients connect to */
-	int connect_port;
-	struct tcpstore_server *server;        /* the rendezvous store, when hosting */
-	struct tcpstore_server *worker_server; /* MASTER_ADDR:MASTER_PORT, group rank 0 */
-	struct tcpstore_client *cmd, *watch, *aux;
-	int n_up;
-	bool up;
-	bool dead; /* the store connection is gone */
-	char *dead_msg;
-
-	char *key;
-	struct rdzv_node me;
-
-	/* The local copy and its fencing token (the value last read). */
-	struct rdzv_state st;
-	char *token;
-	size_t token_len;
-	int64_t read_usec; /* wall clock of the copy's last read or write, 0: never */
-	bool dirty;
-	bool notable;
-	char *pending; /* the value a compare-and-set in flight tries to write */
-	size_t pending_len;
-	uint64_t pending_gen;
-
-	/* The operation under way. */
-	bool op_active;
-	enum rdzv_op op;
-	uint64_t op_deadline;
-	op_done_fn op_done;
-	bool in_sync;
-	bool io_pending;      /* the operation's GET or compare-and-set on cmd */
-	bool observe_pending; /* a GET outside operations */
-	struct event *sync_timer;
-
-	/* Join turns: nodes that arrive together take a ticket and write their
-	 * join one after another instead of all losing compare-and-sets to each
-	 * other (torch's loop collapses near 128 nodes, reference §8). A hint
-	 * only: a node stops waiting for its turn after a bounded time. */
-	int64_t ticket;
-	bool turn_held;
-
-	/* Admission by the store host (the coordinator): a joiner SETs
-	 * "<key>/j/<node>"; the host hears it from its own server, no round
-	 * trip, and admits every requester in one compare-and-set
-	 * (rdzv_admit). Joiners that see "<key>/coordinator" skip the turns and
-	 * wait to be admitted. */
-	bool coordinator;          /* we host the store */
-	bool coordinated;          /* the store has a coordinator (not us) */
-	bool admission_seen;       /* this JOIN saw the coordinator admit us */
-	struct rdzv_node *joiners; /* coordinator: requests not admitted yet */
-	size_t n_joiners;
-	struct event *admit_ev;
-	bool admitting;         /* the compare-and-set in flight admits joiners */
-	size_t admitted_upto;   /* ... the first this many of them */
-	size_t admit_read_upto; /* requests there when the admission read went out */
-	/* Liveness with a coordinator: each node SETs "<key>/hb/<node>" (its
-	 * own key: no race for the state) every keep-alive interval; the
-	 * coordinator folds them into the state's heartbeats from its own
-	 * server, once per interval for everyone (hb_fold). */
-	struct event *fold_timer;
-	bool fold_due;       /* the interval passed: fold and write */
-	bool fold_dirty;     /* the local copy holds folded heartbeats not written yet */
-	bool ever_in;        /* this handler has been a participant (may be in the state) */
-	uint64_t asked;      /* when we last sent our join request */
-	int64_t served_seen; /* the "served" count when we last looked; -1: not yet */
-
-	/* The gen WAIT on watch. */
-	bool watching;
-	uint64_t watch_gen;
-
-	/* next_rendezvous */
-	bool next_active;
-	bool next_pending; /* asked before the store was reachable */
-	uint64_t next_deadline;
-	size_t last_count; /* participants last reported to the log */
-	size_t peak_count; /* most participants seen in the round we wait for */
-	bool last_waiting;
-
-	/* The round handed to the agent. */
-	bool running;
-	bool told;
-	bool barrier;
-	bool finishing;
-	int64_t round;
-	int rank;
-	int world;
-	char *prefix; /* "/torch.rendezvous.<run_id>.<round>/" */
-	char **exchange_keys;
-	struct rdzv_result result;
-	char **roles;
-	struct event *ka_timer;
-	struct event *linger_timer;
-	struct event *connect_log_timer; /* says we still wait for the store */
-	enum node_state node_state;
-};
+#include "rdzv_c10d.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static struct c10d *
-backend(struct rdzv *r)
-{
-	return r->backend;
-}
-
-/* The one place this node's NodeState changes: an RdzvEvent for every step
- * (torch's construct_and_record_rdzv_event) and a log line for a transition. */
-static void
-c10d_set_state(struct c10d *c, enum node_state s, const char *fn, const char *msg)
-{
-	rdzv_set_node_state(c->r, &c->node_state, s, fn, msg);
-}
-
-static char *
-gen_key(const struct c10d *c, uint64_t gen)
-{
-	return xasprintf("%s/gen/%" PRIu64, c->key, gen);
-}
-
-static char *
-round_key(const struct c10d *c, const char *what)
-{
-	return xasprintf("%s%s", c->prefix, what);
-}
-
 /* ---- the operation loop ------------------------------------------------- */
 
-static void op_read(struct c10d *c);
-static void op_step(struct c10d *c);
 static void admit_soon(struct c10d *c);
 static void joiners_clear(struct c10d *c);
 static void joiners_drop(struct c10d *c, size_t n);
 static size_t hb_fold(struct c10d *c, struct rdzv_state *st);
-static void turn_release(struct c10d *c);
-static void watch_update(struct c10d *c);
-static void next_fail(struct c10d *c, int err, const char *msg);
-static void store_gone(struct c10d *c, int err);
 
-static void
-op_end(struct c10d *c, int err, enum rdzv_action a)
-{
-	op_done_fn done = c->op_done;
-
-	c->op_active = false;
-	c->in_sync = false;
-	evtimer_del(c->sync_timer);
-	if (done) {
-		done(c, err, a);
-	}
-}
-
-static void
-op_start(struct c10d *c, enum rdzv_op op, uint64_t deadline, op_done_fn done)
-{
-	c->op_active = true;
-	c->op = op;
-	c->op_deadline = deadline;
-	c->op_done = done;
-	c->in_sync = false;
-	c->admission_seen = false;
-	if (!c->io_pending) {
-		op_read(c);
-	}
-	/* else the read or write in flight (an admission) decides for it */
-}
-
-static struct rdzv_ctx
-make_ctx(const struct c10d *c)
-{
-	struct rdzv_ctx ctx = rdzv_ctx_now(&c->settings, &c->me, c->op_deadline);
-
-	ctx.close_record = c->r->close_record;
-	ctx.quarantine = c->r->quarantine;
-	return ctx;
-}
-
-/* What a waiting node says about the round it waits for. */
-static void
-report_progress(struct c10d *c)
-{
-	const struct rdzv_state *st = &c->st;
-	char names[512];
-	size_t off = 0;
-	bool waiting = rdzv_state_find_wait(st, &c->me) >= 0;
-	const char *s_part = st->n_participants == 1 ? "" : "s";
-
-	if (!c->next_active ||
-	    (st->n_participants == c->last_count && waiting == c->last_waiting)) {
-		return;
-	}
-	c->last_count = st->n_participants;
-	c->last_waiting = waiting;
-	names[0] = '\0';
-	for (size_t i = 0; i < st->n_participants && off < sizeof(names) - 64; i++) {
-		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : " (",
-					st->participants[i].node.name);
-	}
-	if (off >= sizeof(names) - 64 && st->n_participants > 0) {
-		off += (size_t)snprintf(names + off, sizeof(names) - off, ", ...");
-	}
-	if (off > 0) {
-		snprintf(names + off, sizeof(names) - off, ")");
-	}
-	if (st->complete && rdzv_state_find_participant(st, &c->me) >= 0) {
-		return;
-	}
-	if (st->complete) {
-		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64
-			      " is running with %zu node%s; %s for the next "
-			      "round",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants, s_part,
-			      waiting ? "waiting in the wait list" : "waiting");
-		return;
-	}
-	if (st->n_participants < (size_t)c->settings.min_nodes) {
-		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64
-			      ": %zu of %d node%s joined%s; awaiting %zu more",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants,
-			      c->settings.min_nodes, c->settings.min_nodes == 1 ? "" : "s", names,
-			      (size_t)c->settings.min_nodes - st->n_participants);
-	} else {
-		double left = st->deadline >= 0
-				      ? (double)(st->deadline - (int64_t)wall_usec()) / 1e6
-				      : 0.0;
-
-		rdzv_progress(c->r,
-			      "rendezvous '%s' round %" PRId64
-			      ": %zu node%s joined%s, min %d max %d; last "
-			      "call ends in %.1f s",
-			      c->r->cfg->rdzv_id, st->round, st->n_participants, s_part, names,
-			      c->settings.min_nodes, c->settings.max_nodes, left > 0 ? left : 0.0);
-	}
-}
-
-/* While a round runs: tell the agent once when it must re-form or stop. */
-static void
-observe(struct c10d *c)
-{
-	const struct rdzv_state *st = &c->st;
-	char *msg = NULL;
-	int r, waiting;
-
-	if (c->barrier && st->closed) {
-		/* The job ended elsewhere: nobody else will join the barrier. */
-		c->barrier = false;
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
-		return;
-	}
-	if (!c->running || c->told) {
-		return;
-	}
-	r = rdzv_round_check(st, &c->me, c->round, c->world, c->rank, &waiting, &msg);
-	if (r != 0) {
-		c->told = true;
-		rdzv_keep_closed_by(c->r, st);
-		rdzv_tell(c->r, r < 0 ? RDZV_TELL_FAILED : RDZV_TELL_NODES_WAITING, r < 0 ? r : 0,
-			  waiting, msg);
-	}
-	free(msg);
-}
+enum adopt_how {
+	ADOPT_READ, /* a read */
+	ADOPT_WON,  /* our compare-and-set: the store holds what we wrote */
+	ADOPT_LOST, /* a compare-and-set that lost to value */
+};
 
 /* Take the value the store returned as the new local copy. */
 static void
-adopt(struct c10d *c, const uint8_t *value, size_t len, bool ours)
+adopt(struct c10d *c, const uint8_t *value, size_t len, enum adopt_how how)
 {
 	struct rdzv_state st;
-	bool notable = false;
-	size_t dropped;
 
-	c->read_usec = (int64_t)wall_usec();
-	if (ours) {
-		/* The store holds what we just wrote: our copy is it already. */
+	if (how == ADOPT_WON) {
 		free(c->token);
 		c->token = c->pending;
 		c->token_len = c->pending_len;
 		c->pending = NULL;
-		c->dirty = false;
-		c->notable = false;
-		if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
-			c->peak_count = c->st.n_participants;
-		}
-		observe(c);
-		report_progress(c);
-		watch_update(c);
+		rdzv_sync_written(&c->sync);
+		c10d_assign_mark_closed(c);
+		c10d_assign_publish(c);
+		c10d_watch_update(c);
 		return;
 	}
 	if (len == 0 || (len == strlen(C10D_SENTINEL) && memcmp(value, C10D_SENTINEL, len) == 0)) {
 		rdzv_state_init(&st);
 	} else if (rdzv_state_decode((const char *)value, len, &st) < 0) {
-		if (c->op_active) {
-			op_end(c, -EBADMSG, RDZV_ACTION_ERROR_CLOSED);
-		}
+		rdzv_sync_fail(&c->sync, -EBADMSG);
 		return;
 	}
 	if (c->coordinator && c->server && hb_fold(c, &st) > 0) {
 		c->fold_dirty = true; /* written with our next compare-and-set */
 	}
-	rdzv_state_release(&c->st);
-	c->st = st;
 	free(c->token);
 	c->token = xmalloc(len + 1);
 	memcpy(c->token, value, len);
 	c->token_len = len;
-	c->dirty = false;
-	if (c->next_active && !c->st.complete && c->st.n_participants > c->peak_count) {
-		c->peak_count = c->st.n_participants;
+	if (how == ADOPT_LOST) {
+		rdzv_sync_lost(&c->sync, &st);
+	} else {
+		rdzv_sync_adopt(&c->sync, &st);
 	}
-	dropped = rdzv_sanitize(&c->st, &c->settings, (int64_t)wall_usec(), &notable);
-	c->notable = notable;
-	if (dropped > 0) {
-		rdzv_record_step(
-			c->r, NODE_STATE_RUNNING, "_sanitize",
-			"%zu node(s) have been removed from the rendezvous '%s' since they had "
-			"no heartbeat",
-			dropped, c->r->cfg->rdzv_id);
-		rdzv_progress(c->r, "rendezvous '%s': %zu node%s removed, no heartbeat for %.0f s",
-			      c->r->cfg->rdzv_id, dropped, dropped == 1 ? "" : "s",
-			      (double)c->settings.keep_alive_interval_usec *
-				      c->settings.keep_alive_max_attempt / 1e6);
-	}
-	observe(c);
-	report_progress(c);
-	watch_update(c);
+	c10d_assign_publish(c);
+	c10d_watch_update(c);
 }
 
 static void
@@ -417,15 +125,14 @@ got_state_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
 
-	c->io_pending = false;
+	c->sync.io_pending = false;
 	if (err < 0) {
-		store_gone(c, err);
+		c10d_store_gone(c, err);
 		return;
 	}
-	adopt(c, rep->value.data, rep->value.len, false);
-	if (c->op_active) {
-		op_step(c);
-	}
+	adopt(c, rep->value.data, rep->value.len, ADOPT_READ);
+	c10d_rejoin_check(c);
+	rdzv_sync_step(&c->sync);
 	admit_soon(c);
 }
 
@@ -441,10 +148,10 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	bool has_set, admitting = c->admitting;
 	uint64_t gen = c->pending_gen;
 
-	c->io_pending = false;
+	c->sync.io_pending = false;
 	c->admitting = false;
 	if (err < 0) {
-		store_gone(c, err);
+		c10d_store_gone(c, err);
 		return;
 	}
 	/* compare_set answers with what the key holds now: ours if we won. */
@@ -465,56 +172,70 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	rdzv_record_sync(c->r, c->me.name, has_set);
 	if (admitting && has_set) {
 		joiners_drop(c, c->admitted_upto); /* those are in the state written */
+		c10d_exits_prune(c);
 	}
 	if (has_set) {
 		c->fold_dirty = false;
 	}
-	adopt(c, rep->value.data, rep->value.len, has_set);
-	if (c->op_active) {
-		op_step(c);
+	adopt(c, rep->value.data, rep->value.len, has_set ? ADOPT_WON : ADOPT_LOST);
+	if (has_set) {
+		rdzv_sync_step(&c->sync);
 	}
 	admit_soon(c);
 }
 
+/* rdzv_store_ops.read: GET the state key. */
 static void
-op_read(struct c10d *c)
+store_read(void *arg)
 {
+	struct c10d *c = arg;
+
+	if (c->sync.io_pending) {
+		return; /* its answer steps the operation */
+	}
 	if (c->dead) {
-		op_end(c, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
+		rdzv_sync_fail(&c->sync, -ECONNRESET);
 		return;
 	}
-	c->io_pending = true;
+	if (c->coordinated && c->sync.op == RDZV_OP_JOIN &&
+	    (c->blind || (c10d_assign_watching(c) && now_usec() < c->sync.op_deadline))) {
+		/* Until the join deadline, the coordinator's word (our key)
+		 * stands for the state. */
+		c10d_assign_blind_read(c);
+		return;
+	}
+	c->blind = false;
+	c->sync.io_pending = true;
 	if (tcpstore_client_get(c->cmd, c->key, got_state_cb, c) < 0) {
-		c->io_pending = false;
-		store_gone(c, -ECONNRESET);
+		c->sync.io_pending = false;
+		c10d_store_gone(c, -ECONNRESET);
 	}
 }
 
+/* rdzv_store_ops.cas: compare_set against the value last read; a notable
+ * change then sets "<key>/gen/<gen>" (cas_cb). */
 static void
-op_write(struct c10d *c)
+store_cas(void *arg, enum rdzv_action a)
 {
-	c->pending_gen = 0;
-	if (c->notable) {
-		c->st.gen++;
-		c->pending_gen = c->st.gen;
-	}
+	struct c10d *c = arg;
+
+	c->pending_gen = c->sync.notable ? c->sync.st.gen : 0;
 	free(c->pending);
-	c->pending = rdzv_state_encode(&c->st, &c->pending_len);
-	c->io_pending = true;
+	c->pending = rdzv_state_encode(&c->sync.st, &c->pending_len);
+	c->sync.io_pending = true;
 	if (tcpstore_client_compare_set(c->cmd, c->key, c->token, c->token_len, c->pending,
 					c->pending_len, cas_cb, c) < 0) {
-		c->io_pending = false;
-		store_gone(c, -ECONNRESET);
+		c->sync.io_pending = false;
+		c10d_store_gone(c, -ECONNRESET);
+		return;
+	}
+	if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->coordinated) {
+		/* Ask again: the coordinator admits spares that may join. */
+		c10d_ask_to_join(c);
 	}
 }
 
 /* ---- admission by the store host ------------------------------------------ */
-
-static char *
-join_key(const struct c10d *c, const char *node)
-{
-	return xasprintf("%s/j/%s", c->key, node);
-}
 
 static char *
 hb_key(const struct c10d *c, const char *node)
@@ -523,18 +244,18 @@ hb_key(const struct c10d *c, const char *node)
 }
 
 /* A node of a coordinated store keeps alive through its own key. */
-static void
-hb_send(struct c10d *c)
+void
+c10d_hb_send(struct c10d *c)
 {
 	char *k = hb_key(c, c->me.name), v[32];
 	int64_t now = (int64_t)wall_usec();
-	long i = rdzv_state_find_heartbeat(&c->st, &c->me);
+	long i = rdzv_state_find_heartbeat(&c->sync.st, &c->me);
 
 	snprintf(v, sizeof(v), "%" PRId64, now);
 	tcpstore_client_set(c->cmd, k, v, strlen(v), set_done_cb, c);
 	free(k);
 	if (i >= 0) {
-		c->st.heartbeats[i].usec = now; /* the coordinator writes it */
+		c->sync.st.heartbeats[i].usec = now; /* the coordinator writes it */
 	}
 }
 
@@ -610,6 +331,9 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 	if (klen <= plen || rdzv_node_parse(&n, (const char *)key + plen, klen - plen) < 0) {
 		return;
 	}
+	if (vlen > 1 && value[0] == 'x') {
+		c10d_exits_note(c, &n, value, vlen); /* leave its last round for it first */
+	}
 	for (size_t i = 0; i < c->n_joiners; i++) {
 		if (rdzv_node_cmp(&c->joiners[i], &n) == 0) {
 			rdzv_node_release(&n);
@@ -618,7 +342,7 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 	}
 	c->joiners = xrealloc(c->joiners, (c->n_joiners + 1) * sizeof(*c->joiners));
 	c->joiners[c->n_joiners++] = n;
-	event_active(c->admit_ev, EV_TIMEOUT, 0);
+	c10d_admit_later(c);
 }
 
 /* Apply the admissions of the joiners we hold and of the wait list (a round
@@ -626,7 +350,10 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 static size_t
 admit_apply(struct c10d *c, const struct rdzv_ctx *ctx)
 {
-	return rdzv_admit_requests(c->r, &c->st, true, c->joiners, c->n_joiners, ctx, &c->notable);
+	size_t exits = c10d_exits_apply(c, &c->sync.st, ctx, &c->sync.notable);
+
+	return exits + rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, ctx,
+					   &c->sync.notable);
 }
 
 static void
@@ -638,8 +365,8 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (err < 0) {
 		return;
 	}
-	if (!c->io_pending) {
-		struct rdzv_ctx ctx = make_ctx(c);
+	if (!c->sync.io_pending) {
+		struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
 
 		c->admitted_upto = c->n_joiners;
 		c->admitting = admit_apply(c, &ctx) > 0;
@@ -649,8 +376,7 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 			joiners_drop(c, c->admit_read_upto);
 		}
 		if (c->admitting || c->fold_dirty) {
-			c->dirty = true;
-			op_write(c);
+			rdzv_sync_write(&c->sync, RDZV_ACTION_SYNC);
 		} else if (c->n_joiners > 0) {
 			admit_soon(c); /* asked while we read */
 		}
@@ -663,17 +389,17 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 static void
 admit_now(struct c10d *c)
 {
-	if (!c->coordinator || c->io_pending || c->dead || !c->up || c->finishing ||
+	if (!c->coordinator || c->sync.io_pending || c->dead || !c->up || c->finishing ||
 	    (c->n_joiners == 0 && !c->fold_due &&
-	     (c->st.complete || c->st.closed || c->st.n_wait_list == 0))) {
+	     (c->sync.st.complete || c->sync.st.closed || c->sync.st.n_wait_list == 0))) {
 		return;
 	}
 	c->fold_due = false;
 	c->admit_read_upto = c->n_joiners;
-	c->io_pending = true;
+	c->sync.io_pending = true;
 	if (tcpstore_client_get(c->cmd, c->key, admit_read_cb, c) < 0) {
-		c->io_pending = false;
-		store_gone(c, -ECONNRESET);
+		c->sync.io_pending = false;
+		c10d_store_gone(c, -ECONNRESET);
 	}
 }
 
@@ -703,128 +429,109 @@ fold_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 admit_soon(struct c10d *c)
 {
-	if (c->coordinator &&
-	    (c->n_joiners > 0 || (!c->st.complete && !c->st.closed && c->st.n_wait_list > 0))) {
-		event_active(c->admit_ev, EV_TIMEOUT, 0);
+	if (c->coordinator && (c->n_joiners > 0 || (!c->sync.st.complete && !c->sync.st.closed &&
+						    c->sync.st.n_wait_list > 0))) {
+		c10d_admit_later(c);
 	}
 }
 
-static void
-sync_wake(struct c10d *c)
+/* rdzv_store_ops.await_admission: a joiner of a coordinated store waits to
+ * be admitted, at most a keep-alive window before it asks again. */
+static bool
+store_await_admission(void *arg, const struct rdzv_ctx *ctx)
 {
-	if (c->op_active && c->in_sync && !c->io_pending) {
-		c->in_sync = false;
-		evtimer_del(c->sync_timer);
-		op_read(c);
-	}
-}
-
-static void
-sync_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	sync_wake(arg);
-}
-
-/* A joiner of a store with a coordinator waits to be admitted instead of
- * racing it: the coordinator hosts the store, so it is there as long as the
- * store is, and it admits every request. The joiner keeps alive through its
- * own key meanwhile and reads again on the next notable change (the gen
- * WAIT) or at its join deadline. */
-static void
-ask_to_join(struct c10d *c)
-{
-	char *k = join_key(c, c->me.name);
-
-	tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
-	free(k);
-	c->asked = now_usec();
-}
-
-static void
-wait_admission(struct c10d *c, const struct rdzv_ctx *ctx)
-{
-	uint64_t now = now_usec(), wait = c->op_deadline > now ? c->op_deadline - now + 1000 : 1000;
+	struct c10d *c = arg;
+	uint64_t now = now_usec(),
+		 wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
 	uint64_t window = (uint64_t)(c->settings.keep_alive_interval_usec *
 				     c->settings.keep_alive_max_attempt);
-	struct timeval tv;
 
+	if (!c->coordinated) {
+		return false;
+	}
 	/* Still out after a whole keep-alive window: the request may have met
 	 * a round that dropped us again. Ask anew, and
 	 * look again a window later. */
 	if (now - c->asked >= window) {
-		ask_to_join(c);
+		c10d_ask_to_join(c);
 	}
 	if (wait > window) {
 		wait = window;
 	}
-	tv.tv_sec = (time_t)(wait / USEC_PER_SEC);
-	tv.tv_usec = (suseconds_t)(wait % USEC_PER_SEC);
-	c->in_sync = true;
-	evtimer_add(c->sync_timer, &tv);
-	watch_update(c);
+	rdzv_sync_sleep(&c->sync, wait);
+	c10d_watch_update(c);
+	return true;
 }
 
-static void
-op_step(struct c10d *c)
+/* rdzv_store_ops.keep_alive: a node of a coordinated store keeps alive
+ * through its own key, not the state. */
+static bool
+store_keep_alive(void *arg)
 {
-	struct rdzv_ctx ctx = make_ctx(c);
-	enum rdzv_action a = rdzv_decide(c->op, &c->st, &ctx);
+	struct c10d *c = arg;
 
-	if (a == RDZV_ACTION_KEEP_ALIVE && c->coordinated) {
-		hb_send(c);
-		a = rdzv_decide(c->op, &c->st, &ctx);
+	if (c->coordinated) {
+		c10d_hb_send(c);
 	}
-	if (c->op == RDZV_OP_JOIN && c->coordinated && !c->admission_seen) {
-		/* The coordinator did our join's step: its events are ours. */
-		c->admission_seen = rdzv_record_admission(c->r, &c->st, &c->me);
-	}
-
-	if (rdzv_action_is_mutation(a)) {
-		bool joining = a == RDZV_ACTION_ADD_TO_PARTICIPANTS ||
-			       a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
-			       a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST;
-
-		if (joining && c->coordinated) {
-			wait_admission(c, &ctx);
-			return;
-		}
-		bool was_complete = c->st.complete;
-
-		if (rdzv_apply(&c->st, a, &ctx)) {
-			c->notable = true;
-		}
-		if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST) {
-			/* A spare that may now join gets a fresh join timeout. */
-			c->op_deadline = now_usec() + c->join_timeout;
-			c->next_deadline = c->op_deadline;
-		}
-		rdzv_record_action(c->r, c->me.name, c->st.round, a,
-				   !was_complete && c->st.complete);
-		/* The coordinator admits whoever asked, on the way. */
-		c->admitted_upto = c->n_joiners;
-		c->admitting = c->coordinator && c->n_joiners > 0 && admit_apply(c, &ctx) > 0;
-		c->dirty = true;
-		op_write(c);
-		if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->coordinated) {
-			/* Ask again: the coordinator admits spares that may join. */
-			ask_to_join(c);
-		}
-		return;
-	}
-	if (a == RDZV_ACTION_SYNC) {
-		if (c->op == RDZV_OP_JOIN) {
-			/* Our join is written: the next node may go. */
-			turn_release(c);
-		}
-		int64_t wake = rdzv_next_wake_usec(c->op, &c->st, &ctx);
-		struct timeval tv = {(time_t)(wake / 1000000), (suseconds_t)(wake % 1000000)};
-
-		c->in_sync = true;
-		evtimer_add(c->sync_timer, &tv);
-		return;
-	}
-	op_end(c, 0, a);
+	return c->coordinated;
 }
+
+static bool
+store_coordinated(void *arg)
+{
+	return ((struct c10d *)arg)->coordinated;
+}
+
+/* rdzv_store_ops.admit: the coordinator admits whoever asked, on the way. */
+static void
+store_admit(void *arg, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *notable)
+{
+	struct c10d *c = arg;
+
+	c->admitted_upto = c->n_joiners;
+	c->admitting = c->coordinator && c->n_joiners > 0 &&
+		       c10d_exits_apply(c, st, ctx, notable) +
+				       rdzv_admit_requests(c->r, st, true, c->joiners, c->n_joiners,
+							   ctx, notable) >
+			       0;
+}
+
+/* rdzv_store_ops.synced: our join is written, the next node may go. */
+static bool
+store_synced(void *arg)
+{
+	struct c10d *c = arg;
+
+	if (c->sync.op == RDZV_OP_JOIN) {
+		c10d_turn_release(c);
+	}
+	if (c10d_assign_watching(c)) {
+		/* In, waiting for the round to complete: the coordinator says
+		 * when (our assignment key); the timer only guards. Our own key
+		 * keeps us alive meanwhile (ka_timer). */
+		uint64_t now = now_usec(),
+			 window = (uint64_t)(c->settings.keep_alive_interval_usec *
+					     c->settings.keep_alive_max_attempt);
+		uint64_t wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
+
+		rdzv_sync_sleep(&c->sync, wait < window ? wait : window);
+		c10d_watch_update(c);
+		return false;
+	}
+	return true;
+}
+
+static const struct rdzv_store_ops c10d_store_ops = {
+	.read = store_read,
+	.cas = store_cas,
+	.keep_alive = store_keep_alive,
+	.coordinated = store_coordinated,
+	.await_admission = store_await_admission,
+	.admit = store_admit,
+	.synced = store_synced,
+	.timer_reads = true,
+	.dead_why = "since they had no heartbeat",
+};
 
 /* ---- the gen watch ------------------------------------------------------ */
 
@@ -835,10 +542,10 @@ observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 
 	c->observe_pending = false;
 	if (err < 0) {
-		store_gone(c, err);
+		c10d_store_gone(c, err);
 		return;
 	}
-	if (c->op_active) {
+	if (c->sync.op_active) {
 		/* An operation started meanwhile: it reads for itself. */
 		return;
 	}
@@ -848,10 +555,10 @@ observe_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 
 /* Outside operations (a round runs, the barrier, the exchange): read the
  * state to see what changed. */
-static void
-observe_read(struct c10d *c)
+void
+c10d_observe_read(struct c10d *c)
 {
-	if (c->op_active || c->observe_pending || c->dead || !c->up) {
+	if (c->sync.op_active || c->observe_pending || c->dead || !c->up) {
 		return;
 	}
 	c->observe_pending = true;
@@ -872,44 +579,64 @@ watch_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (err < 0) {
 		return; /* the closed callback reports a lost connection */
 	}
-	if (c->op_active) {
-		sync_wake(c);
-	} else if (c->running || c->barrier || c->next_active) {
-		observe_read(c);
+	if (c->sync.op_active) {
+		rdzv_sync_wake(&c->sync);
+	} else if (c->sync.running || c->sync.barrier || (c->sync.next_active && !c->coordinated)) {
+		/* (A coordinated joiner hears from its assignment key.) */
+		c10d_observe_read(c);
 	}
 }
 
+/* The WAIT on our assignment key ended (one callback per kind of WAIT: a
+ * WAIT that ends as it is cancelled must not pass for the other kind). */
 static void
-watch_update(struct c10d *c)
+watch_assign_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
-	uint64_t want = c->st.gen + 1;
+	struct c10d *c = arg;
+
+	if (err == -ECANCELED) {
+		return;
+	}
+	c->watching = false;
+	if (err == 0) {
+		c10d_assign_fetch(c); /* the key exists: it was set */
+	}
+}
+
+/* One WAIT on the watch connection: our assignment key during a blind join,
+ * else the next gen key. */
+void
+c10d_watch_update(struct c10d *c)
+{
+	bool assign = c10d_assign_watching(c);
+	uint64_t want = assign ? 0 : c->sync.st.gen + 1;
 	const char *keys[1];
 	char *k;
 
 	if (!c->up || c->dead || c->finishing) {
 		return;
 	}
-	if (c->watching && c->watch_gen == want) {
+	if (c->watching && c->watch_gen == want && c->watch_assign == assign) {
 		return;
 	}
 	if (c->watching) {
 		(void)tcpstore_client_cancel_wait(c->watch);
 	}
-	k = gen_key(c, want);
+	k = assign ? c10d_assign_key(c, c->me.name) : gen_key(c, want);
 	keys[0] = k;
-	if (tcpstore_client_keys(c->watch, TCPSTORE_CMD_WAIT, keys, 1, 0, watch_cb, c) == 0) {
+	if (tcpstore_client_keys(c->watch, TCPSTORE_CMD_WAIT, keys, 1, 0,
+				 assign ? watch_assign_cb : watch_cb, c) == 0) {
 		c->watching = true;
 		c->watch_gen = want;
+		c->watch_assign = assign;
 	}
 	free(k);
 }
 
 /* ---- connections -------------------------------------------------------- */
 
-static void start_next(struct c10d *c);
-
-static void
-store_gone(struct c10d *c, int err)
+void
+c10d_store_gone(struct c10d *c, int err)
 {
 	char *msg;
 
@@ -922,16 +649,16 @@ store_gone(struct c10d *c, int err)
 			strerror(-err));
 	c->dead_msg = xstrdup(msg);
 	evtimer_del(c->ka_timer);
-	if (c->op_active) {
+	if (c->sync.op_active) {
 		/* Ends the operation; its completion reports the error below. */
-		op_end(c, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
-	} else if (c->next_active) {
-		next_fail(c, -ECONNRESET, msg);
-	} else if (c->barrier) {
-		c->barrier = false;
+		rdzv_sync_end(&c->sync, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
+	} else if (c->sync.next_active) {
+		c10d_next_fail(c, -ECONNRESET, msg);
+	} else if (c->sync.barrier) {
+		c->sync.barrier = false;
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, -ECONNRESET, 0, msg);
-	} else if (c->running && !c->told) {
-		c->told = true;
+	} else if (c->sync.running && !c->sync.told) {
+		c->sync.told = true;
 		rdzv_tell(c->r, RDZV_TELL_FAILED, -ECONNRESET, 0, msg);
 	}
 	free(msg);
@@ -940,7 +667,7 @@ store_gone(struct c10d *c, int err)
 static void
 client_closed_cb(struct tcpstore_client *cl, int err, void *arg)
 {
-	store_gone(arg, err);
+	c10d_store_gone(arg, err);
 }
 
 static void
@@ -967,8 +694,8 @@ client_connected_cb(struct tcpstore_client *cl, int err, void *arg)
 		free(why);
 		c->dead = true;
 		c->dead_msg = xstrdup(msg);
-		if (c->next_active) {
-			next_fail(c, err, msg);
+		if (c->sync.next_active) {
+			c10d_next_fail(c, err, msg);
 		}
 		free(msg);
 		return;
@@ -978,7 +705,7 @@ client_connected_cb(struct tcpstore_client *cl, int err, void *arg)
 		evtimer_del(c->connect_log_timer);
 		if (c->next_pending) {
 			c->next_pending = false;
-			start_next(c);
+			c10d_start_next(c);
 		}
 	}
 }
@@ -994,871 +721,6 @@ new_client(struct c10d *c)
 
 	return tcpstore_client_new(c->r->base, c->connect_host, c->connect_port,
 				   TCPSTORE_DIALECT_V2, &cb);
-}
-
-/* ---- next_rendezvous ---------------------------------------------------- */
-
-static void
-next_fail(struct c10d *c, int err, const char *msg)
-{
-	turn_release(c);
-	c->next_active = false;
-	c10d_set_state(c, NODE_STATE_FAILED, "next_rendezvous", msg);
-	rdzv_tell(c->r, RDZV_TELL_DONE, err, 0, msg);
-}
-
-static void keep_alive_arm(struct c10d *c);
-
-static void
-round_ready(struct c10d *c)
-{
-	struct rdzv_result *res = &c->result;
-	char *msg;
-
-	c->next_active = false;
-	c->running = true;
-	c->told = false;
-	msg = xasprintf("%s has joined round %" PRId64 " of the rendezvous '%s' as rank %d in a "
-			"world of size %d.",
-			c->me.name, c->round, c->r->cfg->rdzv_id, c->rank, c->world);
-	c10d_set_state(c, NODE_STATE_SUCCEEDED, "next_rendezvous", msg);
-	free(msg);
-	keep_alive_arm(c);
-	c->r->cb.done(0, res, NULL, c->r->cb.arg);
-	/* Anything that changed during the exchange is looked at now. */
-	observe(c);
-	observe_read(c);
-}
-
-static void
-exchange_fail(struct c10d *c, int err, const char *what)
-{
-	char *msg;
-
-	if (c->dead) {
-		msg = xstrdup(c->dead_msg);
-	} else if (err == -ETIMEDOUT) {
-		msg = xasprintf("round %" PRId64 " of the rendezvous: timed out waiting for %s",
-				c->round, what);
-	} else {
-		msg = xasprintf("round %" PRId64 " of the rendezvous: bad %s from the store",
-				c->round, what);
-	}
-	next_fail(c, err < 0 ? err : -EBADMSG, msg);
-	free(msg);
-}
-
-/* Parse elasticd/round: {"nodes": [[role, lws], ...], "use_agent_store": b}. */
-static int
-parse_round(struct c10d *c, const struct tcpstore_bytes *v)
-{
-	json_t *root = json_loadb((const char *)v->data, v->len, 0, NULL), *nodes, *n;
-	size_t i;
-
-	if (!root || !(nodes = json_object_get(root, "nodes")) || !json_is_array(nodes) ||
-	    json_array_size(nodes) != (size_t)c->world) {
-		json_decref(root);
-		return -EBADMSG;
-	}
-	c->result.nodes = xcalloc((size_t)c->world, sizeof(*c->result.nodes));
-	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
-	json_array_foreach(nodes, i, n)
-	{
-		json_t *role = json_array_get(n, 0), *lws = json_array_get(n, 1);
-
-		if (!json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
-		    json_integer_value(lws) > 1 << 20) {
-			json_decref(root);
-			return -EBADMSG;
-		}
-		c->roles[i] = xstrdup(json_string_value(role));
-		c->result.nodes[i].role = c->roles[i];
-		c->result.nodes[i].local_world_size = (int)json_integer_value(lws);
-	}
-	c->result.use_agent_store = json_is_true(json_object_get(root, "use_agent_store"));
-	json_decref(root);
-	return 0;
-}
-
-static void
-member_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	long long port;
-	char *s;
-
-	if (err < 0) {
-		exchange_fail(c, err, "group rank 0's rank assignment");
-		return;
-	}
-	if (rep->n != 3 || parse_round(c, &rep->values[0]) < 0 || rep->values[1].len == 0 ||
-	    rep->values[1].len > 1024) {
-		exchange_fail(c, -EBADMSG, "rank assignment");
-		return;
-	}
-	s = xstrndup((const char *)rep->values[2].data, rep->values[2].len);
-	if (parse_int(s, 1, 65535, &port) < 0) {
-		free(s);
-		exchange_fail(c, -EBADMSG, "MASTER_PORT");
-		return;
-	}
-	free(s);
-	c->result.master_addr = xstrndup((const char *)rep->values[1].data, rep->values[1].len);
-	c->result.master_port = (int)port;
-	round_ready(c);
-}
-
-static void
-member_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-
-	if (err < 0) {
-		exchange_fail(c, err, "group rank 0's rank assignment");
-		return;
-	}
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_MULTI_GET,
-				   (const char *const *)c->exchange_keys, 3, 0, member_cb, c);
-}
-
-/* A port nobody listens on now (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: worker
- * RANK 0 binds it, as torch 1.13). */
-static bool
-host_is_loopback(const char *host)
-{
-	struct in6_addr a6;
-	struct in_addr a4;
-
-	if (strcmp(host, "localhost") == 0) {
-		return true;
-	}
-	if (inet_pton(AF_INET, host, &a4) == 1) {
-		return (ntohl(a4.s_addr) >> 24) == 127;
-	}
-	return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-}
-
-static void
-leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	const struct config *cfg = c->r->cfg;
-	const char *share = getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
-	bool agent_store = !(share && strcmp(share, "1") == 0);
-	json_t *round, *nodes;
-	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET};
-	char **keys, **vals, addr[64], port[16], *round_json;
-	size_t n = (size_t)c->world + 4;
-
-	if (err < 0) {
-		exchange_fail(c, err, "the other nodes' role_info");
-		return;
-	}
-	/* Every node's role and size, in group rank order. */
-	c->result.nodes = xcalloc((size_t)c->world, sizeof(*c->result.nodes));
-	c->roles = xcalloc((size_t)c->world + 1, sizeof(*c->roles));
-	for (int i = 0; i < c->world; i++) {
-		json_t *o =
-			json_loadb((const char *)rep->values[i].data, rep->values[i].len, 0, NULL);
-		json_t *role = json_object_get(o, "role"),
-		       *lws = json_object_get(o, "local_world_size");
-
-		if (!json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
-		    json_integer_value(lws) > 1 << 20) {
-			json_decref(o);
-			exchange_fail(c, -EBADMSG, "role_info");
-			return;
-		}
-		c->roles[i] = xstrdup(json_string_value(role));
-		c->result.nodes[i].role = c->roles[i];
-		c->result.nodes[i].local_world_size = (int)json_integer_value(lws);
-		json_decref(o);
-	}
-	/* MASTER_ADDR:MASTER_PORT: our own store for the workers (torch 2.x's
-	 * shared store), or a free port for worker RANK 0 to bind. */
-	if (agent_store) {
-		char *e = NULL;
-		int ret = 0;
-
-		/* A fresh store per round: the previous round's workers are gone,
-		 * and one round's workers may disagree on their restart count. */
-		tcpstore_server_free(c->worker_server);
-		c->worker_server =
-			tcpstore_server_new(c->r->base, cfg->local_addr, 0, NULL, &ret, &e);
-		if (!c->worker_server) {
-			free(e);
-			exchange_fail(c, ret, "a port for the workers' store");
-			return;
-		}
-		tcpstore_server_set_merge_attempts(c->worker_server, true);
-		tcpstore_server_set_notice_cb(c->worker_server, rdzv_store_notice, c->r);
-	}
-	snprintf(port, sizeof(port), "%d",
-		 agent_store ? tcpstore_server_port(c->worker_server) : rdzv_free_port());
-	if (cfg->local_addr && *cfg->local_addr) {
-		snprintf(addr, sizeof(addr), "%s", cfg->local_addr);
-	} else if (cfg->standalone) {
-		snprintf(addr, sizeof(addr), "localhost");
-	} else if (c->server && !host_is_loopback(c->host)) {
-		/* We host the rendezvous store: the other nodes reach us by the
-		 * endpoint's name already (our own clients use loopback). */
-		snprintf(addr, sizeof(addr), "%s", c->host);
-	} else if (tcpstore_client_local_addr(c->cmd, addr, sizeof(addr)) < 0) {
-		/* The address the other nodes reach our store through. */
-		snprintf(addr, sizeof(addr), "%s", host_fqdn());
-	}
-	round = json_object();
-	nodes = json_array();
-	for (int i = 0; i < c->world; i++) {
-		json_array_append_new(
-			nodes, json_pack("[si]", c->roles[i], c->result.nodes[i].local_world_size));
-	}
-	json_object_set_new(round, "nodes", nodes);
-	json_object_set_new(round, "use_agent_store", json_boolean(agent_store));
-	round_json = json_dumps(round, JSON_COMPACT);
-	json_decref(round);
-
-	keys = xcalloc(n, sizeof(*keys));
-	vals = xcalloc(n, sizeof(*vals));
-	for (int i = 0; i < c->world; i++) {
-		struct ranks_info ri;
-		char what[64];
-
-		ranks_assign(c->result.nodes, (size_t)c->world, (size_t)i, &ri);
-		snprintf(what, sizeof(what), "torchelastic/assigned_ranks/%d", i);
-		keys[i] = round_key(c, what);
-		vals[i] = xasprintf("[%d, %d, %d, %d]", ri.base_global_rank, ri.global_world_size,
-				    ri.base_role_rank, ri.role_world_size);
-	}
-	keys[c->world] = round_key(c, "MASTER_ADDR");
-	vals[c->world] = xstrdup(addr);
-	keys[c->world + 1] = round_key(c, "MASTER_PORT");
-	vals[c->world + 1] = xstrdup(port);
-	keys[c->world + 2] = round_key(c, "elasticd/round");
-	vals[c->world + 2] = round_json;
-	n = (size_t)c->world + 3;
-	req.n = n;
-	req.keys = xcalloc(n, sizeof(*req.keys));
-	req.values = xcalloc(n, sizeof(*req.values));
-	for (size_t i = 0; i < n; i++) {
-		req.keys[i] = (struct tcpstore_bytes){(const uint8_t *)keys[i], strlen(keys[i])};
-		req.values[i] = (struct tcpstore_bytes){(const uint8_t *)vals[i], strlen(vals[i])};
-	}
-	(void)tcpstore_client_request(c->aux, &req, 0, NULL, NULL);
-	free(req.keys);
-	free(req.values);
-	strv_free(keys);
-	strv_free(vals);
-	c->result.master_addr = xstrdup(addr);
-	c->result.master_port = atoi(port);
-	c->result.use_agent_store = agent_store;
-	round_ready(c);
-}
-
-static void
-leader_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-
-	if (err < 0) {
-		exchange_fail(c, err, "the other nodes' role_info");
-		return;
-	}
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_MULTI_GET,
-				   (const char *const *)c->exchange_keys, (size_t)c->world, 0,
-				   leader_cb, c);
-}
-
-/* The round is complete: exchange roles and sizes (torch 2.x
- * _assign_worker_ranks) and learn MASTER_ADDR / MASTER_PORT. */
-static void
-exchange_start(struct c10d *c)
-{
-	long me = rdzv_state_find_participant(&c->st, &c->me);
-	uint64_t now = now_usec();
-	uint64_t left = c->next_deadline > now ? c->next_deadline - now : 1;
-	char what[64], *k, *info;
-	json_t *o;
-
-	rdzv_result_release(&c->result);
-	strv_free(c->roles);
-	c->roles = NULL;
-	strv_free(c->exchange_keys);
-	c->exchange_keys = NULL;
-	c->ever_in = true;
-	c->round = c->st.round;
-	c->rank = c->st.participants[me].rank;
-	c->world = (int)c->st.n_participants;
-	free(c->prefix);
-	c->prefix = xasprintf("/torch.rendezvous.%s.%" PRId64 "/", c->r->cfg->rdzv_id, c->round);
-	c->result.round = (int)c->round;
-	c->result.group_rank = c->rank;
-	c->result.group_world_size = c->world;
-
-	o = json_pack("{sssisi}", "role", c->r->cfg->role, "rank", c->rank, "local_world_size",
-		      c->r->local_world_size);
-	info = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	snprintf(what, sizeof(what), "torchelastic/role_info/%d", c->rank);
-	k = round_key(c, what);
-	tcpstore_client_set(c->aux, k, info, strlen(info), NULL, NULL);
-	free(k);
-	free(info);
-	if (c->rank == 0) {
-		for (int i = 0; i < c->world; i++) {
-			snprintf(what, sizeof(what), "torchelastic/role_info/%d", i);
-			strv_consume(&c->exchange_keys, round_key(c, what));
-		}
-		(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT,
-					   (const char *const *)c->exchange_keys, (size_t)c->world,
-					   left, leader_wait_cb, c);
-	} else {
-		strv_consume(&c->exchange_keys, round_key(c, "elasticd/round"));
-		strv_consume(&c->exchange_keys, round_key(c, "MASTER_ADDR"));
-		strv_consume(&c->exchange_keys, round_key(c, "MASTER_PORT"));
-		(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT,
-					   (const char *const *)c->exchange_keys, 3, left,
-					   member_wait_cb, c);
-	}
-}
-
-static void
-join_done(struct c10d *c, int err, enum rdzv_action a)
-{
-	const char *id = c->r->cfg->rdzv_id;
-	char *msg = NULL;
-
-	if (err < 0) {
-		msg = c->dead ? xstrdup(c->dead_msg)
-			      : xasprintf("the rendezvous state in the store is corrupt (%s)",
-					  strerror(-err));
-		next_fail(c, err, msg);
-		free(msg);
-		return;
-	}
-	turn_release(c);
-	if (a == RDZV_ACTION_FINISH) {
-		exchange_start(c);
-		return;
-	}
-	err = rdzv_join_failure(a, id, c->join_timeout, c->peak_count, c->settings.min_nodes,
-				c->st.round, &msg);
-	if (a == RDZV_ACTION_ERROR_CLOSED) {
-		rdzv_join_closed(c->r, &c->st, &msg);
-	}
-	next_fail(c, err, msg);
-	free(msg);
-}
-
-static void
-exit_done(struct c10d *c, int err, enum rdzv_action a)
-{
-	if (err < 0 || a != RDZV_ACTION_FINISH) {
-		join_done(c, err, a == RDZV_ACTION_FINISH ? RDZV_ACTION_ERROR_TIMEOUT : a);
-		return;
-	}
-	if (c->coordinated) {
-		/* Out of the last round: ask the coordinator to admit us. */
-		ask_to_join(c);
-	}
-	op_start(c, RDZV_OP_JOIN, c->next_deadline, join_done);
-}
-
-static void
-turn_release(struct c10d *c)
-{
-	char *k;
-
-	if (!c->turn_held || c->dead) {
-		c->turn_held = false;
-		return;
-	}
-	c->turn_held = false;
-	k = xasprintf("%s/served", c->key);
-	tcpstore_client_add(c->cmd, k, 1, NULL, NULL);
-	free(k);
-	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket + 1);
-	tcpstore_client_set(c->cmd, k, "", 0, NULL, NULL);
-	free(k);
-	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket);
-	tcpstore_client_delete(c->cmd, k, NULL, NULL);
-	free(k);
-}
-
-static void
-turn_go(struct c10d *c)
-{
-	if (!c->next_active) {
-		return;
-	}
-	c->turn_held = true;
-	op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
-}
-
-static void served_cb(int err, const struct tcpstore_reply *rep, void *arg);
-
-static void
-turn_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	char *k;
-
-	if (err < 0 && err != -ETIMEDOUT) {
-		store_gone(c, err);
-		return;
-	}
-	if (err == 0) {
-		turn_go(c);
-		return;
-	}
-	/* Timed out: go unless the queue moved meanwhile (a crowd's turns
-	 * take a while; only a stuck one is skipped). */
-	k = xasprintf("%s/served", c->key);
-	tcpstore_client_add(c->cmd, k, 0, served_cb, c);
-	free(k);
-}
-
-static void
-served_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	int64_t ahead;
-	char *k;
-	const char *keys[1];
-
-	if (err < 0) {
-		store_gone(c, err);
-		return;
-	}
-	ahead = c->ticket - 1 - rep->i64;
-	if (ahead <= 0 || (c->served_seen >= 0 && rep->i64 == c->served_seen)) {
-		/* Our turn, or nobody went ahead for a whole wait. */
-		turn_go(c);
-		return;
-	}
-	c->served_seen = rep->i64;
-	/* Wait for the node before us, a little longer the further back we are. */
-	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket);
-	keys[0] = k;
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, keys, 1,
-				   USEC_PER_SEC + (uint64_t)ahead * 10 * USEC_PER_MSEC,
-				   turn_wait_cb, c);
-	free(k);
-}
-
-static void
-ticket_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	char *k;
-
-	if (err < 0) {
-		store_gone(c, err);
-		return;
-	}
-	c->ticket = rep->i64;
-	c->served_seen = -1;
-	k = xasprintf("%s/served", c->key);
-	tcpstore_client_add(c->cmd, k, 0, served_cb, c);
-	free(k);
-}
-
-static void
-coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	char *k;
-
-	if (err < 0) {
-		store_gone(c, err);
-		return;
-	}
-	if (rep->status == TCPSTORE_READY) {
-		c->coordinated = true;
-		keep_alive_arm(c); /* through our own key from now on */
-		if (c->ever_in) {
-			op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
-		} else {
-			/* Never a participant: nothing to leave. */
-			exit_done(c, 0, RDZV_ACTION_FINISH);
-		}
-		return;
-	}
-	/* A store without a coordinator (not hosted by an agent): turns. */
-	k = xasprintf("%s/ticket", c->key);
-	tcpstore_client_add(c->cmd, k, 1, ticket_cb, c);
-	free(k);
-}
-
-static void
-start_next(struct c10d *c)
-{
-	char *k;
-	const char *keys[1];
-
-	if (c->coordinator) {
-		op_start(c, RDZV_OP_EXIT, c->next_deadline, exit_done);
-		return;
-	}
-	k = xasprintf("%s/coordinator", c->key);
-	keys[0] = k;
-	(void)tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, coordinator_check_cb, c);
-	free(k);
-}
-
-static int
-c10d_next(struct rdzv *r)
-{
-	struct c10d *c = backend(r);
-	char *msg;
-
-	c->running = false;
-	c->told = false;
-	c->barrier = false;
-	evtimer_del(c->ka_timer);
-	c->next_active = true;
-	c->next_deadline = now_usec() + c->join_timeout;
-	c->last_count = (size_t)-1;
-	c->peak_count = 0;
-	msg = xasprintf("%s attempts to join the next round of the rendezvous '%s'.", c->me.name,
-			r->cfg->rdzv_id);
-	c10d_set_state(c, NODE_STATE_RUNNING, "next_rendezvous", msg);
-	free(msg);
-	if (c->dead) {
-		next_fail(c, -ECONNRESET, c->dead_msg);
-		return 0;
-	}
-	if (c->op_active) {
-		/* A keep-alive under way: take over its loop with the exit op. */
-		c->op = RDZV_OP_EXIT;
-		c->op_deadline = c->next_deadline;
-		c->op_done = exit_done;
-		if (!c->io_pending) {
-			c->in_sync = false;
-			evtimer_del(c->sync_timer);
-			op_read(c);
-		}
-		return 0;
-	}
-	if (!c->up) {
-		struct timeval tv = {5, 0};
-
-		c->next_pending = true;
-		evtimer_add(c->connect_log_timer, &tv);
-		return 0;
-	}
-	start_next(c);
-	return 0;
-}
-
-/* ---- keep-alive while a round runs -------------------------------------- */
-
-static void
-ka_done(struct c10d *c, int err, enum rdzv_action a)
-{
-	if (!c->dead && !c->finishing) {
-		keep_alive_arm(c);
-	}
-	if (err < 0 || a == RDZV_ACTION_ERROR_TIMEOUT) {
-		snprintf(c->ka_fail_why, sizeof(c->ka_fail_why), "store unreachable: %s",
-			 err < 0 ? strerror(-err) : "the operation timed out");
-		if (!c->ka_fail_since) {
-			c->ka_fail_since = now_usec();
-		}
-		/* Torch swallows it (the timer goes on); the event says FAILED. */
-		rdzv_record_step(
-			c->r, NODE_STATE_FAILED, "_keep_alive",
-			"The node '%s' has failed to send a keep-alive heartbeat to the rendezvous "
-			"'%s' due to an error: %s",
-			c->me.name, c->r->cfg->rdzv_id,
-			err < 0 ? strerror(-err) : "the operation timed out");
-		return;
-	}
-	c->ka_fail_since = 0;
-	if (a == RDZV_ACTION_KEEP_ALIVE || a == RDZV_ACTION_FINISH) {
-		rdzv_record_step(c->r, NODE_STATE_RUNNING, "_keep_alive",
-				 "The node '%s' has sent a keep-alive heartbeat to the rendezvous "
-				 "'%s'.",
-				 c->me.name, c->r->cfg->rdzv_id);
-	}
-}
-
-static void
-ka_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct c10d *c = arg;
-
-	if (c->dead || c->finishing) {
-		return;
-	}
-	if (c->coordinated) {
-		/* Our own key, no read of the state: the coordinator folds it. */
-		hb_send(c);
-		rdzv_record_step(
-			c->r, NODE_STATE_RUNNING, "_keep_alive",
-			"The node '%s' has sent a keep-alive heartbeat to the rendezvous '%s'.",
-			c->me.name, c->r->cfg->rdzv_id);
-		keep_alive_arm(c);
-		return;
-	}
-	if (!c->op_active && !c->io_pending) {
-		op_start(c, RDZV_OP_KEEP_ALIVE, now_usec() + c->heartbeat_timeout, ka_done);
-	} else {
-		/* Busy: an operation writes our heartbeat when due anyway. */
-		keep_alive_arm(c);
-	}
-}
-
-/* Fire just after our heartbeat falls due (a timer of exactly the interval
- * would find it not quite due half the time and skip a beat). */
-static void
-keep_alive_arm(struct c10d *c)
-{
-	long i = rdzv_state_find_heartbeat(&c->st, &c->me);
-	int64_t delay = c->settings.keep_alive_interval_usec;
-	struct timeval tv;
-
-	if (i >= 0) {
-		delay = c->st.heartbeats[i].usec + c->settings.keep_alive_interval_usec -
-			(int64_t)wall_usec() + 2000;
-	}
-	if (delay < 1000) {
-		delay = 1000;
-	}
-	if (delay > c->settings.keep_alive_interval_usec) {
-		delay = c->settings.keep_alive_interval_usec;
-	}
-	tv.tv_sec = (time_t)(delay / 1000000);
-	tv.tv_usec = (suseconds_t)(delay % 1000000);
-	evtimer_del(c->ka_timer);
-	evtimer_add(c->ka_timer, &tv);
-}
-
-/* ---- exit barrier and finish -------------------------------------------- */
-
-static void
-barrier_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	char *msg;
-
-	if (!c->barrier) {
-		return;
-	}
-	c->barrier = false;
-	if (err == 0) {
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
-		return;
-	}
-	msg = err == -ETIMEDOUT
-		      ? xasprintf(
-				"the exit barrier timed out after %.0f s: not every node of round "
-				"%" PRId64 " finished",
-				(double)c->barrier_timeout / 1e6, c->round)
-		      : xstrdup(c->dead_msg ? c->dead_msg : strerror(-err));
-	rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, msg);
-	free(msg);
-}
-
-static void
-barrier_add_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	char *k = round_key(c, "torchelastic/agent/terminal_state/last_member");
-	const char *keys[1] = {k};
-
-	if (err < 0) {
-		barrier_wait_cb(err, NULL, c);
-		free(k);
-		return;
-	}
-	if (rep->i64 == c->world) {
-		tcpstore_client_set(c->aux, k, "1", 1, NULL, NULL);
-	}
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, keys, 1, c->barrier_timeout,
-				   barrier_wait_cb, c);
-	free(k);
-}
-
-static int
-c10d_exit_barrier(struct rdzv *r)
-{
-	struct c10d *c = backend(r);
-	char *k;
-
-	c->running = false;
-	if (!c->prefix || c->dead) {
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, c->dead ? -ECONNRESET : 0, 0,
-			  c->dead ? c->dead_msg : NULL);
-		return 0;
-	}
-	c->barrier = true;
-	k = round_key(c, "torchelastic/agent/terminal_state/num_members");
-	tcpstore_client_add(c->aux, k, 1, barrier_add_cb, c);
-	free(k);
-	return 0;
-}
-
-static void
-linger_end(struct c10d *c)
-{
-	evtimer_del(c->linger_timer);
-	if (c->server) {
-		tcpstore_server_set_idle_cb(c->server, NULL, NULL);
-	}
-	rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
-}
-
-/* The last client left our store, or the linger deadline passed. */
-static void
-linger_idle_cb(void *arg)
-{
-	linger_end(arg);
-}
-
-static void
-linger_cb(evutil_socket_t fd, short what, void *arg)
-{
-	linger_end(arg);
-}
-
-/* Let the other nodes finish with our store before we go. */
-static void
-linger_start(struct c10d *c)
-{
-	tcpstore_client_free(c->cmd);
-	tcpstore_client_free(c->watch);
-	tcpstore_client_free(c->aux);
-	c->cmd = c->watch = c->aux = NULL;
-	c->up = false;
-	c->dead = true;
-	if (!c->dead_msg) {
-		c->dead_msg = xstrdup("the rendezvous was left");
-	}
-	if (!c->server || tcpstore_server_connections(c->server) == 0) {
-		linger_end(c);
-		return;
-	}
-	/* Wait (no polling) for the last connection to go, at most LINGER_USEC. */
-	{
-		struct timeval tv = {(time_t)(LINGER_USEC / USEC_PER_SEC),
-				     (suseconds_t)(LINGER_USEC % USEC_PER_SEC)};
-
-		tcpstore_server_set_idle_cb(c->server, linger_idle_cb, c);
-		evtimer_add(c->linger_timer, &tv);
-	}
-}
-
-static void
-fence_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	linger_start(arg);
-}
-
-/* Leave once what we queued on cmd (the closed state's gen key, which wakes
- * the nodes that wait on it) has reached the store: a request with a reply
- * comes back only after the ones before it were served. */
-static void
-fence_then_linger(struct c10d *c)
-{
-	char *k = gen_key(c, c->st.gen);
-	const char *keys[1] = {k};
-	int r = c->cmd && !c->dead && c->up
-			? tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, fence_cb, c)
-			: -ENOTCONN;
-
-	free(k);
-	if (r < 0) {
-		linger_start(c);
-	}
-}
-
-static void
-close_done(struct c10d *c, int err, enum rdzv_action a)
-{
-	char *msg;
-
-	if (err == 0 && a == RDZV_ACTION_FINISH) {
-		msg = xasprintf("The node '%s' has closed the rendezvous '%s'.", c->me.name,
-				c->r->cfg->rdzv_id);
-		c10d_set_state(c, NODE_STATE_SUCCEEDED, "_close", msg);
-	} else {
-		msg = xasprintf("The node '%s' has failed to shutdown the rendezvous '%s' due to "
-				"an error of "
-				"type %s.",
-				c->me.name, c->r->cfg->rdzv_id,
-				err < 0 ? "RendezvousConnectionError" : "RendezvousTimeoutError");
-		c10d_set_state(c, NODE_STATE_FAILED, "shutdown", msg);
-	}
-	free(msg);
-	fence_then_linger(c);
-}
-
-/* Out of every list of the state (rdzv_leave), or could not be: go. */
-static void
-leave_done(struct c10d *c, int err, enum rdzv_action a)
-{
-	if (err == 0 && a == RDZV_ACTION_FINISH) {
-		rdzv_progress(c->r, "left the rendezvous '%s' (it stays open for the others)",
-			      c->r->cfg->rdzv_id);
-	} else {
-		rdzv_progress(c->r, "could not leave the rendezvous '%s': %s", c->r->cfg->rdzv_id,
-			      err < 0 ? strerror(-err) : rdzv_action_name(a));
-	}
-	fence_then_linger(c);
-}
-
-static int
-c10d_finish(struct rdzv *r, bool close)
-{
-	struct c10d *c = backend(r);
-	enum rdzv_op op = close ? RDZV_OP_CLOSE : RDZV_OP_LEAVE;
-	op_done_fn done = close ? close_done : leave_done;
-
-	c->running = false;
-	c->barrier = false;
-	c->next_active = false;
-	c->finishing = true;
-	evtimer_del(c->ka_timer);
-	turn_release(c);
-	if (c->watch && c->watching) {
-		(void)tcpstore_client_cancel_wait(c->watch);
-		c->watching = false;
-	}
-	if (c->dead || !c->up) {
-		linger_start(c);
-		return 0;
-	}
-	if (c->op_active) {
-		/* Take over the operation under way (a keep-alive, a join). */
-		c->op = op;
-		c->op_deadline = now_usec() + c->close_timeout;
-		c->op_done = done;
-		if (!c->io_pending) {
-			c->in_sync = false;
-			evtimer_del(c->sync_timer);
-			op_read(c);
-		}
-		return 0;
-	}
-	op_start(c, op, now_usec() + c->close_timeout, done);
-	return 0;
-}
-
-static void
-c10d_shutdown(struct rdzv *r)
-{
-	struct c10d *c = backend(r);
-
-	if (!c->finishing) {
-		(void)c10d_finish(r, true);
-	}
-}
-
-static int
-c10d_num_nodes_waiting(struct rdzv *r)
-{
-	return (int)backend(r)->st.n_wait_list;
 }
 
 /* ---- set-up ------------------------------------------------------------- */
@@ -1987,10 +849,13 @@ c10d_init(struct rdzv *r, char **reterr)
 	r->backend = c;
 	c->r = r;
 	c->node_state = NODE_STATE_INIT;
-	rdzv_state_init(&c->st);
+	c->assigned_round = -1;
+	c->rejoin_round = -1;
+	rdzv_state_init(&c->sync.st);
 	if ((is_host = c10d_settings(c, cfg, reterr)) == -EINVAL) {
 		return -EINVAL;
 	}
+	rdzv_sync_init(&c->sync, r, &c10d_store_ops, c, &c->settings, &c->me, c->join_timeout);
 
 	/* Host the store when the endpoint is ours; with several agents on the
 	 * endpoint host the first one to bind hosts, the others connect. */
@@ -2035,9 +900,8 @@ c10d_init(struct rdzv *r, char **reterr)
 		/* --standalone: the port the system gave us. */
 		c->port = c->connect_port;
 	}
-	c->sync_timer = evtimer_new(r->base, sync_timer_cb, c);
-	c->ka_timer = evtimer_new(r->base, ka_timer_cb, c);
-	c->linger_timer = evtimer_new(r->base, linger_cb, c);
+	c->ka_timer = evtimer_new(r->base, c10d_ka_timer_cb, c);
+	c->linger_timer = evtimer_new(r->base, c10d_linger_cb, c);
 	c->connect_log_timer = evtimer_new(r->base, connect_log_cb, c);
 	c->cmd = new_client(c);
 	c->watch = new_client(c);
@@ -2062,9 +926,6 @@ c10d_free(struct rdzv *r)
 	tcpstore_client_free(c->aux);
 	tcpstore_server_free(c->server);
 	tcpstore_server_free(c->worker_server);
-	if (c->sync_timer) {
-		event_free(c->sync_timer);
-	}
 	if (c->ka_timer) {
 		event_free(c->ka_timer);
 	}
@@ -2074,13 +935,19 @@ c10d_free(struct rdzv *r)
 	if (c->connect_log_timer) {
 		event_free(c->connect_log_timer);
 	}
-	rdzv_state_release(&c->st);
+	rdzv_sync_release(&c->sync);
 	rdzv_node_release(&c->me);
 	rdzv_result_release(&c->result);
 	strv_free(c->roles);
 	strv_free(c->exchange_keys);
 	joiners_clear(c);
 	free(c->joiners);
+	for (size_t i = 0; i < c->n_exiters; i++) {
+		rdzv_node_release(&c->exiters[i]);
+	}
+	free(c->exiters);
+	free(c->exit_rounds);
+	strv_free(c->spares_told);
 	if (c->admit_ev) {
 		event_free(c->admit_ev);
 	}
@@ -2096,37 +963,6 @@ c10d_free(struct rdzv *r)
 	free(c->dead_msg);
 	free(c);
 	r->backend = NULL;
-}
-
-/* The local copy as it is: heartbeats folded by the store host. */
-static int
-c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
-{
-	struct c10d *c = backend(r);
-
-	*ret = (struct rdzv_snapshot){
-		.backend = "c10d",
-		.self = xstrdup(c->me.name),
-		.read_usec = c->read_usec > 0 ? c->read_usec : -1,
-		.liveness = RDZV_LIVENESS_HEARTBEAT,
-		.heartbeat_timeout_usec = (uint64_t)c->settings.keep_alive_interval_usec *
-					  (uint64_t)c->settings.keep_alive_max_attempt,
-	};
-	rdzv_state_copy(&ret->st, &c->st);
-	return 0;
-}
-
-static bool
-c10d_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why)
-{
-	struct c10d *c = r->backend;
-
-	if (!c || !c->ka_fail_since) {
-		return false;
-	}
-	*ret_since_usec = c->ka_fail_since;
-	*ret_why = c->ka_fail_why;
-	return true;
 }
 
 const struct rdzv_backend_ops rdzv_c10d_ops = {

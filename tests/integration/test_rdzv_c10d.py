@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -265,6 +266,51 @@ class C10dTest(lib.ElasticdTestCase):
         back.signal(signal.SIGTERM)
         for x in (a[0], back):
             self.assertRc(x.wait(20), 128 + signal.SIGTERM)
+
+    # -- cost per participant ------------------------------------------------------
+
+    def swarm_bytes(self, n):
+        """n participants (tests/rdzv_swarm, the real c10d backend) against a
+        store hosted by participant 0 in a process of its own, for two rounds
+        (every participant asks for the next one at once, as after a worker
+        failure); returns the bytes the others read, per participant, to hold
+        the first round and then the second."""
+        swarm = os.environ.get("RDZV_SWARM") or os.path.join(
+            os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
+        endpoint = "127.0.0.1:%d" % self.port
+        conf = "join_timeout=60"
+        host = subprocess.Popen([swarm, str(n), endpoint, conf, "bytes%d" % n],
+                                env=dict(os.environ, RDZV_SWARM_HOST="1", RDZV_SWARM_ROUNDS="2",
+                                         RDZV_SWARM_SLICE="0:1", RDZV_SWARM_HOLD="1"),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            time.sleep(0.3)
+            rest = subprocess.run([swarm, str(n), endpoint, conf + ",is_host=false",
+                                   "bytes%d" % n],
+                                  env=dict(os.environ, RDZV_SWARM_SLICE="1:%d" % (n - 1),
+                                           RDZV_SWARM_ROUNDS="2"),
+                                  capture_output=True, text=True, timeout=90)
+            self.assertEqual(rest.returncode, 0, rest.stderr[-2000:])
+        finally:
+            host.communicate(b"", timeout=30)
+        lines = {line.split()[0]: dict(kv.split("=", 1) for kv in line.split()[1:])
+                 for line in rest.stdout.splitlines() if line.strip()}
+        for what in ("swarm", "reform"):
+            self.assertEqual(lines[what]["world"], str(n), rest.stdout)
+        return [int(lines[what]["rchar"]) / (n - 1) for what in ("swarm", "reform")]
+
+    def test_bytes_read_per_participant_do_not_grow_with_n(self):
+        # A coordinated joiner learns its round, rank and world size from its
+        # own assignment key and the exchange's runs, not from the whole
+        # state, and the coordinator runs the exit op of a node asking for
+        # the next round: ten times the nodes, not ten times the bytes each.
+        small = self.swarm_bytes(16)
+        self.port = free_port()
+        large = self.swarm_bytes(160)
+        for what, s, l in zip(("first round", "next round"), small, large):
+            self.assertLess(l, 2 * s + 512, "%s, per participant: %d B at N=16, %d B at "
+                            "N=160" % (what, s, l))
 
     # -- failures ------------------------------------------------------------------
 

@@ -1,0 +1,235 @@
+/* rdzv_c10d.h — private to the c10d backend: its state, shared by
+ * rdzv_c10d.c (the store under the operation loop, admission, the gen watch,
+ * connections, set-up) and rdzv_c10d_round.c (next_rendezvous, the rank
+ * exchange, keep-alive, the exit barrier and finishing). */
+#pragma once
+
+#include <event2/util.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rdzv.h"
+#include "rdzv_dynamic.h"
+#include "rdzv_state.h"
+#include "rdzv_sync.h"
+#include "util.h"
+
+struct tcpstore_client;
+struct tcpstore_server;
+struct event;
+
+#define C10D_DEFAULT_PORT 29400
+/* torch's c10d backend pre-creates the state key with this value. */
+#define C10D_SENTINEL "Y2FuaW1hZGFt"
+/* How long the store host waits for its clients to leave at the end. */
+#define LINGER_USEC (10 * USEC_PER_SEC)
+/* Gen keys kept behind the newest one (older ones are deleted). */
+#define GEN_KEEP 64
+
+typedef rdzv_sync_done_fn op_done_fn;
+
+struct c10d {
+	struct rdzv *r;
+	/* Keep-alives failing since (now_usec() clock; 0: they pass), the last
+	 * error: the rendezvous is degraded (rdzv_degraded). */
+	uint64_t ka_fail_since;
+	char ka_fail_why[256];
+	struct rdzv_settings settings;
+	uint64_t join_timeout;
+	uint64_t close_timeout;
+	uint64_t heartbeat_timeout;
+	uint64_t barrier_timeout;
+
+	char *host; /* the endpoint */
+	int port;
+	char *connect_host; /* what our clients connect to */
+	int connect_port;
+	struct tcpstore_server *server;        /* the rendezvous store, when hosting */
+	struct tcpstore_server *worker_server; /* MASTER_ADDR:MASTER_PORT, group rank 0 */
+	struct tcpstore_client *cmd, *watch, *aux;
+	int n_up;
+	bool up;
+	bool dead; /* the store connection is gone */
+	char *dead_msg;
+
+	char *key;
+	struct rdzv_node me;
+
+	/* The operation loop and its local copy (rdzv_sync.h), with the
+	 * copy's fencing token (the value last read). */
+	struct rdzv_sync sync;
+	char *token;
+	size_t token_len;
+	char *pending; /* the value a compare-and-set in flight tries to write */
+	size_t pending_len;
+	uint64_t pending_gen;
+
+	bool observe_pending; /* a GET outside operations */
+
+	/* Join turns: nodes that arrive together take a ticket and write their
+	 * join one after another instead of all losing compare-and-sets to each
+	 * other (torch's loop collapses near 128 nodes, reference §8). A hint
+	 * only: a node stops waiting for its turn after a bounded time. */
+	int64_t ticket;
+	bool turn_held;
+
+	/* Admission by the store host (the coordinator): a joiner SETs
+	 * "<key>/j/<node>"; the host hears it from its own server, no round
+	 * trip, and admits every requester in one compare-and-set
+	 * (rdzv_admit). Joiners that see "<key>/coordinator" skip the turns and
+	 * wait to be admitted. */
+	bool coordinator;          /* we host the store */
+	bool coordinated;          /* the store has a coordinator (not us) */
+	struct rdzv_node *joiners; /* coordinator: requests not admitted yet */
+	size_t n_joiners;
+	struct event *admit_ev;
+	bool admitting;         /* the compare-and-set in flight admits joiners */
+	size_t admitted_upto;   /* ... the first this many of them */
+	size_t admit_read_upto; /* requests there when the admission read went out */
+	/* Liveness with a coordinator: each node SETs "<key>/hb/<node>" (its
+	 * own key: no race for the state) every keep-alive interval; the
+	 * coordinator folds them into the state's heartbeats from its own
+	 * server, once per interval for everyone (hb_fold). */
+	struct event *fold_timer;
+	bool fold_due;       /* the interval passed: fold and write */
+	bool fold_dirty;     /* the local copy holds folded heartbeats not written yet */
+	bool ever_in;        /* this handler has been a participant (may be in the state) */
+	uint64_t asked;      /* when we last sent our join request */
+	int64_t served_seen; /* the "served" count when we last looked; -1: not yet */
+
+	/* The gen WAIT on watch. */
+	bool watching;
+	uint64_t watch_gen;
+	bool watch_assign; /* the WAIT is on our assignment key, not a gen key */
+
+	/* Assignments (rdzv_c10d_assign.c): the coordinator SETs
+	 * "<key>/a/<node>" = "<round> <rank> <world> <gen>" for every
+	 * participant once a round completes (and "closed" for those waiting
+	 * when the rendezvous closes); a coordinated joiner WAITs on its own
+	 * key instead of reading the whole state. */
+	int64_t assigned_round; /* coordinator: the last round published */
+	bool closed_fanned;     /* coordinator: "closed" sent to those waiting */
+	bool closed_marked;     /* "<key>/closed" set by us */
+	bool blind;             /* the next JOIN read is the assignment wait */
+	bool assign_off;        /* this join watches gen keys again ("closed" seen) */
+	/* Delegated exits: a node of the last round asks to join with "x"
+	 * ("<key>/j/<node>" = "x"): the coordinator takes it out of the old
+	 * round (torch's exit op, on its behalf) in the write that admits it,
+	 * instead of every node racing to write the whole state. */
+	int64_t rejoin_round;      /* the round we left by "x", -1: none */
+	char **spares_told;        /* coordinator: "spare" sent to these (the redundancy list) */
+	struct rdzv_node *exiters; /* coordinator: "x<round>" requests */
+	int64_t *exit_rounds;      /* ... the round each one leaves */
+	size_t n_exiters;
+
+	bool next_pending; /* asked before the store was reachable */
+	bool finishing;
+	char *prefix; /* "/torch.rendezvous.<run_id>.<round>/" */
+	char **exchange_keys;
+	struct rdzv_result result;
+	char **roles;
+	struct event *ka_timer;
+	struct event *linger_timer;
+	struct event *connect_log_timer; /* says we still wait for the store */
+	enum node_state node_state;
+};
+
+static inline struct c10d *
+backend(struct rdzv *r)
+{
+	return r->backend;
+}
+
+/* "<key>/gen/<gen>": set by a write waiting nodes must hear about. */
+static inline char *
+gen_key(const struct c10d *c, uint64_t gen)
+{
+	return xasprintf("%s/gen/%" PRIu64, c->key, gen);
+}
+
+/* ---- rdzv_c10d.c: the store ---------------------------------------------- */
+
+/* The coordinator: admit the requests held soon (at once while the state is
+ * small, else after a gathering delay that grows with it, 50 ms at most). */
+void c10d_admit_later(struct c10d *c);
+/* Ask the coordinator to admit us: SET "<key>/j/<node>". */
+void c10d_ask_to_join(struct c10d *c);
+/* Keep alive through our own key "<key>/hb/<node>" (coordinated stores). */
+void c10d_hb_send(struct c10d *c);
+/* Outside operations: read the state to see what changed (no-op while an
+ * operation or another such read is under way). */
+void c10d_observe_read(struct c10d *c);
+/* (Re-)arm the watch connection's WAIT (c10d_assign_watching, else the
+ * next gen key). */
+void c10d_watch_update(struct c10d *c);
+/* The store connection is lost (err: -errno): whatever waits fails. */
+void c10d_store_gone(struct c10d *c, int err);
+
+/* ---- rdzv_c10d_assign.c: assignment keys ------------------------------------ */
+
+/* The coordinator: admit the requests held soon (at once while the state is
+ * small, else after a gathering delay that grows with it, 50 ms at most). */
+void c10d_admit_later(struct c10d *c);
+/* Ask the coordinator to admit us: SET "<key>/j/<node>" ("x<round>" while
+ * a delegated exit from rejoin_round is pending). */
+void c10d_ask_to_join(struct c10d *c);
+/* The coordinator heard the request value[0..len) "x<round>" from n
+ * (copied): n leaves that round (ignored when malformed). */
+void c10d_exits_note(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len);
+/* Apply torch's exit op on st for every "x<round>" requester still in that
+ * round (ctx's clocks); *notable as rdzv_apply. Returns how many left. */
+size_t c10d_exits_apply(struct c10d *c, struct rdzv_state *st, const struct rdzv_ctx *ctx,
+			bool *notable);
+/* After a won write: forget the requesters no longer participants. */
+void c10d_exits_prune(struct c10d *c);
+/* Leave the last round by delegation, then join (coordinated nodes). */
+void c10d_rejoin(struct c10d *c);
+/* After a read during a delegated rejoin: if the state still holds us in
+ * the round we left, leave it ourselves (torch's exit op). */
+void c10d_rejoin_check(struct c10d *c);
+/* "<key>/a/<node>" (malloc'd). */
+char *c10d_assign_key(const struct c10d *c, const char *node);
+/* The coordinator, after any new copy: publish the assignments of a round
+ * that completed since the last call, and "closed" to every waiting node
+ * of a closed rendezvous (once). */
+void c10d_assign_publish(struct c10d *c);
+/* After a won write of a closed state: SET "<key>/closed" (once), which a
+ * blind join checks before it waits. */
+void c10d_assign_mark_closed(struct c10d *c);
+/* rdzv_store_ops.read of a blind join: CHECK "<key>/closed" (then a real
+ * read when it exists), else wait for the assignment key (the watch) at most
+ * a keep-alive window. */
+void c10d_assign_blind_read(struct c10d *c);
+/* Whether the watch connection should WAIT on our assignment key. */
+bool c10d_assign_watching(const struct c10d *c);
+/* The assignment key was set: GET it, and end the join with it
+ * (rdzv_sync_assigned), or read the state when it says anything else. */
+void c10d_assign_fetch(struct c10d *c);
+
+/* ---- rdzv_c10d_round.c: rounds --------------------------------------------- */
+
+/* rdzv_backend_ops of the c10d backend (rdzv.h has their contracts). */
+int c10d_next(struct rdzv *r);
+int c10d_num_nodes_waiting(struct rdzv *r);
+void c10d_shutdown(struct rdzv *r);
+int c10d_exit_barrier(struct rdzv *r);
+int c10d_finish(struct rdzv *r, bool close);
+/* Completions of the exit and join operations of next_rendezvous
+ * (rdzv_sync_done_fn; arg: the c10d). */
+void c10d_exit_done(void *arg, int err, enum rdzv_action a);
+void c10d_join_done(void *arg, int err, enum rdzv_action a);
+/* next_rendezvous fails with err (-errno) and msg. */
+void c10d_next_fail(struct c10d *c, int err, const char *msg);
+/* Start next_rendezvous once the store is reachable. */
+void c10d_start_next(struct c10d *c);
+/* Our join is written: let the next ticket holder go. */
+void c10d_turn_release(struct c10d *c);
+/* Arm the keep-alive timer just after our heartbeat falls due. */
+void c10d_keep_alive_arm(struct c10d *c);
+/* libevent callbacks of the keep-alive and linger timers (arg: the c10d). */
+void c10d_ka_timer_cb(evutil_socket_t fd, short what, void *arg);
+void c10d_linger_cb(evutil_socket_t fd, short what, void *arg);
+/* rdzv_backend_ops.snapshot and .degraded (rdzv.h). */
+int c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret);
+bool c10d_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);

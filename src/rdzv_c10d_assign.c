@@ -1,0 +1,413 @@
+/* rdzv_c10d_assign.c — how a node of a coordinated c10d store learns its
+ * round without reading the state: the coordinator (the store host) SETs
+ * "<key>/a/<node>" = "<round> <rank> <world> <gen>" for every participant
+ * once a round completes, in one MULTI_SET; a joiner that asked to join
+ * WAITs on its own key (its watch connection) and ends its join from those
+ * few bytes (rdzv_sync_assigned). The state, whose size grows with the
+ * number of nodes, is read by the coordinator alone; a joiner reads it only
+ * when something else happens (the rendezvous closed: "closed" in its key or
+ * "<key>/closed"; no word for a keep-alive window; its join deadline). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "rdzv_c10d.h"
+#include "tcpstore_client.h"
+
+char *
+c10d_assign_key(const struct c10d *c, const char *node)
+{
+	return xasprintf("%s/a/%s", c->key, node);
+}
+
+/* One MULTI_SET of keys[i] = vals[i], i < n (both freed). */
+static void
+multi_set(struct c10d *c, char **keys, char **vals, size_t n)
+{
+	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET, .n = n};
+
+	if (n > 0) {
+		req.keys = xcalloc(n, sizeof(*req.keys));
+		req.values = xcalloc(n, sizeof(*req.values));
+		for (size_t i = 0; i < n; i++) {
+			req.keys[i] =
+				(struct tcpstore_bytes){(const uint8_t *)keys[i], strlen(keys[i])};
+			req.values[i] =
+				(struct tcpstore_bytes){(const uint8_t *)vals[i], strlen(vals[i])};
+		}
+		(void)tcpstore_client_request(c->cmd, &req, 0, NULL, NULL);
+		free(req.keys);
+		free(req.values);
+	}
+	strv_free(keys);
+	strv_free(vals);
+}
+
+/* Add node's key with value to the lists (not for ourselves). */
+static void
+push(struct c10d *c, char ***keys, char ***vals, const char *node, char *value)
+{
+	if (strcmp(node, c->me.name) == 0) {
+		free(value);
+		return;
+	}
+	strv_consume(keys, c10d_assign_key(c, node));
+	strv_consume(vals, value);
+}
+
+/* "closed" to everyone who may wait on its key. */
+static void
+fan_closed(struct c10d *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+	char **keys = NULL, **vals = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; !st->complete && i < st->n_participants; i++, n++) {
+		push(c, &keys, &vals, st->participants[i].node.name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < st->n_wait_list; i++, n++) {
+		push(c, &keys, &vals, st->wait_list[i].name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < st->n_redundancy_list; i++, n++) {
+		push(c, &keys, &vals, st->redundancy_list[i].name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < c->n_joiners; i++, n++) {
+		push(c, &keys, &vals, c->joiners[i].name, xstrdup("closed"));
+	}
+	multi_set(c, keys, vals, keys ? strv_length(keys) : 0);
+}
+
+static bool
+strv_has(char *const *v, const char *s)
+{
+	for (size_t i = 0; v && v[i]; i++) {
+		if (strcmp(v[i], s) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* "spare" to every node newly in the redundancy list: it watches the state
+ * itself from then on (a spare takes a slot that frees up by itself). */
+static void
+tell_spares(struct c10d *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+	char **keys = NULL, **vals = NULL, **now = NULL;
+
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		const char *name = st->redundancy_list[i].name;
+
+		if (!strv_has(c->spares_told, name)) {
+			push(c, &keys, &vals, name, xstrdup("spare"));
+		}
+		strv_push(&now, name);
+	}
+	strv_free(c->spares_told);
+	c->spares_told = now;
+	multi_set(c, keys, vals, keys ? strv_length(keys) : 0);
+}
+
+void
+c10d_assign_publish(struct c10d *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+	char **keys = NULL, **vals = NULL;
+
+	if (!c->coordinator || c->dead || !c->up || c->sync.notable) {
+		return; /* not ours, or the copy differs from the store's */
+	}
+	if (st->closed) {
+		if (!c->closed_fanned) {
+			c->closed_fanned = true;
+			fan_closed(c);
+		}
+		return;
+	}
+	tell_spares(c);
+	if (!st->complete || st->round == c->assigned_round) {
+		return;
+	}
+	c->assigned_round = st->round;
+	for (size_t i = 0; i < st->n_participants; i++) {
+		push(c, &keys, &vals, st->participants[i].node.name,
+		     xasprintf("%" PRId64 " %d %zu %" PRIu64, st->round, st->participants[i].rank,
+			       st->n_participants, st->gen));
+	}
+	multi_set(c, keys, vals, keys ? strv_length(keys) : 0);
+}
+
+void
+c10d_assign_mark_closed(struct c10d *c)
+{
+	char *k;
+
+	if (!c->sync.st.closed || c->closed_marked) {
+		return;
+	}
+	c->closed_marked = true;
+	k = xasprintf("%s/closed", c->key);
+	tcpstore_client_set(c->cmd, k, "", 0, NULL, NULL);
+	free(k);
+}
+
+static void
+blind_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	uint64_t now = now_usec(), wait, window;
+
+	c->sync.io_pending = false;
+	if (err < 0) {
+		c10d_store_gone(c, err);
+		return;
+	}
+	if (!c->sync.op_active) {
+		return;
+	}
+	if (rep->status == TCPSTORE_READY || c->sync.op != RDZV_OP_JOIN) {
+		/* Closed already (or taken over): the state tells. */
+		c->assign_off = true;
+		c->sync.ops->read(c);
+		return;
+	}
+	window = (uint64_t)(c->settings.keep_alive_interval_usec *
+			    c->settings.keep_alive_max_attempt);
+	if (now - c->asked >= window) {
+		c10d_ask_to_join(c); /* no word for a window: the request again */
+	}
+	wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
+	rdzv_sync_sleep(&c->sync, wait < window ? wait : window);
+	c10d_watch_update(c);
+}
+
+void
+c10d_assign_blind_read(struct c10d *c)
+{
+	char *k = xasprintf("%s/closed", c->key);
+	const char *keys[1] = {k};
+
+	c->blind = false;
+	c->assign_off = false;
+	c->sync.io_pending = true;
+	if (tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, blind_check_cb, c) < 0) {
+		c->sync.io_pending = false;
+		c10d_store_gone(c, -ECONNRESET);
+	}
+	free(k);
+}
+
+bool
+c10d_assign_watching(const struct c10d *c)
+{
+	return c->coordinated && !c->assign_off && c->sync.op_active && c->sync.op == RDZV_OP_JOIN;
+}
+
+static void
+assign_got_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	char buf[128];
+	long long round, gen;
+	int rank, world, end = 0;
+
+	if (err < 0) {
+		c10d_store_gone(c, err);
+		return;
+	}
+	snprintf(buf, sizeof(buf), "%.*s", (int)rep->value.len, (const char *)rep->value.data);
+	if (c->sync.op_active && c->sync.op == RDZV_OP_JOIN &&
+	    sscanf(buf, "%lld %d %d %lld%n", &round, &rank, &world, &gen, &end) == 4 &&
+	    (size_t)end == strlen(buf) && round > c->rejoin_round && world > 0 && rank >= 0 &&
+	    rank < world && gen >= 0) {
+		if (c->rejoin_round >= 0) {
+			/* The coordinator ran our exit op: its event is ours. */
+			rdzv_record_action(c->r, c->me.name, c->rejoin_round,
+					   RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, false);
+			c->rejoin_round = -1;
+		}
+		rdzv_sync_assigned(&c->sync, round, rank, world, (uint64_t)gen);
+	} else {
+		/* "closed", or not for this join: the state tells, and the
+		 * gen watch takes over for the rest of this join. */
+		c->assign_off = true;
+		rdzv_sync_wake(&c->sync);
+	}
+	c10d_watch_update(c);
+}
+
+void
+c10d_assign_fetch(struct c10d *c)
+{
+	char *k;
+
+	if (!c10d_assign_watching(c)) {
+		c10d_watch_update(c);
+		return;
+	}
+	/* Its WAIT ended without error: the key exists (a GET of a missing
+	 * key would end the connection), and only we delete it. */
+	k = c10d_assign_key(c, c->me.name);
+	if (tcpstore_client_get(c->cmd, k, assign_got_cb, c) < 0) {
+		c10d_store_gone(c, -ECONNRESET);
+	}
+	free(k);
+}
+
+/* ---- asking to join, delegated exits -------------------------------------- */
+
+/* Microseconds a coordinator lets requests gather per participant of the
+ * state, and at most: one admission (a read and a compare-and-set of the
+ * whole state) costs O(N), so a crowd of N joiners arriving over a while
+ * must not cost one admission each (at 5000 nodes the store host then had
+ * no time left to accept their connections). */
+#define ADMIT_GATHER_PER_NODE_USEC 10
+#define ADMIT_GATHER_MAX_USEC (50 * 1000)
+
+void
+c10d_admit_later(struct c10d *c)
+{
+	uint64_t usec = (uint64_t)c->sync.st.n_participants * ADMIT_GATHER_PER_NODE_USEC;
+	struct timeval tv;
+
+	if (usec < 1000) {
+		event_active(c->admit_ev, EV_TIMEOUT, 0); /* small: at once */
+		return;
+	}
+	if (usec > ADMIT_GATHER_MAX_USEC) {
+		usec = ADMIT_GATHER_MAX_USEC;
+	}
+	if (!evtimer_pending(c->admit_ev, NULL)) {
+		tv.tv_sec = 0;
+		tv.tv_usec = (suseconds_t)usec;
+		evtimer_add(c->admit_ev, &tv);
+	}
+}
+
+void
+c10d_ask_to_join(struct c10d *c)
+{
+	char *k = xasprintf("%s/j/%s", c->key, c->me.name), v[32] = "";
+
+	if (c->rejoin_round >= 0) {
+		snprintf(v, sizeof(v), "x%" PRId64, c->rejoin_round);
+	}
+	tcpstore_client_set(c->cmd, k, v, strlen(v), NULL, NULL);
+	free(k);
+	c->asked = now_usec();
+}
+
+void
+c10d_exits_note(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len)
+{
+	char buf[32];
+	long long round;
+	size_t i;
+
+	snprintf(buf, sizeof(buf), "%.*s", (int)(len - 1), (const char *)value + 1);
+	if (len > sizeof(buf) || parse_int(buf, 0, INT64_MAX, &round) < 0) {
+		return;
+	}
+	for (i = 0; i < c->n_exiters && rdzv_node_cmp(&c->exiters[i], n) != 0; i++) {
+	}
+	if (i == c->n_exiters) {
+		c->exiters = xrealloc(c->exiters, (i + 1) * sizeof(*c->exiters));
+		c->exit_rounds = xrealloc(c->exit_rounds, (i + 1) * sizeof(*c->exit_rounds));
+		rdzv_node_copy(&c->exiters[c->n_exiters++], n);
+	}
+	c->exit_rounds[i] = round;
+}
+
+/* Whether exiter i is still a participant of the round it leaves: then the
+ * exit op's action for it (no deadline: it asked now) into *ret. */
+static bool
+exit_due(struct c10d *c, const struct rdzv_state *st, size_t i, const struct rdzv_ctx *ctx,
+	 enum rdzv_action *ret)
+{
+	struct rdzv_ctx x = *ctx;
+
+	if (st->round != c->exit_rounds[i]) {
+		return false;
+	}
+	x.node = &c->exiters[i];
+	x.op_deadline = UINT64_MAX;
+	x.close_record = NULL;
+	*ret = rdzv_decide(RDZV_OP_EXIT, st, &x);
+	return rdzv_action_is_mutation(*ret);
+}
+
+size_t
+c10d_exits_apply(struct c10d *c, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *notable)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n_exiters; i++) {
+		struct rdzv_ctx x = *ctx;
+		enum rdzv_action a;
+
+		if (!exit_due(c, st, i, ctx, &a)) {
+			continue; /* out already */
+		}
+		x.node = &c->exiters[i];
+		if (rdzv_apply(st, a, &x)) {
+			*notable = true;
+		}
+		n++;
+	}
+	return n;
+}
+
+void
+c10d_exits_prune(struct c10d *c)
+{
+	struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
+	enum rdzv_action a;
+	size_t k = 0;
+
+	for (size_t i = 0; i < c->n_exiters; i++) {
+		if (c->sync.st.round <= c->exit_rounds[i] &&
+		    exit_due(c, &c->sync.st, i, &ctx, &a)) {
+			c->exit_rounds[k] = c->exit_rounds[i];
+			c->exiters[k++] = c->exiters[i];
+		} else {
+			rdzv_node_release(&c->exiters[i]);
+		}
+	}
+	c->n_exiters = k;
+}
+
+void
+c10d_rejoin(struct c10d *c)
+{
+	char *k = c10d_assign_key(c, c->me.name);
+
+	/* Drop the old assignment before the request (one connection: in
+	 * this order), then wait for the new one. */
+	tcpstore_client_delete(c->cmd, k, NULL, NULL);
+	free(k);
+	c->rejoin_round = c->sync.round;
+	c10d_ask_to_join(c);
+	c->blind = true;
+	rdzv_sync_start(&c->sync, RDZV_OP_JOIN, c->sync.next_deadline, c10d_join_done);
+}
+
+void
+c10d_rejoin_check(struct c10d *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+
+	if (c->rejoin_round < 0 || !c->sync.op_active || c->sync.op != RDZV_OP_JOIN ||
+	    st->round != c->rejoin_round || !st->complete ||
+	    rdzv_state_find_participant(st, &c->me) < 0) {
+		return;
+	}
+	/* The coordinator has not taken us out (yet): as torch, ourselves. */
+	c->rejoin_round = -1;
+	rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, c10d_exit_done);
+}

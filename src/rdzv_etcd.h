@@ -1,0 +1,234 @@
+/* rdzv_etcd.h — private to the etcd backend: its state, shared by
+ * rdzv_etcd.c (helpers, the watches, next_rendezvous, set-up),
+ * rdzv_etcd_store.c (reading and writing the state: the store under the
+ * operation loop) and rdzv_etcd_lease.c (the lease and boot, the exit
+ * barrier, leaving). */
+#pragma once
+
+#include <event2/util.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd_client.h"
+#include "rdzv.h"
+#include "rdzv_dynamic.h"
+#include "rdzv_state.h"
+#include "rdzv_sync.h"
+#include "util.h"
+
+/* Pause before retrying after etcd could not be reached at all. */
+#define RETRY_USEC (1 * USEC_PER_SEC)
+/* How long a joiner lets the coordinator admit it, with no w/adm seen, before
+ * it looks again and then writes itself (the coordinator's lease expiring
+ * wakes it sooner). */
+#define BEHIND_USEC (2 * USEC_PER_SEC)
+/* At most one "cannot reach etcd" line per this span. */
+#define ERR_LOG_USEC (10 * USEC_PER_SEC)
+
+typedef rdzv_sync_done_fn op_done_fn;
+
+enum boot {
+	BOOT_LEASE, /* granting the lease */
+	BOOT_CLEAN, /* writing a/<node>, removing a stale closed rendezvous */
+	BOOT_READY,
+	BOOT_FAILED,
+};
+
+enum fin {
+	FIN_NONE,
+	FIN_CLOSE,  /* the close op */
+	FIN_REVOKE, /* revoking the lease */
+	FIN_CHECK,  /* anybody left? */
+	FIN_DELETE, /* deleting the prefix */
+};
+
+struct etcdr {
+	struct rdzv *r;
+	struct rdzv_settings settings;
+	uint64_t join_timeout;
+	uint64_t close_timeout;
+	uint64_t barrier_timeout;
+	int64_t ttl;
+
+	struct etcd_client *cl;
+	struct etcd_watch *watch;
+	struct etcd_watch *deaths; /* a/ deletions */
+	char *prefix;
+	char *prefix_end;
+	char *state_key;
+	char *alive_prefix;
+	char *alive_end;
+	char *alive_key;
+	char *join_prefix, *join_end, *join_key;
+	char *info_prefix, *info_end, *info_key;
+	char *gen_key;      /* put with every change waiting nodes must hear of */
+	char *adm_key;      /* put by a write that admits others: joiners re-read */
+	char *watch_prefix; /* "w/": everything but the state itself */
+	char *watch_end;
+	struct rdzv_node me;
+
+	enum boot boot;
+	uint64_t boot_deadline;
+	int64_t lease;
+	struct event *retry_timer;
+	struct event *boot_timer;
+	struct event *ka_timer;
+	/* Keep-alives failing (etcd unreachable): since when, and the warnings. */
+	uint64_t ka_fail_since;
+	char ka_fail_why[256]; /* the last keep-alive error while ka_fail_since */
+	struct ratelimit ka_tell;
+	bool ka_pending;
+	uint64_t err_logged;
+	char *boot_err; /* why the boot's last try failed */
+
+	/* The operation loop and its local copy (rdzv_sync.h). */
+	struct rdzv_sync sync;
+	int64_t mod_rev;           /* of the state key; 0: absent */
+	int64_t rev;               /* header revision of the last read */
+	char **dead;               /* nodes known to have lost their lease */
+	bool alive_stale;          /* the next read takes the a/ range (after a reset) */
+	struct rdzv_node *joiners; /* j/ requests, in order of request */
+	size_t n_joiners;
+	/* The coordinator: the node whose a/ key is the oldest. It alone
+	 * watches and reads the join requests and admits them. */
+	bool coordinator;          /* we are it */
+	bool coordinator_known;    /* somebody is */
+	struct etcd_watch *jwatch; /* the coordinator's watch on j/ */
+	int64_t j_seen;            /* j/ read through this revision */
+	bool intent;               /* our j/ key is there */
+	bool intent_pending;       /* the read in flight puts it */
+	bool intent_asked;         /* this join operation put it already */
+	bool cas_drops_intent;     /* the compare-and-set in flight deletes it */
+	bool cas_admits;           /* it admits other joiners: put adm_key */
+	uint64_t behind_since;     /* waiting for the coordinator to admit us */
+	bool behind_looked;        /* read again after waiting long */
+	/* Which ranges the read or compare-and-set in flight asks for
+	 * (indices into the answer's ranges, -1: not asked). */
+	int rd_state, rd_alive, rd_oldest, rd_join, rd_exch, rd_barrier;
+
+	/* The I/O lane (sync.io_pending): one read or compare-and-set at a
+	 * time; a read asked for meanwhile goes next. */
+	bool kick_pending;
+
+	bool next_pending;
+
+	/* The round. */
+	bool exchanging;
+	struct rdzv_result result;
+	char **roles;
+	char *master_addr; /* group rank 0: what it publishes */
+	int master_port;
+	bool published;          /* group rank 0: w/r/<round> written */
+	struct etcd_range infos; /* group rank 0: the i/ keys */
+	char *assignment;        /* the newest w/r/<round> seen */
+	size_t assignment_len;
+	int64_t assignment_round;
+	bool *arrived; /* exit barrier: group ranks seen in w/b/<round>/ */
+	int n_arrived;
+	struct event *aux_timer; /* exchange / barrier deadline */
+
+	enum fin fin;
+	bool fin_close;
+	enum node_state node_state;
+};
+
+static inline struct etcdr *
+backend(struct rdzv *r)
+{
+	return r->backend;
+}
+
+/* This node's NodeState: an RdzvEvent per step, a log line per transition. */
+static inline void
+set_state(struct etcdr *c, enum node_state s, const char *fn, const char *msg)
+{
+	rdzv_set_node_state(c->r, &c->node_state, s, fn, msg);
+}
+
+static inline void
+timer_usec(struct event *ev, uint64_t usec)
+{
+	struct timeval tv = {(time_t)(usec / USEC_PER_SEC), (suseconds_t)(usec % USEC_PER_SEC)};
+
+	evtimer_add(ev, &tv);
+}
+
+/* ---- rdzv_etcd.c: helpers, watches, next_rendezvous, set-up */
+
+/* Heartbeats from leases into st: "never" (0) for nodes known dead, now_wall
+ * for the rest. */
+void etcdr_overlay(struct etcdr *c, struct rdzv_state *st, int64_t now_wall);
+/* The dead set from an a/ range: st's nodes without a key. */
+void etcdr_dead_from_alive(struct etcdr *c, const struct rdzv_state *st,
+			   const struct etcd_range *alive);
+/* Deep copy of an answer's range into dst (released first). */
+void etcdr_range_copy(struct etcd_range *dst, const struct etcd_range *src);
+/* The coordinator: the j/ requests of r, in order of request, added to
+ * those it holds. */
+void etcdr_take_joiners(struct etcdr *c, const struct etcd_range *r);
+/* Forget every join request held. */
+void etcdr_joiners_clear(struct etcdr *c);
+/* "w/r/<round>" (malloc'd). */
+char *etcdr_assignment_key(const struct etcdr *c, int64_t round);
+/* "w/<kind>/<round>/" (malloc'd). */
+char *etcdr_round_prefix(const struct etcdr *c, char kind, int64_t round);
+/* etcd could not be reached (err -errno, msg why): log at a bounded rate and
+ * retry until the deadline of whatever waits. */
+void etcdr_io_failed(struct etcdr *c, int err, const char *msg);
+/* The rank exchange looks at what it has (publish, or take the answer). */
+void etcdr_exchange_check(struct etcdr *c);
+/* next_rendezvous fails with err (-errno) and msg. */
+void etcdr_next_fail(struct etcdr *c, int err, const char *msg);
+/* Start next_rendezvous's exit operation (etcd is reachable). */
+void etcdr_start_next(struct etcdr *c);
+/* Watch callbacks (arg: the etcdr): a/ deletions; w/ changes. */
+void etcdr_deaths_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
+		     void *arg);
+/* A put whose answer only matters when it failed (logged). */
+void etcdr_put_done_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg);
+void etcdr_watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
+		    void *arg);
+/* rdzv_backend_ops of the etcd backend (rdzv.h has their contracts). */
+int etcdr_next(struct rdzv *r);
+int etcdr_num_nodes_waiting(struct rdzv *r);
+/* Whether name lost its lease, as far as this node knows. */
+bool etcdr_is_dead(const struct etcdr *c, const char *name);
+/* Free a range's keys and values; r is empty after. */
+void etcdr_range_release(struct etcd_range *r);
+
+/* ---- rdzv_etcd_store.c: the state under the operation loop */
+
+/* The rdzv_sync store of the etcd backend. */
+extern const struct rdzv_store_ops etcdr_store_ops;
+/* After a read or a write: the operation, the coordinator's admissions, the
+ * exchange and the barrier look at the new copy; a deferred read goes. */
+void etcdr_after_io(struct etcdr *c);
+/* One txn reading the state and what the node waits for (later, when the
+ * I/O lane is busy). */
+void etcdr_read_all(struct etcdr *c);
+/* Note the arrival that a w/b/<round>/<rank> key names. */
+void etcdr_barrier_mark(struct etcdr *c, const char *key);
+/* Delete our join request j/<node> (not while its put is in flight). */
+void etcdr_intent_drop(struct etcdr *c);
+/* A fresh operation (not a take-over) of the loop; done reports its end. */
+void etcdr_op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done);
+/* Keep the newest rank assignment seen (w/r/<round>, value copied). */
+void etcdr_set_assignment(struct etcdr *c, int64_t round, const char *value, size_t len);
+/* libevent timer callbacks (arg: the etcdr). */
+void etcdr_retry_cb(evutil_socket_t fd, short what, void *arg);
+
+/* ---- rdzv_etcd_lease.c: lease, boot, exit barrier, leaving */
+
+/* The exit barrier: done when every group rank arrived. */
+void etcdr_barrier_check(struct etcdr *c);
+/* The next step of the boot: lease, a/<node>, watches. */
+void etcdr_boot_step(struct etcdr *c);
+void etcdr_aux_timer_cb(evutil_socket_t fd, short what, void *arg);
+void etcdr_boot_retry_cb(evutil_socket_t fd, short what, void *arg);
+void etcdr_ka_timer_cb(evutil_socket_t fd, short what, void *arg);
+/* rdzv_backend_ops (rdzv.h). */
+int etcdr_exit_barrier(struct rdzv *r);
+int etcdr_finish(struct rdzv *r, bool close);
+bool etcdr_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);
+void etcdr_shutdown(struct rdzv *r);

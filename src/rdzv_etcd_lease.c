@@ -1,0 +1,531 @@
+/* rdzv_etcd_lease.c — the etcd backend's lease and its life: boot (grant,
+ * a/<node>, a stale closed run cleaned up), keep-alive, the exit barrier, and
+ * leaving (close, revoke, the last one out deletes the run's keys). */
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "etcd_client.h"
+#include "events.h"
+#include "rdzv.h"
+#include "rdzv_dynamic.h"
+#include "rdzv_snapshot.h"
+#include "rdzv_state.h"
+#include "rdzv_sync.h"
+#include "util.h"
+#include "rdzv_etcd.h"
+
+/* ---- lease and boot ----------------------------------------------------- */
+
+static void
+lease_lost(struct etcdr *c)
+{
+	const char *msg = "this node's etcd lease expired (etcd unreachable for longer than "
+			  "its TTL): the other nodes consider it dead";
+
+	c->boot = BOOT_FAILED;
+	evtimer_del(c->ka_timer);
+	if (c->sync.next_active) {
+		rdzv_sync_abandon(&c->sync);
+		etcdr_next_fail(c, -ECONNABORTED, msg);
+	} else if (c->sync.running && !c->sync.told) {
+		c->sync.told = true;
+		rdzv_tell(c->r, RDZV_TELL_FAILED, -ECONNABORTED, 0, msg);
+	}
+}
+
+/* Every etcd member is out of reach while this node is in: the workers keep
+ * running (nothing they do needs etcd), but the rendezvous is degraded: no
+ * node can join, leave or be found dead until etcd answers, and this node's
+ * lease runs out after its TTL. Say so: a warning at once and then at most
+ * every KA_TELL_S, and a _keep_alive FAILED event per failed heartbeat. */
+#define KA_TELL_S 60
+
+static void
+ka_failed(struct etcdr *c, const char *errmsg)
+{
+	uint64_t now = now_usec();
+
+	rdzv_record_step(
+		c->r, NODE_STATE_FAILED, "_keep_alive",
+		"The node '%s' has failed to send a keep-alive heartbeat to the rendezvous "
+		"'%s' due to an error: %s",
+		c->me.name, c->r->cfg->rdzv_id, errmsg);
+	snprintf(c->ka_fail_why, sizeof(c->ka_fail_why), "etcd unreachable: %s", errmsg);
+	if (!c->ka_fail_since) {
+		c->ka_fail_since = now;
+		c->ka_tell = (struct ratelimit){.interval_usec = KA_TELL_S * USEC_PER_SEC};
+	}
+	if (!ratelimit_pass(&c->ka_tell, now, NULL)) {
+		return;
+	}
+	rdzv_warn(c->r,
+		  "rendezvous degraded: etcd unreachable for %.0f s (%s); the workers keep "
+		  "running, no node can join or leave, and this node's lease expires %d s "
+		  "after its last keep-alive",
+		  (double)(now - c->ka_fail_since) / USEC_PER_SEC, errmsg, (int)c->ttl);
+}
+
+static void
+ka_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+
+	c->ka_pending = false;
+	if (c->fin >= FIN_REVOKE) {
+		return;
+	}
+	if (err == 0 && resp->ttl <= 0) {
+		lease_lost(c);
+		return;
+	}
+	if (err < 0 && err != -ENOENT) {
+		ka_failed(c, errmsg);
+	} else if (err == -ENOENT) {
+		lease_lost(c);
+		return;
+	}
+	if (err == 0 && c->ka_fail_since) {
+		rdzv_warn(c->r, "rendezvous back: etcd answered after %.0f s unreachable",
+			  (double)(now_usec() - c->ka_fail_since) / USEC_PER_SEC);
+		c->ka_fail_since = 0;
+	}
+	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
+}
+
+void
+etcdr_ka_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcdr *c = arg;
+	char *body;
+
+	if (c->ka_pending) {
+		return;
+	}
+	body = etcd_encode_lease_id(c->lease);
+	c->ka_pending = true;
+	(void)etcd_client_call(c->cl, "/v3/lease/keepalive", body, ka_cb, c);
+	free(body);
+}
+
+void
+etcdr_boot_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	etcdr_boot_step(arg);
+}
+
+static void
+boot_failed_try(struct etcdr *c, int err, const char *msg)
+{
+	uint64_t now = now_usec();
+	uint64_t deadline = c->sync.next_active ? c->sync.next_deadline : c->boot_deadline;
+
+	free(c->boot_err);
+	c->boot_err = xstrdup(msg);
+
+	if (c->err_logged == 0 || now - c->err_logged >= ERR_LOG_USEC) {
+		c->err_logged = now;
+		rdzv_progress(c->r, "cannot reach etcd (%s); retrying until the join timeout", msg);
+	}
+	if (now >= deadline && c->sync.next_active) {
+		char *m = xasprintf("the rendezvous '%s' cannot reach etcd at --rdzv-endpoint %s "
+				    "before the join timeout of %g s: %s",
+				    c->r->cfg->rdzv_id, c->r->cfg->rdzv_endpoint,
+				    (double)c->join_timeout / 1e6, msg);
+
+		etcdr_next_fail(c, err, m);
+		free(m);
+		return;
+	}
+	timer_usec(c->boot_timer, RETRY_USEC);
+}
+
+/* a/<node> is in at revision rev: watch from there and start. deaths_from:
+ * the first revision of deaths that matter, the creation of the state we
+ * found (a node that died before we came may still be in it); deletions
+ * before it belong to an earlier job under the same run id, whose node names
+ * may come back (same host, same pid). */
+static void
+boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from)
+{
+	c->rev = rev;
+	c->boot = BOOT_READY;
+	c->err_logged = 0;
+	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
+	c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, c->rev + 1, false,
+				  etcdr_watch_cb, c);
+	/* Only deletions come; a compacted history resets it (then the a/
+	 * range is read once). */
+	c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end,
+				   deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1,
+				   true, etcdr_deaths_cb, c);
+	if (c->next_pending) {
+		etcdr_start_next(c);
+	}
+}
+
+static void
+clean_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+
+	if (err < 0) {
+		boot_failed_try(c, err, errmsg);
+		return;
+	}
+	boot_ready(c, resp->revision, 0);
+}
+
+static void
+boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+
+	if (err < 0) {
+		boot_failed_try(c, err, errmsg);
+		return;
+	}
+	switch (c->boot) {
+	case BOOT_LEASE:
+		if (resp->id == 0) {
+			boot_failed_try(c, -EPROTO, "lease grant answered without an ID");
+			return;
+		}
+		c->lease = resp->id;
+		c->boot = BOOT_CLEAN;
+		break;
+	case BOOT_CLEAN:
+		/* [put a/<node>, the state, a/ (count)] */
+		if (resp->n_ranges >= 3 && resp->ranges[1].n_kvs == 1 &&
+		    resp->ranges[2].count <= 1) {
+			struct rdzv_state st;
+			bool closed =
+				rdzv_state_decode(resp->ranges[1].kvs[0].value,
+						  resp->ranges[1].kvs[0].value_len, &st) == 0 &&
+				st.closed;
+
+			rdzv_state_release(&st);
+			if (closed) {
+				/* A closed rendezvous nobody is in: a finished job
+				 * with the same run id. Start clean (unless somebody
+				 * wrote it meanwhile). */
+				struct etcd_cmp cmp = {
+					.key = c->state_key,
+					.target = ETCD_CMP_MOD,
+					.revision = resp->ranges[1].kvs[0].mod_revision,
+				};
+				/* Everything but a/: ours is in, and the others'
+				 * went with their leases. */
+				struct etcd_op del[2] = {{.kind = ETCD_OP_DELETE,
+							  .key = c->prefix,
+							  .range_end = c->alive_prefix},
+							 {.kind = ETCD_OP_DELETE,
+							  .key = c->alive_end,
+							  .range_end = c->prefix_end}};
+				char *body = etcd_encode_txn(&cmp, 1, del, 2, NULL, 0);
+
+				rdzv_progress(
+					c->r,
+					"removing the closed rendezvous '%s' left in etcd by an "
+					"earlier job",
+					c->r->cfg->rdzv_id);
+				(void)etcd_client_call(c->cl, "/v3/kv/txn", body, clean_cb, c);
+				free(body);
+				return;
+			}
+		}
+		boot_ready(c, resp->revision,
+			   resp->n_ranges >= 2 && resp->ranges[1].n_kvs == 1
+				   ? resp->ranges[1].kvs[0].create_revision
+				   : 0);
+		return;
+	case BOOT_READY:
+	case BOOT_FAILED:
+		return;
+	}
+	etcdr_boot_step(c);
+}
+
+void
+etcdr_boot_step(struct etcdr *c)
+{
+	char *body = NULL;
+	const char *path = "/v3/kv/txn";
+
+	switch (c->boot) {
+	case BOOT_LEASE:
+		body = etcd_encode_lease_grant(c->ttl);
+		path = "/v3/lease/grant";
+		break;
+	case BOOT_CLEAN: {
+		/* In, and a look for a closed rendezvous nobody else is in. */
+		struct etcd_op ops[3] = {
+			{.kind = ETCD_OP_PUT,
+			 .key = c->alive_key,
+			 .value = "1",
+			 .value_len = 1,
+			 .lease = c->lease},
+			{.kind = ETCD_OP_RANGE, .key = c->state_key},
+			{.kind = ETCD_OP_RANGE,
+			 .key = c->alive_prefix,
+			 .range_end = c->alive_end,
+			 .keys_only = true,
+			 .limit = 1},
+		};
+
+		body = etcd_encode_txn(NULL, 0, ops, 3, NULL, 0);
+		break;
+	}
+	case BOOT_READY:
+	case BOOT_FAILED:
+		return;
+	}
+	(void)etcd_client_call(c->cl, path, body, boot_cb, c);
+	free(body);
+}
+
+/* ---- exit barrier and leaving ------------------------------------------- */
+
+void
+etcdr_barrier_check(struct etcdr *c)
+{
+	if (c->sync.barrier && c->n_arrived >= c->sync.world) {
+		c->sync.barrier = false;
+		evtimer_del(c->aux_timer);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+	}
+}
+
+void
+etcdr_aux_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcdr *c = arg;
+	char *msg;
+
+	if (c->sync.barrier) {
+		c->sync.barrier = false;
+		msg = xasprintf("the exit barrier of round %" PRId64 " timed out after %g s",
+				c->sync.round, (double)c->barrier_timeout / 1e6);
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, -ETIMEDOUT, 0, msg);
+		free(msg);
+	} else if (c->exchanging) {
+		c->exchanging = false;
+		etcdr_next_fail(c, -ETIMEDOUT,
+				"the rank exchange through etcd did not complete before "
+				"the join timeout");
+	} else if (c->sync.next_active && c->next_pending && c->boot != BOOT_READY) {
+		msg = xasprintf("the rendezvous '%s' cannot reach etcd at --rdzv-endpoint %s "
+				"before the join timeout of %g s: %s",
+				c->r->cfg->rdzv_id, c->r->cfg->rdzv_endpoint,
+				(double)c->join_timeout / 1e6,
+				c->boot_err ? c->boot_err : "no answer (no quorum?)");
+		c->next_pending = false;
+		etcdr_next_fail(c, -EHOSTUNREACH, msg);
+		free(msg);
+	}
+}
+
+int
+etcdr_exit_barrier(struct rdzv *r)
+{
+	struct etcdr *c = backend(r);
+	struct etcd_op put = {.kind = ETCD_OP_PUT, .value = "1", .value_len = 1};
+	char *prefix, *key, *body;
+
+	if (!c->sync.running) {
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+		return 0;
+	}
+	c->sync.barrier = true;
+	free(c->arrived);
+	c->arrived = xcalloc((size_t)c->sync.world, sizeof(*c->arrived));
+	c->n_arrived = 0;
+	prefix = etcdr_round_prefix(c, 'b', c->sync.round);
+	key = xasprintf("%s%d", prefix, c->sync.rank);
+	put.key = key;
+	body = etcd_encode_op(&put);
+	(void)etcd_client_call(c->cl, "/v3/kv/put", body, etcdr_put_done_cb, c);
+	free(body);
+	free(key);
+	free(prefix);
+	timer_usec(c->aux_timer, c->barrier_timeout);
+	return 0;
+}
+
+static void fin_step(struct etcdr *c, int err);
+
+static void
+fin_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+
+	if (err < 0) {
+		rdzv_progress(c->r, "leaving the rendezvous: %s", errmsg);
+		/* Nothing more to do without etcd: the lease expires by itself. */
+		c->fin = FIN_NONE;
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+		return;
+	}
+	if (c->fin == FIN_CHECK) {
+		/* No match: no "kvs" at all (zero fields are omitted). */
+		if ((resp->n_ranges == 0 || resp->ranges[0].n_kvs == 0) && c->fin_close) {
+			struct etcd_op del = {.kind = ETCD_OP_DELETE,
+					      .key = c->prefix,
+					      .range_end = c->prefix_end};
+			char *body = etcd_encode_op(&del);
+
+			/* The last one out: remove the run's keys. */
+			c->fin = FIN_DELETE;
+			(void)etcd_client_call(c->cl, "/v3/kv/deleterange", body, fin_cb, c);
+			free(body);
+			return;
+		}
+		c->fin = FIN_NONE;
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+		return;
+	}
+	fin_step(c, 0);
+}
+
+/* Leaving, one step after another: close, revoke, check, delete. */
+static void
+fin_step(struct etcdr *c, int err)
+{
+	char *body;
+
+	switch (c->fin) {
+	case FIN_CLOSE:
+		c->fin = FIN_REVOKE;
+		evtimer_del(c->ka_timer);
+		etcd_watch_free(c->watch);
+		c->watch = NULL;
+		etcd_watch_free(c->deaths);
+		c->deaths = NULL;
+		etcd_watch_free(c->jwatch);
+		c->jwatch = NULL;
+		if (c->lease == 0) {
+			c->fin = FIN_NONE;
+			rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+			return;
+		}
+		body = etcd_encode_lease_id(c->lease);
+		(void)etcd_client_call(c->cl, "/v3/lease/revoke", body, fin_cb, c);
+		free(body);
+		return;
+	case FIN_REVOKE: {
+		struct etcd_op r = {.kind = ETCD_OP_RANGE,
+				    .key = c->alive_prefix,
+				    .range_end = c->alive_end,
+				    .keys_only = true};
+
+		c->lease = 0;
+		c->fin = FIN_CHECK;
+		body = etcd_encode_op(&r);
+		(void)etcd_client_call(c->cl, "/v3/kv/range", body, fin_cb, c);
+		free(body);
+		return;
+	}
+	case FIN_CHECK:
+	case FIN_DELETE:
+	case FIN_NONE:
+		c->fin = FIN_NONE;
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, NULL);
+		return;
+	}
+}
+
+static void
+close_done(void *arg, int err, enum rdzv_action a)
+{
+	struct etcdr *c = arg;
+	if (err == 0 && a == RDZV_ACTION_FINISH) {
+		char *msg = xasprintf("The node '%s' has closed the rendezvous '%s'.", c->me.name,
+				      c->r->cfg->rdzv_id);
+
+		set_state(c, NODE_STATE_SUCCEEDED, "_close", msg);
+		free(msg);
+	}
+	fin_step(c, 0);
+}
+
+/* A quarantined node's leave (rdzv_set_quarantine) has written its entry:
+ * now the lease. */
+static void
+quarantine_leave_done(void *arg, int err, enum rdzv_action a)
+{
+	fin_step(arg, 0);
+}
+
+int
+etcdr_finish(struct rdzv *r, bool close)
+{
+	struct etcdr *c = backend(r);
+
+	c->sync.running = false;
+	c->sync.barrier = false;
+	c->exchanging = false;
+	c->sync.next_active = false;
+	evtimer_del(c->aux_timer);
+	c->fin_close = close;
+	c->fin = FIN_CLOSE;
+	if (!close && c->sync.op_active) {
+		/* Leaving (rdzv_leave): a join or keep-alive under way ends here;
+		 * the revoked lease takes this node out of the others' state. */
+		rdzv_sync_abandon(&c->sync);
+	}
+	if (c->boot != BOOT_READY) {
+		c->fin = FIN_NONE;
+		if (c->lease != 0) {
+			/* Let the lease go now rather than at its TTL. */
+			c->fin = FIN_CLOSE;
+			fin_step(c, 0);
+			return 0;
+		}
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+		return 0;
+	}
+	if (close) {
+		etcdr_op_start(c, RDZV_OP_CLOSE, now_usec() + c->close_timeout, close_done);
+		return 0;
+	}
+	if (r->quarantine) { /* out of the state with the entry, then the lease */
+		etcdr_op_start(c, RDZV_OP_LEAVE, now_usec() + c->close_timeout,
+			       quarantine_leave_done);
+		return 0;
+	}
+	fin_step(c, 0);
+	return 0;
+}
+
+/* rdzv_backend_ops.degraded */
+bool
+etcdr_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why)
+{
+	struct etcdr *c = r->backend;
+
+	if (!c || !c->ka_fail_since) {
+		return false;
+	}
+	*ret_since_usec = c->ka_fail_since;
+	*ret_why = c->ka_fail_why;
+	return true;
+}
+
+void
+etcdr_shutdown(struct rdzv *r)
+{
+	struct etcdr *c = backend(r);
+
+	if (c->fin == FIN_NONE && c->boot == BOOT_READY) {
+		(void)etcdr_finish(r, true);
+	}
+}
