@@ -89,7 +89,7 @@ AGENT_VARS = {
 #    makes each worker a session and process-group leader, as torchrun 2.x.
 #  - values that are random by design: MASTER_PORT, TORCHELASTIC_RUN_ID, the
 #    8-character suffixes of TORCHELASTIC_ERROR_FILE (shapes are compared).
-# elasticd sets both NCCL names (src/wenv.c says why); each torchrun one.
+# elasticd sets both NCCL names (src/worker/wenv.c says why); each torchrun one.
 ENV_DIFFERENCES_1_13 = {
     # name: (agent, always set?, why)
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": (

@@ -25,7 +25,7 @@ class TorchrunParity(Harness):
         hosts a TCPStore at MASTER_ADDR:MASTER_PORT in the agent (node rank 0)
         and tells the workers TORCHELASTIC_USE_AGENT_STORE=True, so
         init_process_group(env://) connects to it as a client (reference §2.4,
-        checklist §10.3). elasticd (src/rdzv_static.c static_done_cb) hosts
+        checklist §10.3). elasticd (src/rdzv/rdzv_static.c static_done_cb) hosts
         nothing and sets use_agent_store = false: worker RANK 0 binds the port
         instead. Everything else in the contract matches."""
         results, base = self.dump_both("static")
@@ -39,9 +39,9 @@ class TorchrunParity(Harness):
         script) begins with SIGINT and SIGQUIT ignored. torchrun installs its
         handlers for SIGTERM/SIGINT/SIGHUP/SIGQUIT anyway, so its workers start
         with every handled signal at SIG_DFL (Python then installs its
-        KeyboardInterrupt handler). elasticd (src/agent.c agent_setup_signals)
+        KeyboardInterrupt handler). elasticd (src/agent/agent.c agent_setup_signals)
         leaves a signal that was ignored at start ignored and unhandled, and
-        the child (src/spawn.c child_main) resets only SIGPIPE and SIGXFSZ, so
+        the child (src/worker/spawn.c child_main) resets only SIGPIPE and SIGXFSZ, so
         its workers inherit SIG_IGN for SIGINT and SIGQUIT: Python installs no
         KeyboardInterrupt handler, and `kill -INT <elasticd>` stops nothing
         (torchrun forwards it and exits 1)."""

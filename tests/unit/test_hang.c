@@ -1,4 +1,4 @@
-/* The hang rules' pure core (src/hang.c): a script of inputs (bytes at a
+/* The hang rules' pure core (src/hang/hang.c): a script of inputs (bytes at a
  * time, a rank that exits) per row, and the deadline and fired rule that
  * must follow. */
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* The health gate's checks (src/health.c): parsing their settings, the
+/* The health gate's checks (src/health/health.c): parsing their settings, the
  * built-in checks over fixture trees, and how a check's end reads. */
 #include <stdarg.h>
 #include <stddef.h>
