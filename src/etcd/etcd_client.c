@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "rdzv.h"
+#include "endpoint.h"
 #include "util.h"
 
 #define ETCD_DEFAULT_PORT 2379
@@ -95,8 +95,7 @@ etcd_client_new(struct event_base *base, const char *endpoints, char **reterr)
 		}
 		if (strncmp(t, "https://", 8) == 0) {
 			why = xstrdup("plain http only; TLS is not supported");
-		} else if (rdzv_parse_endpoint(t, ETCD_DEFAULT_PORT, &ep.host, &ep.port, &why) ==
-				   0 &&
+		} else if (endpoint_parse(t, ETCD_DEFAULT_PORT, &ep.host, &ep.port, &why) == 0 &&
 			   ep.port == 0) {
 			why = xstrdup("port 0 is not an etcd port");
 		}

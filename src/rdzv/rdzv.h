@@ -196,14 +196,6 @@ const struct rdzv_close_record *rdzv_closed_by(const struct rdzv *r);
 /* Release the members of a result filled by a backend. */
 void rdzv_result_release(struct rdzv_result *res);
 
-/* Split "host[:port]" or "[v6][:port]" into a malloc'd host and port; *ret_port
- * is default_port when none is given. The one endpoint parser of every backend.
- * An IPv6 address without brackets ("::1:29618": address, or address and
- * port?) is refused with the bracketed form as a hint. Returns 0, or -EINVAL
- * with *reterr (malloc'd) saying what is wrong, without the flag's name. */
-int rdzv_parse_endpoint(const char *endpoint, int default_port, char **ret_host, int *ret_port,
-			char **reterr);
-
 /* Backends (rdzv_<name>.c). */
 extern const struct rdzv_backend_ops rdzv_static_ops;
 extern const struct rdzv_backend_ops rdzv_c10d_ops;

@@ -63,6 +63,7 @@
 #include "rdzv_sync.h"
 #include "tcpstore_client.h"
 #include "tcpstore_server.h"
+#include "endpoint.h"
 #include "util.h"
 #include "rdzv_c10d.h"
 
@@ -814,7 +815,7 @@ c10d_settings(struct c10d *c, const struct config *cfg, char **reterr)
 	char *why = NULL;
 	int is_host = -1;
 
-	if (rdzv_parse_endpoint(endpoint, C10D_DEFAULT_PORT, &c->host, &c->port, &why) < 0) {
+	if (endpoint_parse(endpoint, C10D_DEFAULT_PORT, &c->host, &c->port, &why) < 0) {
 		*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': %s", endpoint, why);
 		free(why);
 		return -EINVAL;

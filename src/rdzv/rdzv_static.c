@@ -15,6 +15,7 @@
 #include "config.h"
 #include "rdzv.h"
 #include "tcpstore_server.h"
+#include "endpoint.h"
 #include "util.h"
 
 struct rdzv_static {
@@ -51,8 +52,8 @@ static_init(struct rdzv *r, char **reterr)
 	if (cfg->rdzv_endpoint && *cfg->rdzv_endpoint) {
 		char *e = NULL;
 
-		if (rdzv_parse_endpoint(cfg->rdzv_endpoint, -1, &s->master_addr, &s->master_port,
-					&e) < 0) {
+		if (endpoint_parse(cfg->rdzv_endpoint, -1, &s->master_addr, &s->master_port, &e) <
+		    0) {
 			*reterr = xasprintf("--rdzv-endpoint: invalid value '%s': %s",
 					    cfg->rdzv_endpoint, e);
 			free(e);

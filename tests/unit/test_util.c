@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv.h"
+#include "endpoint.h"
 #include "util.h"
 
 static void
@@ -106,7 +106,7 @@ test_endpoint(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char *host = NULL, *why = NULL;
 		int port = -1;
-		int r = rdzv_parse_endpoint(cases[i].in, 1234, &host, &port, &why);
+		int r = endpoint_parse(cases[i].in, 1234, &host, &port, &why);
 
 		print_message("'%s'\n", cases[i].in);
 		assert_int_equal(r, cases[i].ret);
