@@ -68,7 +68,12 @@ int config_set_choice(struct config *cfg, const struct config_option *o, const c
 /* An integer in o->min..o->max, in the int field at o->offset. */
 int config_set_int(struct config *cfg, const struct config_option *o, const char *name,
 		   const char *value, char **reterr);
-/* A number of seconds >= 0, in the double field at o->offset. */
+/* The longest duration a seconds option takes: a year (31536000 s). Longer
+ * ones would overflow the microsecond timers (doubled cooldowns included). */
+#define CONFIG_SECONDS_MAX (365.0 * 24 * 3600)
+
+/* A number of seconds from 0 to CONFIG_SECONDS_MAX, in the double field at
+ * o->offset. */
 int config_set_seconds(struct config *cfg, const struct config_option *o, const char *name,
 		       const char *value, char **reterr);
 /* Sets the bool field at o->offset; value is ignored. */
@@ -129,7 +134,7 @@ int config_set_size(struct config *cfg, const struct config_option *o, const cha
 /* --quarantine-action: wait or exit, in quarantine_exit. */
 int config_set_quarantine_action(struct config *cfg, const struct config_option *o,
 				 const char *name, const char *value, char **reterr);
-/* --health-timeout: seconds > 0. */
+/* --health-timeout: seconds > 0, at most CONFIG_SECONDS_MAX. */
 int config_set_positive_seconds(struct config *cfg, const struct config_option *o, const char *name,
 				const char *value, char **reterr);
 

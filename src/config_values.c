@@ -237,6 +237,10 @@ config_set_seconds(struct config *cfg, const struct config_option *o, const char
 	if (v < 0) {
 		return config_invalid(reterr, name, value, "must be >= 0");
 	}
+	if (v > CONFIG_SECONDS_MAX) {
+		return config_invalid(reterr, name, value, "at most %.0f seconds (a year)",
+				      CONFIG_SECONDS_MAX);
+	}
 	*FIELD(cfg, o, double) = v;
 	return 0;
 }
@@ -741,6 +745,10 @@ config_set_positive_seconds(struct config *cfg, const struct config_option *o, c
 
 	if (parse_double(value, &v) < 0 || !(v > 0)) {
 		return config_invalid(reterr, name, value, "expected a number of seconds > 0");
+	}
+	if (v > CONFIG_SECONDS_MAX) {
+		return config_invalid(reterr, name, value, "at most %.0f seconds (a year)",
+				      CONFIG_SECONDS_MAX);
 	}
 	*FIELD(cfg, o, double) = v;
 	return 0;
