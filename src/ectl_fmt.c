@@ -162,6 +162,11 @@ print_phase(FILE *f, json_t *s)
 			phase ? phase : "-", st ? st : "-",
 			(long long)json_integer_value(json_object_get(h, "failures")),
 			check ? check : "-", res ? res : "-");
+	} else if (json_is_object(h) && json_is_string(json_object_get(h, "state")) &&
+		   strcmp(json_string_value(json_object_get(h, "state")), "waiting-gpu-memory") ==
+			   0) {
+		fprintf(f, "phase:     %s, waiting for the GPUs' memory (--gpu-memory-wait)\n",
+			phase ? phase : "-");
 	}
 }
 

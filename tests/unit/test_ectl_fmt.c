@@ -127,6 +127,13 @@ test_status(void **state)
 				    "gpus: exit status 1)\n"));
 	free(out);
 	json_decref(q);
+	q = json_loads("{\"phase\": \"health-check\", \"health\": {\"state\": "
+		       "\"waiting-gpu-memory\", \"failures\": 0}}",
+		       0, NULL);
+	CAPTURE(out, r = ectl_fmt_status(_f, q, false));
+	assert_non_null(strstr(out, "phase:     health-check, waiting for the GPUs' memory"));
+	free(out);
+	json_decref(q);
 	json_t *not_object = json_array();
 
 	CAPTURE(out, r = ectl_fmt_status(_f, not_object, false));
