@@ -351,7 +351,7 @@ const struct config_option config_options[] = {
 		.group = GROUP_HEALTH,
 		.metavar = "ib|NETDEV,...",
 		.help = "Healthy when every InfiniBand port is ACTIVE (ib) and each named netdev's "
-			"operstate is up, read under --health-root.",
+			"operstate is up (or unknown), read under --health-root.",
 	},
 	{
 		.name = "health-writable",

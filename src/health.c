@@ -156,18 +156,33 @@ health_checks_free(struct health_check *v, size_t n)
 
 /* ---- built-in checks ------------------------------------------------------- */
 
-/* The first line of a small file, or NULL. */
+/* The first line of a small file (its first 255 bytes), or NULL with errno
+ * set. Not read_file(): sysfs attributes report st_size 4096 (or the page
+ * size) whatever they hold, so only a bounded read() tells their length. */
 static char *
 read_line(const char *path)
 {
-	char *buf = NULL;
-	size_t len = 0;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	char buf[256];
+	struct stat st;
+	ssize_t n;
 
-	if (read_file(path, 256, &buf, &len) < 0) {
+	if (fd < 0 || fstat(fd, &st) < 0) {
 		return NULL;
 	}
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	do {
+		n = read(fd, buf, sizeof(buf) - 1);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		return NULL;
+	}
+	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
-	return buf;
+	return xstrdup(buf);
 }
 
 /* Every InfiniBand port under root ACTIVE (at least one): appends to *msg
@@ -232,9 +247,14 @@ health_check_nics(const char *root, char *const *nics, char **ret_msg)
 				 nics[i]);
 		state = read_line(path);
 		old = msg;
-		msg = xasprintf("%s%s: %s; ", old, nics[i], state ? state : "no such netdev");
+		msg = xasprintf("%s%s: %s; ", old, nics[i],
+				state             ? state
+				: errno == ENOENT ? "no such netdev"
+						  : strerror(errno));
 		free(old);
-		ok &= state && !strcmp(state, "up");
+		/* "unknown": a driver that does not track it, to be taken as
+		 * usable (the kernel's operstates.rst); down is "down". */
+		ok &= state && (!strcmp(state, "up") || !strcmp(state, "unknown"));
 	}
 	if (strlen(msg) >= 2) {
 		msg[strlen(msg) - 2] = '\0';
