@@ -156,33 +156,19 @@ health_checks_free(struct health_check *v, size_t n)
 
 /* ---- built-in checks ------------------------------------------------------- */
 
-/* The first line of a small file (its first 255 bytes), or NULL with errno
- * set. Not read_file(): sysfs attributes report st_size 4096 (or the page
- * size) whatever they hold, so only a bounded read() tells their length. */
+/* The first line of a small file, or NULL with errno set. */
 static char *
 read_line(const char *path)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	char buf[256];
-	struct stat st;
-	ssize_t n;
+	char *buf = NULL;
+	int r = read_file(path, 256, &buf, NULL);
 
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	if (r < 0) {
+		errno = -r;
 		return NULL;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	do {
-		n = read(fd, buf, sizeof(buf) - 1);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		return NULL;
-	}
-	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
-	return xstrdup(buf);
+	return buf;
 }
 
 /* Every InfiniBand port under root ACTIVE (at least one): appends to *msg

@@ -154,9 +154,8 @@ test_nics_real_sysfs(void **state)
 	char *msg = NULL;
 
 	assert_int_equal(access("/sys/class/net/lo/operstate", R_OK), 0);
-	(void)health_check_nics("/", nics_lo, &msg);
-	assert_null(strstr(msg, "no such netdev"));
-	assert_true(strncmp(msg, "lo: ", 4) == 0);
+	assert_true(health_check_nics("/", nics_lo, &msg));
+	assert_true(strcmp(msg, "lo: unknown") == 0 || strcmp(msg, "lo: up") == 0);
 	free(msg);
 	/* loopback's operstate is "unknown" (no driver state): usable, as
 	 * the kernel's operstates.rst says, and as is an up one */
