@@ -128,7 +128,7 @@ int config_set_health_nics(struct config *cfg, const struct config_option *o, co
 /* --health-free-space PATH:SIZE (health_parse_free_space). */
 int config_add_health_free_space(struct config *cfg, const struct config_option *o,
 				 const char *name, const char *value, char **reterr);
-/* --gpu-memory-threshold: a size (health_parse_size) in the uint64_t field. */
+/* --gpu-memory-threshold: a size > 0 (health_parse_size) in the uint64_t field. */
 int config_set_size(struct config *cfg, const struct config_option *o, const char *name,
 		    const char *value, char **reterr);
 /* --quarantine-action: wait or exit, in quarantine_exit. */

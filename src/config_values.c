@@ -764,6 +764,9 @@ config_set_size(struct config *cfg, const struct config_option *o, const char *n
 		return config_invalid(reterr, name, value,
 				      "expected a size in bytes, or with K, M, G, T, P");
 	}
+	if (v == 0) { /* no GPU uses less than 0 bytes: every wait would time out */
+		return config_invalid(reterr, name, value, "must be > 0");
+	}
 	*FIELD(cfg, o, uint64_t) = v;
 	return 0;
 }

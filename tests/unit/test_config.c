@@ -752,6 +752,10 @@ static const struct err_case err_cases[] = {
 	 {"--health-retry-interval: invalid value '31536001'"}},
 	{ARGV("--hang-silence", "1e300", "t"), NULL, {"--hang-silence: invalid value '1e300'"}},
 	{ARGV("--gpu-memory-wait", "1e20", "t"), NULL, {"--gpu-memory-wait: invalid value '1e20'"}},
+	/* no GPU uses less than 0 bytes: the wait would always time out */
+	{ARGV("--gpu-memory-threshold", "0", "t"),
+	 NULL,
+	 {"--gpu-memory-threshold: invalid value '0': must be > 0"}},
 	{ARGV("--start-method", "thread", "t"),
 	 NULL,
 	 {"--start-method: invalid value 'thread': expected spawn, fork or forkserver"}},
