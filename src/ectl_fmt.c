@@ -151,6 +151,11 @@ print_phase(FILE *f, json_t *s)
 
 		fprintf(f, "phase:     %s, excluded: %s\n", phase ? phase : "-",
 			*why ? why : "(no reason)");
+	} else if (json_is_number(json_object_get(s, "next_attempt_in_s"))) {
+		ectl_fmt_duration(json_number_value(json_object_get(s, "next_attempt_in_s")), left,
+				  sizeof(left));
+		fprintf(f, "phase:     %s, next attempt in %s (--restart-backoff)\n",
+			phase ? phase : "-", left);
 	} else if (json_is_object(json_object_get(s, "drain"))) {
 		fprintf(f, "phase:     %s, draining\n", phase ? phase : "-");
 	} else if (json_is_object(h) && json_integer_value(json_object_get(h, "failures")) > 0) {

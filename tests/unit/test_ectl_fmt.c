@@ -134,6 +134,12 @@ test_status(void **state)
 	assert_non_null(strstr(out, "phase:     health-check, waiting for the GPUs' memory"));
 	free(out);
 	json_decref(q);
+	q = json_loads("{\"phase\": \"restarting\", \"next_attempt_in_s\": 28.4}", 0, NULL);
+	CAPTURE(out, r = ectl_fmt_status(_f, q, false));
+	assert_non_null(
+		strstr(out, "phase:     restarting, next attempt in 28s (--restart-backoff)\n"));
+	free(out);
+	json_decref(q);
 	json_t *not_object = json_array();
 
 	CAPTURE(out, r = ectl_fmt_status(_f, not_object, false));
