@@ -218,15 +218,22 @@ agent_hang_new(struct agent *a)
 	h->n_src = 2 * n;
 	for (size_t i = 0; i < n; i++) {
 		struct worker *w = group_worker(a->group, i);
-		bool any = false;
+		bool seen[2];
 
 		for (int s = 0; s < 2; s++) {
 			struct hang_src *src = &h->src[2 * i + s];
 
-			any |= watch_stream(h, w, s, src);
+			seen[s] = watch_stream(h, w, s, src);
 			files |= src->fd >= 0;
 		}
-		if (!any) {
+		if (seen[0] != seen[1] && rules.silence_s > 0) {
+			/* what goes to the stream not seen counts as silence */
+			log_warn(
+				"hang rules: local rank %zu's %s is not redirected: --hang-silence "
+				"hears its %s alone (-r 3 or -t 3 for both)",
+				i, seen[0] ? "stderr" : "stdout", seen[0] ? "stdout" : "stderr");
+		}
+		if (!seen[0] && !seen[1]) {
 			log_warn(
 				"hang rules: local rank %zu's output is not redirected (-r or -t), "
 				"not watched",

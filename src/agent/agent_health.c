@@ -25,6 +25,7 @@
 #include "numa.h"
 #include "nvml.h"
 #include "sd.h"
+#include "sentinel.h"
 #include "spawn.h"
 #include "util.h"
 #include "wenv.h"
@@ -201,7 +202,12 @@ health_spawn(struct health_run *r, char **env, int out_w)
 	pid_t pid;
 
 	if (r->check->kind == HEALTH_COMMAND) {
-		return spawn_process(&sa, &r->pid, &r->status_fd);
+		int err = spawn_process(&sa, &r->pid, &r->status_fd);
+
+		if (err == 0) { /* its session dies with a SIGKILLed agent */
+			sentinel_watch(a->sentinel, r->pid);
+		}
+		return err;
 	}
 	pid = fork();
 	if (pid < 0) {
@@ -211,6 +217,7 @@ health_spawn(struct health_run *r, char **env, int out_w)
 		health_child(a, r->check, out_w);
 	}
 	r->pid = pid;
+	sentinel_watch(a->sentinel, pid);
 	return 0;
 }
 
@@ -601,6 +608,7 @@ health_run_kill(struct health_run *r)
 	if (r->pid > 0) {
 		kill(-r->pid, SIGKILL);
 		kill(r->pid, SIGKILL);
+		sentinel_forget(r->h->a->sentinel, r->pid); /* dead: a reused pgid is not ours */
 	}
 }
 
@@ -642,6 +650,7 @@ health_run_reaped(struct health_run *r, int status)
 		closep(&r->status_fd);
 	}
 	kill(-r->pid, SIGKILL); /* whatever the check left running */
+	sentinel_forget(r->h->a->sentinel, r->pid);
 	r->pid = 0;
 	health_run_ended(r);
 }

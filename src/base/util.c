@@ -328,10 +328,9 @@ read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
 	if (!S_ISREG(st.st_mode)) {
 		return -EINVAL;
 	}
-	if ((size_t)st.st_size > max) {
-		return -EFBIG;
-	}
-	cap = (size_t)st.st_size + 1;
+	/* st_size is a hint only: sysfs attributes report 4096 (a page) for a
+	 * few bytes, so only reading past max says a file is too large. */
+	cap = ((size_t)st.st_size < max ? (size_t)st.st_size : max) + 1;
 	buf = xmalloc(cap + 1);
 	for (;;) {
 		ssize_t n;

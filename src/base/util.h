@@ -80,7 +80,8 @@ int write_all(int fd, const void *buf, size_t len);
 /* Read a whole regular file of at most max bytes into a NUL-terminated buffer
  * (caller frees); *ret_len (may be NULL) gets its length. Returns 0, -ENOENT,
  * -EINVAL when it is not a regular file (a FIFO is refused, never waited on),
- * -EFBIG when larger than max, or -errno. */
+ * -EFBIG when it holds more than max bytes (st_size is not trusted: sysfs
+ * attributes report a page whatever they hold), or -errno. */
 int read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
 
 /* mkdir -p with mode for every created component. Returns 0 or -errno. */

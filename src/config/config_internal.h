@@ -68,12 +68,11 @@ int config_set_choice(struct config *cfg, const struct config_option *o, const c
 /* An integer in o->min..o->max, in the int field at o->offset. */
 int config_set_int(struct config *cfg, const struct config_option *o, const char *name,
 		   const char *value, char **reterr);
-/* The most seconds a duration setting takes (about 31 years): the timers
- * count microseconds in 64 bits, with room for the quarantine's and the
- * health retries' doublings. */
-#define CONFIG_SECONDS_MAX 1e9
+/* The longest duration a seconds option takes: a year (31536000 s). Longer
+ * ones would overflow the microsecond timers (doubled cooldowns included). */
+#define CONFIG_SECONDS_MAX (365.0 * 24 * 3600)
 
-/* A number of seconds in 0..CONFIG_SECONDS_MAX, in the double field at
+/* A number of seconds from 0 to CONFIG_SECONDS_MAX, in the double field at
  * o->offset. */
 int config_set_seconds(struct config *cfg, const struct config_option *o, const char *name,
 		       const char *value, char **reterr);

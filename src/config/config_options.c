@@ -351,7 +351,7 @@ const struct config_option config_options[] = {
 		.group = GROUP_HEALTH,
 		.metavar = "ib|NETDEV,...",
 		.help = "Healthy when every InfiniBand port is ACTIVE (ib) and each named netdev's "
-			"operstate is up, read under --health-root.",
+			"operstate is up (or unknown), read under --health-root.",
 	},
 	{
 		.name = "health-writable",
@@ -369,7 +369,7 @@ const struct config_option config_options[] = {
 		.set = config_add_health_free_space,
 		.group = GROUP_HEALTH,
 		.metavar = "PATH:SIZE",
-		.help = "Healthy with at least SIZE bytes (K, M, G, T suffixes) free on PATH's "
+		.help = "Healthy with at least SIZE bytes (K, M, G, T, P suffixes) free on PATH's "
 			"file system. Repeatable.",
 		.repeat = true,
 	},
@@ -439,7 +439,7 @@ const struct config_option config_options[] = {
 		.offset = offsetof(struct config, gpu_memory_threshold),
 		.group = GROUP_HEALTH,
 		.metavar = "SIZE",
-		.help = "A GPU using less memory than this is released (K, M, G suffixes).",
+		.help = "A GPU using less memory than this is released (K, M, G, T, P suffixes).",
 	},
 	{
 		.name = "nvml-library",

@@ -11,16 +11,15 @@
 #include "util.h"
 
 /* Longest backoff and window accepted, seconds (a year). */
-#define POLICY_SECONDS_MAX (365.0 * 24 * 3600)
 
-/* A number of seconds in s[0..len), 0 to POLICY_SECONDS_MAX. */
+/* A number of seconds in s[0..len), 0 to CONFIG_SECONDS_MAX. */
 static int
 seconds_n(const char *s, size_t len, double *ret)
 {
 	_cleanup_free_ char *t = xstrndup(s, len);
 	double v;
 
-	if (parse_double(t, &v) < 0 || !(v >= 0 && v <= POLICY_SECONDS_MAX)) {
+	if (parse_double(t, &v) < 0 || !(v >= 0 && v <= CONFIG_SECONDS_MAX)) {
 		return -EINVAL;
 	}
 	*ret = v;

@@ -238,7 +238,7 @@ config_set_seconds(struct config *cfg, const struct config_option *o, const char
 		return config_invalid(reterr, name, value, "must be >= 0");
 	}
 	if (v > CONFIG_SECONDS_MAX) {
-		return config_invalid(reterr, name, value, "must be at most %.0f",
+		return config_invalid(reterr, name, value, "at most %.0f seconds (a year)",
 				      CONFIG_SECONDS_MAX);
 	}
 	*FIELD(cfg, o, double) = v;
@@ -759,7 +759,7 @@ config_set_size(struct config *cfg, const struct config_option *o, const char *n
 		return config_invalid(reterr, name, value,
 				      "expected a size in bytes, or with K, M, G, T, P");
 	}
-	if (v == 0) { /* nothing uses less than 0 bytes */
+	if (v == 0) { /* no GPU uses less than 0 bytes: every wait would time out */
 		return config_invalid(reterr, name, value, "must be > 0");
 	}
 	*FIELD(cfg, o, uint64_t) = v;

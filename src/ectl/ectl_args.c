@@ -25,8 +25,9 @@ const struct ectl_command ectl_commands[] = {
 	 "RANK [-f] [-n N] [--stderr]", "the end of a local rank's log",
 	 "-n, --lines N  how many lines from the end (default 10, at most 100000)\n"
 	 "--stderr       stderr.log instead of stdout.log\n"
-	 "-f, --follow   keep printing new lines (asks the agent once a second;\n"
-	 "               may miss lines: see BUGS in elasticctl(1))"},
+	 "-f, --follow   keep printing new lines until the agent exits (asks it\n"
+	 "               once a second; an old agent may miss lines: see BUGS in\n"
+	 "               elasticctl(1))"},
 	{"restart", ECTL_CMD_RESTART, 0, 0, 0, "",
 	 "re-form the worker group now (spends no restart)", NULL},
 	{"stop", ECTL_CMD_STOP, 0, 0, 0, "", "stop the workers and the agent, as SIGTERM does",

@@ -125,6 +125,56 @@ paint(const char *state, bool color)
 	return color ? xasprintf("\033[%sm%s\033[0m", state_color(state), state) : xstrdup(state);
 }
 
+/* A "phase:" line when the node is out of the job or on its way out
+ * (quarantined, excluded, draining) or its health gate failed; nothing
+ * while it simply runs. */
+static void
+print_phase(FILE *f, json_t *s)
+{
+	_cleanup_free_ char *phase = scalar(s, "phase");
+	json_t *q = json_object_get(s, "quarantine");
+	json_t *ex = json_object_get(s, "excluded");
+	json_t *h = json_object_get(s, "health");
+	char left[32];
+
+	if (json_is_object(q)) {
+		ectl_fmt_duration(json_number_value(json_object_get(q, "remaining_s")), left,
+				  sizeof(left));
+		fprintf(f,
+			"phase:     quarantined (%lld failed attempts), rejoins in %s "
+			"(quarantine %lld)\n",
+			(long long)json_integer_value(json_object_get(q, "failures")), left,
+			(long long)json_integer_value(json_object_get(q, "quarantines")));
+	} else if (json_is_string(ex)) { /* a worker's words: visible */
+		_cleanup_free_ char *why =
+			ectl_fmt_visible(json_string_value(ex), json_string_length(ex));
+
+		fprintf(f, "phase:     %s, excluded: %s\n", phase ? phase : "-",
+			*why ? why : "(no reason)");
+	} else if (json_is_number(json_object_get(s, "next_attempt_in_s"))) {
+		ectl_fmt_duration(json_number_value(json_object_get(s, "next_attempt_in_s")), left,
+				  sizeof(left));
+		fprintf(f, "phase:     %s, next attempt in %s (--restart-backoff)\n",
+			phase ? phase : "-", left);
+	} else if (json_is_object(json_object_get(s, "drain"))) {
+		fprintf(f, "phase:     %s, draining\n", phase ? phase : "-");
+	} else if (json_is_object(h) && json_integer_value(json_object_get(h, "failures")) > 0) {
+		_cleanup_free_ char *st = scalar(h, "state");
+		_cleanup_free_ char *check = scalar(json_object_get(h, "last_failure"), "check");
+		_cleanup_free_ char *res = scalar(json_object_get(h, "last_failure"), "result");
+
+		fprintf(f, "phase:     %s, health %s (%lld failed gates; %s: %s)\n",
+			phase ? phase : "-", st ? st : "-",
+			(long long)json_integer_value(json_object_get(h, "failures")),
+			check ? check : "-", res ? res : "-");
+	} else if (json_is_object(h) && json_is_string(json_object_get(h, "state")) &&
+		   strcmp(json_string_value(json_object_get(h, "state")), "waiting-gpu-memory") ==
+			   0) {
+		fprintf(f, "phase:     %s, waiting for the GPUs' memory (--gpu-memory-wait)\n",
+			phase ? phase : "-");
+	}
+}
+
 /* "key:  value" lines about the node. */
 static void
 print_node(FILE *f, json_t *s, bool color)
@@ -152,6 +202,7 @@ print_node(FILE *f, json_t *s, bool color)
 	_cleanup_free_ char *ws = paint(wstate, color);
 
 	fprintf(f, "state:     %s, workers %s\n", ns, ws);
+	print_phase(f, s);
 	fprintf(f, "group:     rank %s of %s, world size %s\n", grank ? grank : "-",
 		gworld ? gworld : "-", world ? world : "-");
 	fprintf(f, "restarts:  %s used, %s left (--max-restarts %s)\n", used ? used : "-",

@@ -374,12 +374,17 @@ cmd_events(const struct ctx *c)
 	return r;
 }
 
+/* read_log()'s return when, following, the agent is gone (it exited): the
+ * end of the log, as the end of the events stream is for events -f. */
+#define LOG_AGENT_GONE (-1)
+
 /* One reading of a rank's log into *out: its last `lines` lines, or with
  * offset >= 0 (lines ignored) its bytes from that offset on; *ret_head (may
- * be NULL) gets the reply's head (X-Elasticd-Log-File, -Offset). */
+ * be NULL) gets the reply's head (X-Elasticd-Log-File, -Offset). following:
+ * an agent no longer there returns LOG_AGENT_GONE, silently. */
 static int
 read_log(const struct ctx *c, long long lines, long long offset, struct ectl_buf *out,
-	 char **ret_head)
+	 char **ret_head, bool following)
 {
 	_cleanup_free_ char *target =
 		offset >= 0 ? xasprintf("/handler/logs?rank=%lld&offset=%lld%s", c->args->rank,
@@ -393,6 +398,10 @@ read_log(const struct ctx *c, long long lines, long long offset, struct ectl_buf
 	ectl_http_collect(0, "", 0, out);
 	r = ectl_http_request(c->socket, "GET", target, REQUEST_TIMEOUT_S, ectl_http_collect, out,
 			      &status, ret_head);
+	if (r < 0 && following &&
+	    (r == -ENOENT || r == -ECONNREFUSED || r == -ECONNRESET || r == -EPIPE)) {
+		return LOG_AGENT_GONE;
+	}
 	if (r < 0) {
 		return request_failed(c, r);
 	}
@@ -430,7 +439,7 @@ follow_log_window(const struct ctx *c, struct ectl_buf prev)
 		size_t end;
 
 		nanosleep(&ts, NULL);
-		r = read_log(c, window, -1, &cur, NULL);
+		r = read_log(c, window, -1, &cur, NULL, true);
 		if (r == 0) {
 			size_t from = ectl_fmt_new_lines(prev.data, cur.data);
 
@@ -444,7 +453,7 @@ follow_log_window(const struct ctx *c, struct ectl_buf prev)
 		}
 	}
 	free(prev.data);
-	return r;
+	return r == LOG_AGENT_GONE ? 0 : r;
 }
 
 /* Where a logs reply's bytes end (X-Elasticd-Log-Offset) and which file they
@@ -470,7 +479,7 @@ follow_log(const struct ctx *c)
 	long long window = c->args->lines > FOLLOW_WINDOW ? c->args->lines : FOLLOW_WINDOW;
 	struct ectl_buf b = {0};
 	_cleanup_free_ char *head = NULL, *file = NULL;
-	int r = read_log(c, window, -1, &b, &head);
+	int r = read_log(c, window, -1, &b, &head, false);
 	long long off;
 	size_t end, from;
 
@@ -493,7 +502,7 @@ follow_log(const struct ctx *c)
 
 		free(b.data);
 		b = (struct ectl_buf){0};
-		r = read_log(c, 0, off, &b, &h);
+		r = read_log(c, 0, off, &b, &h, true);
 		got_end = r == 0 ? log_reply_end(h, &f) : -1;
 		if (r != 0 || got_end < 0) {
 			break;
@@ -517,7 +526,7 @@ follow_log(const struct ctx *c)
 		}
 	}
 	free(b.data);
-	return r;
+	return r == LOG_AGENT_GONE ? 0 : r;
 }
 
 static int
@@ -529,7 +538,7 @@ cmd_logs(const struct ctx *c)
 	if (c->args->follow) {
 		return follow_log(c);
 	}
-	r = read_log(c, c->args->lines, -1, &b, NULL);
+	r = read_log(c, c->args->lines, -1, &b, NULL, false);
 	if (r == 0) {
 		fputs(b.data, stdout);
 	}

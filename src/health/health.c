@@ -156,14 +156,15 @@ health_checks_free(struct health_check *v, size_t n)
 
 /* ---- built-in checks ------------------------------------------------------- */
 
-/* The first line of a small file, or NULL. */
+/* The first line of a small file, or NULL with errno set. */
 static char *
 read_line(const char *path)
 {
 	char *buf = NULL;
-	size_t len = 0;
+	int r = read_file(path, 256, &buf, NULL);
 
-	if (read_file(path, 256, &buf, &len) < 0) {
+	if (r < 0) {
+		errno = -r;
 		return NULL;
 	}
 	buf[strcspn(buf, "\n")] = '\0';
@@ -232,9 +233,14 @@ health_check_nics(const char *root, char *const *nics, char **ret_msg)
 				 nics[i]);
 		state = read_line(path);
 		old = msg;
-		msg = xasprintf("%s%s: %s; ", old, nics[i], state ? state : "no such netdev");
+		msg = xasprintf("%s%s: %s; ", old, nics[i],
+				state             ? state
+				: errno == ENOENT ? "no such netdev"
+						  : strerror(errno));
 		free(old);
-		ok &= state && !strcmp(state, "up");
+		/* "unknown": a driver that does not track it, to be taken as
+		 * usable (the kernel's operstates.rst); down is "down". */
+		ok &= state && (!strcmp(state, "up") || !strcmp(state, "unknown"));
 	}
 	if (strlen(msg) >= 2) {
 		msg[strlen(msg) - 2] = '\0';

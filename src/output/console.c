@@ -315,7 +315,8 @@ console_write_from(struct console *c, const void *buf, size_t len, int rank)
 		if (len == 0) {
 			return;
 		}
-	} else if (evbuffer_get_length(c->queue) + len > CONSOLE_MAX_QUEUED) {
+	} else if (evbuffer_get_length(c->queue) + len >
+		   CONSOLE_MAX_QUEUED + (rank < 0 ? CONSOLE_OWN_RESERVE : 0)) {
 		/* Whole writes only: a part already on the console is finished
 		 * (the branch above), never cut. */
 		drop(c, buf, len, rank);

@@ -1,7 +1,8 @@
 /* console.h — the agent's own stdout and stderr, written without ever blocking
  * the event loop. A console nobody reads (a full pipe, a stopped terminal)
  * must not stop supervision: bytes that cannot be written now are queued (up
- * to CONSOLE_MAX_QUEUED bytes) and written when the fd is writable again;
+ * to CONSOLE_MAX_QUEUED bytes, CONSOLE_OWN_RESERVE more for elasticd's own
+ * lines) and written when the fd is writable again;
  * beyond that whole writes (whole lines: the tees pass complete lines only)
  * are dropped and counted, never a part of one, so no line is torn. Every
  * drop is announced on the console itself: one line per episode, when the
@@ -18,6 +19,11 @@ struct event_base;
 struct console;
 
 #define CONSOLE_MAX_QUEUED (4u * 1024 * 1024)
+/* elasticd's own lines (rank -1: failures, the root cause table, the exit
+ * line) have no other copy: they may queue this much beyond
+ * CONSOLE_MAX_QUEUED, so that a flood of worker lines (which the log files
+ * keep) cannot drop them. */
+#define CONSOLE_OWN_RESERVE (1u * 1024 * 1024)
 /* The longest a drop episode goes unannounced while the console is behind;
  * announcements are at least CONSOLE_NOTE_MIN_S apart. */
 #define CONSOLE_NOTE_S 5

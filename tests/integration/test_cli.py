@@ -46,6 +46,29 @@ class CliTest(lib.ElasticdTestCase):
         for line in res.out.splitlines():
             self.assertLessEqual(len(line), 100, "help line too wide: %r" % line)
 
+    def test_config_page_examples_are_accepted(self):
+        # Every example file in elasticd.conf(5) is one a newcomer copies:
+        # elasticd must read each (--dry-run: nothing runs; the file gives
+        # the entrypoint or "t" does).
+        import re
+        with open(os.path.join(lib.SOURCE_ROOT, "man", "elasticd.conf.5.scd")) as f:
+            page = f.read()
+        topo = os.path.join(lib.SOURCE_ROOT, "tests", "data", "topo", "host-1node.xml")
+        n = 0
+        for block in re.findall(r"```\n(.*?)```", page, re.S):
+            lines = [l for l in block.splitlines() if l.strip() and not l.startswith("#")]
+            if not all(re.match(r"^[a-z][a-z_-]* *=", l) for l in lines):
+                continue
+            n += 1
+            conf = self.path("example%d.conf" % n)
+            with open(conf, "w") as f:
+                f.write(block)
+            entry = [] if "entrypoint" in block else ["t"]
+            res = self.run_elasticd("--config", conf, "--dry-run", "--numa-binding", "node",
+                                    "--topology-xml", topo, "--nproc-per-node", "1", *entry)
+            self.assertRc(res, 0)
+        self.assertGreaterEqual(n, 5)
+
     def test_help_short(self):
         res = self.run_elasticd("-h")
         self.assertRc(res, 0)

@@ -302,6 +302,30 @@ class ElasticctlTest(lib.ElasticdTestCase):
             p.kill()
             p.wait()
 
+    def test_logs_follow_ends_with_the_agent(self):
+        """logs -f, as events -f, ends with status 0 when the job ends: the
+        agent's exit is the end of the log, not "cannot reach elasticd"."""
+        go = self.path("go")
+        sock = self.path("c.sock")
+        a = self.start("--standalone", "--nproc-per-node", 1, "-r", "3", "--log-dir",
+                       self.path("logs"), "--control-socket", sock, "--no-python", "/bin/sh",
+                       "-c", 'echo first; while [ ! -e "$0" ]; do sleep 0.05; done; echo last',
+                       go)
+        self.assertTrue(lib.wait_until(
+            lambda: self.ctl("-s", sock, "logs", 0).out == "first\n", 30))
+        p = subprocess.Popen([ELASTICCTL, "-s", sock, "logs", "0", "-f"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env())
+        try:
+            time.sleep(1.5)
+            open(go, "w").close()
+            self.assertRc(a.wait(30), 0)
+            out, err = p.communicate(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual((p.returncode, out, err), (0, b"first\nlast\n", b""))
+
     def test_signal_dump_metrics(self):
         a, sock = self.start_agent()
         self.wait_workers(sock)

@@ -243,6 +243,19 @@ class HangTest(lib.ElasticdTestCase):
         self.assertRc(res, 0)
         self.assertNotIn("hang:", res.err)
 
+    def test_silence_with_one_stream_redirected_warns(self):
+        # -r 1: the rank's stderr goes to the console, unseen; --hang-silence
+        # would count a rank that writes there as silent: say so at the start.
+        res = self.run_elasticd("--standalone", "-r", "1", "--hang-silence", "30",
+                                "--no-python", "/bin/true")
+        self.assertRc(res, 0)
+        self.assertIn("local rank 0's stderr is not redirected: --hang-silence hears its "
+                      "stdout alone", res.err)
+        res = self.run_elasticd("--standalone", "-r", "3", "--hang-silence", "30",
+                                "--no-python", "/bin/true")
+        self.assertRc(res, 0)
+        self.assertNotIn("is not redirected", res.err)
+
     def status_of(self, *rules):
         sock = self.path("ctl%d.sock" % len(rules))
         script = self.write_py("quiet.py", QUIET)

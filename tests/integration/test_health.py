@@ -344,6 +344,31 @@ class HealthTest(HealthBase):
         self.assertTrue(any("STOPPING=1" in p and "timed out after 1 s; exiting with status 6" in p
                             for p in status), status)
 
+    def test_check_dies_with_a_sigkilled_agent(self):
+        # A check's own children (a GPU burn under a wrapper) are no orphans
+        # either: SIGKILL the agent mid-check, in both guards.
+        # (checks do not inherit ELASTICD_* variables, the test marker
+        # among them: a unique sleep length marks the check's processes)
+        for n, guard in enumerate(("cgroup", "sentinel")):
+            started = self.path("started-%s" % guard)
+            tag = "60.%d%d" % (os.getpid(), n)
+            a = self.start("--standalone", "--orphan-guard", guard, "--no-python",
+                           "--health-check", "touch %s; sleep %s & sleep %s" % (started, tag, tag),
+                           "/bin/true")
+            self.assertTrue(lib.wait_until(lambda: os.path.exists(started), 20), guard)
+
+            def left():
+                return [p for p in lib.all_pids()
+                        if [x for x in lib.proc_cmdline(p) if x][-1:] == [tag.encode()]
+                        and lib.pid_alive(p)]
+            self.assertTrue(lib.wait_until(lambda: len(left()) == 2, 10), guard)
+            a.signal(signal.SIGKILL)
+            a.wait(30)
+            survivors = left() if not lib.wait_until(lambda: not left(), 10) else []
+            for p in survivors:
+                lib.kill_quietly(p)
+            self.assertEqual(survivors, [], "%s: the check's sleeps outlived the agent" % guard)
+
     def test_check_passes_on_retry_and_before_every_join(self):
         runs, mark = self.path("runs"), self.path("mark")
         check = "echo x >> %s; test -e %s || { touch %s; exit 1; }" % (runs, mark, mark)

@@ -494,10 +494,11 @@ sys.stderr.buffer.write((b'E' * 1023 + b'\n') * 1023)
     NOTE = re.compile(rb"^elasticd: console too slow: (\d+) bytes \((\d+) lines\) of output "
                       rb"dropped from local ranks ([\d,]+) \(log files keep everything\)$")
 
-    def run_slow_console(self, args, delay, chunk=65536, pause=0.0, timeout=120):
+    def run_slow_console(self, args, delay, chunk=65536, pause=0.0, timeout=120, merged=False):
         """Run elasticd with its stdout on a pipe read by a reader that starts
-        delay s late, then reads chunk bytes every pause s. Returns (rc,
-        console bytes, stderr text)."""
+        delay s late, then reads chunk bytes every pause s; merged: its
+        stderr on that pipe too (2>&1). Returns (rc, console bytes, stderr
+        text)."""
         r, w = os.pipe()
         err_path = self.path("agent.stderr")
         got = []
@@ -517,7 +518,8 @@ sys.stderr.buffer.write((b'E' * 1023 + b'\n') * 1023)
         with open(err_path, "wb") as err:
             proc = subprocess.Popen([lib.ELASTICD, "--standalone", "--log-dir",
                                      self.path("logs")] + list(args),
-                                    stdout=w, stderr=err, env=self.env(), cwd=self.tmp)
+                                    stdout=w, stderr=w if merged else err, env=self.env(),
+                                    cwd=self.tmp)
         os.close(w)
         try:
             rc = proc.wait(timeout=timeout)
@@ -576,6 +578,32 @@ for i in range(100000):
         for lr in range(2):
             seq = [int(x.split(b" ")[1]) for x in lines if x.startswith(b"[default%d]" % lr)]
             self.assertEqual(seq, sorted(seq))
+
+    def test_agent_lines_survive_a_flooded_console(self):
+        # 2>&1 on a pipe read 3 s late while 2 ranks flood it, then rank 1
+        # exits 7: worker lines are dropped (announced), but elasticd's own
+        # lines (the failure, its root cause table, the exit line) are not:
+        # they are the only copy (the log files hold the workers' lines).
+        script = self.write_py("flood_fail.py", r"""
+import os, sys
+lr = int(os.environ['LOCAL_RANK'])
+w = sys.stdout.buffer.write
+for i in range(100000):
+    w(b'%d %09d ' % (lr, i) + b'x' * 51 + b'\n')
+sys.stdout.flush()
+sys.exit(7 if lr == 1 else 0)
+""")
+        rc, out, _ = self.run_slow_console(["--nproc-per-node", "2", "-t", "3", script], 3.0,
+                                           merged=True)
+        self.assertEqual(rc, 1)
+        # the agent's lines only: the workers' would drown any message
+        text = "\n".join(l for l in out.decode(errors="replace").split("\n")
+                         if not l.startswith("[default"))
+        for want in (r"console too slow: \d+ bytes", r"failed \(exitcode: 7\) local_rank: 1",
+                     r"Root Cause \(first observed failure\):", r"exitcode  : 7",
+                     r"elasticd exits with status 1 after"):
+            self.assertRegex(text, want)
+        self.assertNotIn("elasticd's own lines", text)
 
     def test_late_console_gets_every_line_at_exit(self):
         # The console's reader starts 1 s late; the rank prints 50 000 lines

@@ -98,6 +98,48 @@ test_status(void **state)
 	assert_non_null(strstr(out, "round:     - (no round joined yet)\n"));
 	assert_non_null(strstr(out, "\nno workers yet\n"));
 	free(out);
+	/* a node out of the job says so, not only "INIT, workers STOPPED" */
+	json_t *q = json_loads("{\"run_id\": \"j\", \"node_state\": \"INIT\", \"phase\": "
+			       "\"quarantined\", \"quarantine\": {\"cooldown_s\": 100.0, "
+			       "\"remaining_s\": 98.2, \"failures\": 2, \"quarantines\": 1}, "
+			       "\"workers\": []}",
+			       0, NULL);
+
+	assert_non_null(q);
+	CAPTURE(out, r = ectl_fmt_status(_f, q, false));
+	assert_non_null(strstr(out, "state:     INIT, workers -\n"
+				    "phase:     quarantined (2 failed attempts), rejoins in 1m 38s "
+				    "(quarantine 1)\n"));
+	free(out);
+	json_decref(q);
+	q = json_loads("{\"phase\": \"stopping-group\", \"excluded\": \"xid 79\\u001b[2J\"}", 0,
+		       NULL);
+	CAPTURE(out, r = ectl_fmt_status(_f, q, false));
+	assert_non_null(strstr(out, "phase:     stopping-group, excluded: xid 79\\x1b[2J\n"));
+	free(out);
+	json_decref(q);
+	q = json_loads("{\"phase\": \"health-check\", \"health\": {\"state\": \"unhealthy\", "
+		       "\"failures\": 2, \"last_failure\": {\"check\": \"gpus\", \"result\": "
+		       "\"exit status 1\"}}}",
+		       0, NULL);
+	CAPTURE(out, r = ectl_fmt_status(_f, q, false));
+	assert_non_null(strstr(out, "phase:     health-check, health unhealthy (2 failed gates; "
+				    "gpus: exit status 1)\n"));
+	free(out);
+	json_decref(q);
+	q = json_loads("{\"phase\": \"health-check\", \"health\": {\"state\": "
+		       "\"waiting-gpu-memory\", \"failures\": 0}}",
+		       0, NULL);
+	CAPTURE(out, r = ectl_fmt_status(_f, q, false));
+	assert_non_null(strstr(out, "phase:     health-check, waiting for the GPUs' memory"));
+	free(out);
+	json_decref(q);
+	q = json_loads("{\"phase\": \"restarting\", \"next_attempt_in_s\": 28.4}", 0, NULL);
+	CAPTURE(out, r = ectl_fmt_status(_f, q, false));
+	assert_non_null(
+		strstr(out, "phase:     restarting, next attempt in 28s (--restart-backoff)\n"));
+	free(out);
+	json_decref(q);
 	json_t *not_object = json_array();
 
 	CAPTURE(out, r = ectl_fmt_status(_f, not_object, false));

@@ -145,6 +145,32 @@ test_nics_fixture(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The real sysfs: its attributes report st_size 4096 (a page), far more
+ * than they hold; the loopback device exists in every network namespace. */
+static void
+test_nics_real_sysfs(void **state)
+{
+	char *nics_lo[] = {"lo", NULL};
+	char *msg = NULL;
+
+	assert_int_equal(access("/sys/class/net/lo/operstate", R_OK), 0);
+	assert_true(health_check_nics("/", nics_lo, &msg));
+	assert_true(strcmp(msg, "lo: unknown") == 0 || strcmp(msg, "lo: up") == 0);
+	free(msg);
+	/* loopback's operstate is "unknown" (no driver state): usable, as
+	 * the kernel's operstates.rst says, and as is an up one */
+	char root[] = "/tmp/test_health_XXXXXX";
+	char *nics_tun[] = {"tun0", NULL};
+
+	assert_non_null(mkdtemp(root));
+	write_at(root, "sys/class/net/tun0/operstate", "unknown\n");
+	assert_true(health_check_nics(root, nics_tun, &msg));
+	assert_string_equal(msg, "tun0: unknown");
+	free(msg);
+	_cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void
 test_paths(void **state)
 {
@@ -305,11 +331,17 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_size),  cmocka_unit_test(test_parse_free_space),
-		cmocka_unit_test(test_parse_nics),  cmocka_unit_test(test_nics_fixture),
-		cmocka_unit_test(test_paths),       cmocka_unit_test(test_tail),
-		cmocka_unit_test(test_end),         cmocka_unit_test(test_retry_delay),
-		cmocka_unit_test(test_checks_add),  cmocka_unit_test(test_nvml_released),
+		cmocka_unit_test(test_parse_size),
+		cmocka_unit_test(test_parse_free_space),
+		cmocka_unit_test(test_parse_nics),
+		cmocka_unit_test(test_nics_fixture),
+		cmocka_unit_test(test_nics_real_sysfs),
+		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_tail),
+		cmocka_unit_test(test_end),
+		cmocka_unit_test(test_retry_delay),
+		cmocka_unit_test(test_checks_add),
+		cmocka_unit_test(test_nvml_released),
 		cmocka_unit_test(test_nvml_absent),
 	};
 
