@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -261,6 +262,30 @@ rdzv_result_release(struct rdzv_result *res)
 }
 
 /* ---- for backends ---------------------------------------------------------- */
+
+bool
+rdzv_worker_identical(void)
+{
+	const char *v = getenv("TORCH_ELASTIC_WORKER_IDENTICAL");
+
+	return v && strcmp(v, "1") == 0;
+}
+
+void
+rdzv_identical_nodes(const struct rdzv *r, int world, struct ranks_node **ret_nodes,
+		     char ***ret_roles)
+{
+	struct ranks_node *nodes = xcalloc((size_t)world + 1, sizeof(*nodes));
+	char **roles = xcalloc(2, sizeof(*roles));
+
+	roles[0] = xstrdup(r->cfg->role);
+	for (int i = 0; i < world; i++) {
+		nodes[i].role = roles[0];
+		nodes[i].local_world_size = r->local_world_size;
+	}
+	*ret_nodes = nodes;
+	*ret_roles = roles;
+}
 
 static void
 notice_cb(evutil_socket_t fd, short what, void *arg)

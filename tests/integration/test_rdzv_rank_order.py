@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Rank order of the dynamic rendezvous, the same cases for both backends
+(c10d on a TCPStore one agent hosts, etcd against a real etcd member):
+TORCH_ELASTIC_WORKER_IDENTICAL=1 (torch main's fast path: ranks from the
+group rank and this node's local world size, no rank exchange),
+--rdzv-conf rank_key (group ranks ordered by a per-node key, natural order,
+agents started in the opposite order), and bad rank_key values (exit 2)."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lib  # noqa: E402
+from etcd_cluster import Etcd  # noqa: E402
+from test_rdzv_c10d import free_port  # noqa: E402
+
+DUMP = r"""
+d="$1"; shift
+f="$d/w_$$"
+printf '%s\n' "RANK=$RANK" "LOCAL_RANK=$LOCAL_RANK" "WORLD_SIZE=$WORLD_SIZE" \
+  "GROUP_RANK=$GROUP_RANK" "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE" \
+  "ROLE_RANK=$ROLE_RANK" "ROLE_WORLD_SIZE=$ROLE_WORLD_SIZE" \
+  "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE" "KEY=$MYKEY" > "$f.tmp"
+mv "$f.tmp" "$f"
+exec /bin/sh -c "$@"
+"""
+
+FAST = "keep_alive_interval=1,keep_alive_max_attempt=3,last_call_timeout=0.5"
+
+
+class RankOrderBase:
+    backend = None
+
+    def setUp(self):
+        super().setUp()
+        self.dumps = self.path("dumps")
+        os.makedirs(self.dumps)
+        self.script = self.write_sh("dump.sh", DUMP)
+
+    def endpoint(self):
+        raise NotImplementedError
+
+    def agent(self, nnodes, nproc=1, conf="", env_add=None, extra=()):
+        env = self.env()
+        env.update(env_add or {})
+        args = ["--nnodes", nnodes, "--nproc-per-node", str(nproc), "--rdzv-backend",
+                self.backend, "--rdzv-endpoint", self.endpoint(), "--rdzv-id", "job",
+                "--monitor-interval", "0.1", "--rdzv-conf", FAST + ("," + conf if conf else "")]
+        args += list(extra) + ["--no-python", self.script, self.dumps, "exit 0"]
+        return self.start(*args, env=env)
+
+    def worker_dumps(self):
+        out = []
+        for name in sorted(os.listdir(self.dumps)):
+            if name.endswith(".tmp"):
+                continue
+            with open(os.path.join(self.dumps, name)) as f:
+                out.append(dict(line.strip().split("=", 1) for line in f if "=" in line))
+        return out
+
+    def run_all(self, agents):
+        for a in agents:
+            self.assertRc(a.wait(90), 0)
+        return self.worker_dumps()
+
+    def test_worker_identical(self):
+        # Local world sizes 2 and 1 on purpose: with the fast path each node
+        # computes from its own size (torch: group_rank * local_world_size,
+        # world group_world_size * local_world_size), where the exchange
+        # would give one world of 3.
+        env = {"TORCH_ELASTIC_WORKER_IDENTICAL": "1"}
+        agents = [self.agent("2", nproc=2, env_add=env), self.agent("2", nproc=1, env_add=env)]
+        dumps = self.run_all(agents)
+        self.assertEqual(len(dumps), 3, dumps)
+        for d in dumps:
+            lws, g, lr = int(d["LOCAL_WORLD_SIZE"]), int(d["GROUP_RANK"]), int(d["LOCAL_RANK"])
+            self.assertEqual(int(d["RANK"]), g * lws + lr, d)
+            self.assertEqual(int(d["WORLD_SIZE"]), 2 * lws, d)
+            self.assertEqual(d["ROLE_RANK"], d["RANK"], d)
+            self.assertEqual(d["ROLE_WORLD_SIZE"], d["WORLD_SIZE"], d)
+        self.assertEqual(sorted(d["GROUP_RANK"] for d in dumps),
+                         sorted(["0", "0", "1"]) if [d for d in dumps if d["GROUP_RANK"] == "0"
+                                                     and d["LOCAL_WORLD_SIZE"] == "2"]
+                         else ["0", "1", "1"])
+
+    def test_worker_identical_same_size(self):
+        env = {"TORCH_ELASTIC_WORKER_IDENTICAL": "1"}
+        dumps = self.run_all([self.agent("2", nproc=2, env_add=env) for _ in range(2)])
+        self.assertEqual(sorted(int(d["RANK"]) for d in dumps), [0, 1, 2, 3])
+        for d in dumps:
+            self.assertEqual(d["WORLD_SIZE"], "4")
+            self.assertEqual(int(d["RANK"]), int(d["GROUP_RANK"]) * 2 + int(d["LOCAL_RANK"]))
+
+
+class C10dRankOrder(RankOrderBase, lib.ElasticdTestCase):
+    backend = "c10d"
+
+    def setUp(self):
+        super().setUp()
+        self.port = free_port()
+
+    def endpoint(self):
+        return "127.0.0.1:%d" % self.port
+
+
+class EtcdRankOrder(RankOrderBase, lib.ElasticdTestCase):
+    backend = "etcd"
+
+    def setUp(self):
+        super().setUp()
+        self.etcd = Etcd(1)
+
+    def tearDown(self):
+        super().tearDown()
+        self.etcd.stop()
+
+    def endpoint(self):
+        return self.etcd.endpoints
+
+
+if __name__ == "__main__":
+    lib.main()
