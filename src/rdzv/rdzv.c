@@ -1,6 +1,7 @@
 #include "rdzv.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -13,6 +14,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "log.h"
+#include "rdzv_rankkey.h"
 #include "util.h"
 
 struct rdzv_notice {
@@ -56,6 +59,11 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 	if (ops->init && ops->init(r, reterr) < 0) {
 		rdzv_free(r);
 		return NULL;
+	}
+	if (rdzv_worker_identical()) {
+		log_info("TORCH_ELASTIC_WORKER_IDENTICAL=1: worker ranks come from the group rank "
+			 "and this node's %d local workers, without the store's rank exchange",
+			 local_world_size);
 	}
 	return r;
 }
@@ -610,13 +618,93 @@ rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
 	return 0;
 }
 
+/* The value of "file:PATH": its bytes less surrounding white space; NULL
+ * when it cannot be read or holds nothing else. */
+static char *
+rank_key_file(const char *path)
+{
+	char *buf = NULL, *b, *e;
+	size_t len = 0;
+
+	if (read_file(path, 4096, &buf, &len) < 0) {
+		return NULL;
+	}
+	for (b = buf; *b && isspace((unsigned char)*b); b++) {
+	}
+	for (e = b + strlen(b); e > b && isspace((unsigned char)e[-1]); e--) {
+	}
+	*e = '\0';
+	memmove(buf, b, (size_t)(e - b) + 1);
+	if (!*buf) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+int
+rdzv_rank_key(const struct config *cfg, char **ret_key, char **reterr)
+{
+	const char *v = config_rdzv_conf_get(cfg, "rank_key");
+	char host[256], *key = NULL;
+
+	*ret_key = NULL;
+	if (!v) {
+		return 0;
+	}
+	if (strncmp(v, "env:", 4) == 0 && v[4]) {
+		const char *e = getenv(v + 4);
+
+		key = e && *e ? xstrdup(e) : NULL;
+	} else if (strncmp(v, "file:", 5) == 0 && v[5]) {
+		key = rank_key_file(v + 5);
+	} else if (strcmp(v, "hostname") == 0) {
+		key = gethostname(host, sizeof(host)) == 0 && host[0] ? xstrndup(host, sizeof(host))
+								      : NULL;
+	} else {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for rank_key: expected "
+				    "env:VAR, file:PATH or hostname",
+				    v);
+		return -EINVAL;
+	}
+	if (!key) {
+		*reterr = xasprintf("--rdzv-conf: rank_key=%s: %s", v,
+				    v[0] == 'e'   ? "the variable is not set or is empty"
+				    : v[0] == 'f' ? "the file cannot be read or is empty"
+						  : "the host name is empty");
+		return -EINVAL;
+	}
+	if (!rdzv_key_ok(key, strlen(key))) {
+		*reterr =
+			xasprintf("--rdzv-conf: rank_key=%s: invalid key '%.*s': expected 1 to %d "
+				  "of A-Z a-z 0-9 . _ : -",
+				  v, RDZV_MAX_KEY_LEN, key, RDZV_MAX_KEY_LEN);
+		free(key);
+		return -EINVAL;
+	}
+	*ret_key = key;
+	return 0;
+}
+
 int
 rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr)
 {
 	static long long next_local_id;
 	const char *addr = cfg->local_addr && *cfg->local_addr ? cfg->local_addr : host_fqdn();
+	char *key;
+	int err;
 
-	if (rdzv_node_init(ret, addr, (long long)getpid(), next_local_id++) < 0) {
+	if (rdzv_rank_key(cfg, &key, reterr) < 0) {
+		return -EINVAL;
+	}
+	err = rdzv_node_init_key(ret, addr, (long long)getpid(), next_local_id++, key);
+	if (err == 0 && key) {
+		log_info("rendezvous: rank key '%s' (--rdzv-conf rank_key=%s): group ranks follow "
+			 "the nodes' keys",
+			 key, config_rdzv_conf_get(cfg, "rank_key"));
+	}
+	free(key);
+	if (err < 0) {
 		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces or control "
 				    "characters",
 				    addr);

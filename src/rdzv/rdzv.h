@@ -317,9 +317,18 @@ int rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
 		      uint64_t *ret_join_timeout, uint64_t *ret_close_timeout,
 		      uint64_t *ret_barrier_timeout, char **reterr);
 
+/* This node's rank key from --rdzv-conf rank_key (elasticd's; torch has
+ * none): "env:VAR" (the variable's value), "file:PATH" (the file's content
+ * less surrounding white space, at most 4 KiB read) or "hostname"
+ * (gethostname). *ret_key malloc'd, or NULL when rank_key is not set.
+ * Returns 0, or -EINVAL with *reterr (malloc'd) naming rank_key when the
+ * source is malformed, missing or empty, or the key is not rdzv_key_ok. */
+int rdzv_rank_key(const struct config *cfg, char **ret_key, char **reterr);
+
 /* This handler's node descriptor: --local-addr (else the FQDN), the pid and a
- * process-wide counter (torch's _NodeDescGenerator). Returns 0 with *ret
- * (rdzv_node_release), or -EINVAL with *reterr (malloc'd). */
+ * process-wide counter (torch's _NodeDescGenerator), and the rank key
+ * (rdzv_rank_key) after '@'. Returns 0 with *ret (rdzv_node_release), or
+ * -EINVAL with *reterr (malloc'd). */
 int rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr);
 
 /* The decision context of node with an operation deadline (monotonic usec),

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "rdzv_rankkey.h"
 #include "util.h"
 
 const char *
@@ -230,15 +231,33 @@ epilogue(struct rdzv_state *st, const struct rdzv_settings *s)
 	return false;
 }
 
+static int
+cmp_rank_order(const void *x, const void *y)
+{
+	const struct rdzv_participant *a = *(const struct rdzv_participant *const *)x,
+				      *b = *(const struct rdzv_participant *const *)y;
+
+	return rdzv_node_rank_cmp(&a->node, &b->node);
+}
+
 static void
 mark_complete(struct rdzv_state *st)
 {
+	struct rdzv_participant **order;
+
 	st->complete = true;
 	st->deadline = -1;
-	/* Ranks are positions in node order; the array is kept sorted. */
+	/* Ranks are positions in node order (the array is kept sorted), or, where
+	 * nodes carry rank keys (--rdzv-conf rank_key), in key order. */
+	order = xcalloc(st->n_participants + 1, sizeof(*order));
 	for (size_t i = 0; i < st->n_participants; i++) {
-		st->participants[i].rank = (int)i;
+		order[i] = &st->participants[i];
 	}
+	qsort(order, st->n_participants, sizeof(*order), cmp_rank_order);
+	for (size_t i = 0; i < st->n_participants; i++) {
+		order[i]->rank = (int)i;
+	}
+	free(order);
 }
 
 /* After a change by ctx's node: record its quarantine (ctx->quarantine), or,

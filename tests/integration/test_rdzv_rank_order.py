@@ -3,8 +3,9 @@
 (c10d on a TCPStore one agent hosts, etcd against a real etcd member):
 TORCH_ELASTIC_WORKER_IDENTICAL=1 (torch main's fast path: ranks from the
 group rank and this node's local world size, no rank exchange),
---rdzv-conf rank_key (group ranks ordered by a per-node key, natural order,
-agents started in the opposite order), and bad rank_key values (exit 2)."""
+--rdzv-conf rank_key (group ranks ordered by a per-node key from env:VAR,
+file:PATH or hostname, in natural order, agents started in the opposite
+order), and bad rank_key values (exit 2 naming rank_key)."""
 
 import os
 import sys
@@ -72,6 +73,7 @@ class RankOrderBase:
         env = {"TORCH_ELASTIC_WORKER_IDENTICAL": "1"}
         agents = [self.agent("2", nproc=2, env_add=env), self.agent("2", nproc=1, env_add=env)]
         dumps = self.run_all(agents)
+        self.assertIn("TORCH_ELASTIC_WORKER_IDENTICAL=1", agents[0].result.err)
         self.assertEqual(len(dumps), 3, dumps)
         for d in dumps:
             lws, g, lr = int(d["LOCAL_WORLD_SIZE"]), int(d["GROUP_RANK"]), int(d["LOCAL_RANK"])
@@ -91,6 +93,56 @@ class RankOrderBase:
         for d in dumps:
             self.assertEqual(d["WORLD_SIZE"], "4")
             self.assertEqual(int(d["RANK"]), int(d["GROUP_RANK"]) * 2 + int(d["LOCAL_RANK"]))
+
+    def check_order(self, dumps, keys_in_rank_order):
+        self.assertEqual(len(dumps), len(keys_in_rank_order), dumps)
+        got = {d["KEY"]: d for d in dumps}
+        for g, key in enumerate(keys_in_rank_order):
+            self.assertEqual(got[key]["GROUP_RANK"], str(g), dumps)
+            self.assertEqual(got[key]["RANK"], str(g), dumps)
+            self.assertEqual(got[key]["WORLD_SIZE"], str(len(keys_in_rank_order)))
+
+    def test_rank_key_env_natural_order(self):
+        # Started in the opposite order to their keys (node order, the
+        # default, follows the pids: the first started would be rank 0), and
+        # "10" sorts after "9" (bytewise it would come first).
+        agents = []
+        for key in ["10", "9", "2"]:
+            agents.append(self.agent("3", conf="rank_key=env:MYKEY", env_add={"MYKEY": key}))
+        self.check_order(self.run_all(agents), ["2", "9", "10"])
+        self.assertIn("rank key '10'", agents[0].result.err)
+
+    def test_rank_key_file(self):
+        agents = []
+        for key in ["rack-b:3", "rack-a:12", "rack-a:4"]:
+            f = self.path("key-%s" % key.replace(":", "_"))
+            with open(f, "w") as fh:
+                fh.write("  %s\n" % key)
+            agents.append(self.agent("3", conf="rank_key=file:" + f, env_add={"MYKEY": key}))
+        self.check_order(self.run_all(agents), ["rack-a:4", "rack-a:12", "rack-b:3"])
+
+    def test_rank_key_hostname(self):
+        # One host: every node has the same key, the node order decides.
+        dumps = self.run_all([self.agent("2", conf="rank_key=hostname") for _ in range(2)])
+        self.assertEqual(sorted(d["GROUP_RANK"] for d in dumps), ["0", "1"])
+
+    def test_bad_rank_key(self):
+        empty = self.path("empty")
+        open(empty, "w").close()
+        cases = [
+            ("rank_key=env:NO_SUCH_VAR_X", {}, "not set or is empty"),
+            ("rank_key=env:MYKEY", {"MYKEY": ""}, "not set or is empty"),
+            ("rank_key=file:" + self.path("missing"), {}, "cannot be read or is empty"),
+            ("rank_key=file:" + empty, {}, "cannot be read or is empty"),
+            ("rank_key=dns", {}, "expected env:VAR, file:PATH or hostname"),
+            ("rank_key=env:MYKEY", {"MYKEY": "a b"}, "invalid key"),
+            ("rank_key=env:MYKEY", {"MYKEY": "x@y"}, "invalid key"),
+        ]
+        for conf, env, why in cases:
+            r = self.agent("1", conf=conf, env_add=env).wait(30)
+            self.assertEqual(r.rc, 2, (conf, r))
+            self.assertIn("rank_key", r.err, (conf, r))
+            self.assertIn(why, r.err, (conf, r))
 
 
 class C10dRankOrder(RankOrderBase, lib.ElasticdTestCase):

@@ -230,6 +230,15 @@ static const struct apply_case applies[] = {
 	 RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST, H(0, 1, 0, -1) "p a_1_0 0\n", false},
 	{"complete after the last call", H(2, 0, 0, 999000000) "p b_1_0 0\np me_1_0 0\n",
 	 RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE, H(2, 1, 0, -1) "p b_1_0 0\np me_1_0 1\n", true},
+	{"rank keys order the ranks, naturally",
+	 H(2, 0, 0, 999000000) "p a_1_0@10 0\np b_1_0@9 0\n", RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE,
+	 H(2, 1, 0, -1) "p a_1_0@10 1\np b_1_0@9 0\n", true},
+	{"keyed nodes first, equal keys by node, fewer leading zeros first",
+	 H(2, 0, 0, 999000000) "p a_1_0@k02 0\np b_1_0@k2 0\np c_1_0@k2 0\np d_1_0@k10 0\n"
+			       "p me_1_0 0\n",
+	 RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE,
+	 H(2, 1, 0, -1) "p a_1_0@k02 2\np b_1_0@k2 0\np c_1_0@k2 1\np d_1_0@k10 3\np me_1_0 4\n",
+	 true},
 	{"close", H(2, 1, 0, -1), RDZV_ACTION_MARK_RENDEZVOUS_CLOSED, H(2, 1, 1, -1), true},
 	{"sync changes nothing", H(2, 1, 0, -1), RDZV_ACTION_SYNC, H(2, 1, 0, -1), false},
 };
