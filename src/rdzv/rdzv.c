@@ -593,7 +593,7 @@ rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
 {
 	const char *v = config_rdzv_conf_get(cfg, "keep_alive_max_attempt");
 	uint64_t ka, lc;
-	long long n = 3;
+	long long n = 3, seg = 0;
 
 	if (rdzv_conf_seconds(cfg, "join_timeout", 600, ret_join_timeout, reterr) < 0 ||
 	    rdzv_conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
@@ -608,12 +608,20 @@ rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
 				    v);
 		return -EINVAL;
 	}
+	v = config_rdzv_conf_get(cfg, "segment");
+	if (v && (parse_int(v, 1, cfg->max_nodes, &seg) < 0)) {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for segment: expected an "
+				    "integer from 1 to the maximum number of nodes (%d)",
+				    v, cfg->max_nodes);
+		return -EINVAL;
+	}
 	*settings = (struct rdzv_settings){
 		.min_nodes = cfg->min_nodes,
 		.max_nodes = cfg->max_nodes,
 		.last_call_usec = (int64_t)lc,
 		.keep_alive_interval_usec = (int64_t)ka,
 		.keep_alive_max_attempt = (int)n,
+		.segment = seg >= 2 ? (int)seg : 0,
 	};
 	return 0;
 }

@@ -3,7 +3,10 @@
 #include "rdzv_rankkey.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "util.h"
 
 bool
 rdzv_key_ok(const char *s, size_t len)
@@ -93,4 +96,71 @@ rdzv_node_rank_cmp(const struct rdzv_node *a, const struct rdzv_node *b)
 		return ka ? -1 : 1;
 	}
 	return rdzv_node_cmp(a, b);
+}
+
+size_t
+rdzv_node_prefix(const struct rdzv_node *n, const char **ret_prefix)
+{
+	size_t klen;
+	const char *k = rdzv_node_key(n, &klen);
+
+	*ret_prefix = k;
+	while (k && klen > 0) {
+		klen--;
+		if (k[klen] == '-' || k[klen] == ':') {
+			return klen;
+		}
+	}
+	return 0;
+}
+
+bool
+rdzv_same_prefix(const struct rdzv_node *a, const struct rdzv_node *b)
+{
+	const char *pa, *pb;
+	size_t la = rdzv_node_prefix(a, &pa), lb = rdzv_node_prefix(b, &pb);
+
+	return la == lb && (la == 0 || memcmp(pa, pb, la) == 0);
+}
+
+static int
+cmp_domain(const void *x, const void *y, void *arg)
+{
+	const struct rdzv_node *const *nodes = arg;
+	const struct rdzv_node *a = nodes[*(const size_t *)x], *b = nodes[*(const size_t *)y];
+	const char *pa, *pb;
+	size_t la = rdzv_node_prefix(a, &pa), lb = rdzv_node_prefix(b, &pb);
+	int r = rdzv_key_cmp(pa ? pa : "", la, pb ? pb : "", lb);
+
+	return r ? r : rdzv_node_rank_cmp(a, b);
+}
+
+size_t
+rdzv_segments(const struct rdzv_node *const *nodes, size_t n, int segment, size_t max, bool *keep)
+{
+	size_t *by = xcalloc(n + 1, sizeof(*by));
+	size_t taken = 0, seg = segment > 0 ? (size_t)segment : 1;
+
+	for (size_t i = 0; i < n; i++) {
+		by[i] = i;
+	}
+	qsort_r(by, n, sizeof(*by), cmp_domain, (void *)nodes);
+	for (size_t i = 0; i < n;) {
+		size_t j = i, whole;
+
+		while (j < n && rdzv_same_prefix(nodes[by[i]], nodes[by[j]])) {
+			j++;
+		}
+		whole = (j - i) / seg * seg;
+		while (taken + whole > max) {
+			whole -= seg;
+		}
+		for (size_t k = i; k < i + whole && keep; k++) {
+			keep[by[k]] = true;
+		}
+		taken += whole;
+		i = j;
+	}
+	free(by);
+	return taken;
 }

@@ -25,3 +25,20 @@ int rdzv_key_cmp(const char *a, size_t alen, const char *b, size_t blen);
  * by rdzv_key_cmp then rdzv_node_cmp; then the nodes without one, by
  * rdzv_node_cmp (torch's order). <0, 0, >0. */
 int rdzv_node_rank_cmp(const struct rdzv_node *a, const struct rdzv_node *b);
+
+/* The node's key prefix for --rdzv-conf segment: its rank key up to (not
+ * including) the key's last '-' or ':'; empty (0) for a key without either
+ * and for a node without a key. *ret_prefix borrowed from n->name. */
+size_t rdzv_node_prefix(const struct rdzv_node *n, const char **ret_prefix);
+
+/* Whether a and b share a key prefix (rdzv_node_prefix). */
+bool rdzv_same_prefix(const struct rdzv_node *a, const struct rdzv_node *b);
+
+/* Whole segments (--rdzv-conf segment=N, N >= 2) among nodes[0..n): nodes
+ * sharing a prefix form a domain; each domain gives its first
+ * floor(count / N) * N nodes in group rank order (rdzv_node_rank_cmp),
+ * domains in natural order of their prefixes, while the total stays <= max.
+ * Sets keep[i] for the nodes taken (keep has n entries; NULL: only count).
+ * Returns how many are taken. */
+size_t rdzv_segments(const struct rdzv_node *const *nodes, size_t n, int segment, size_t max,
+		     bool *keep);

@@ -31,7 +31,7 @@ check_sorted(const struct rdzv_state *st)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const struct rdzv_settings s = {2, 4, 30000000, 5000000, 3};
+	static const struct rdzv_settings s = {2, 4, 30000000, 5000000, 3, 0};
 	struct rdzv_state st;
 	struct rdzv_node me;
 	char *enc;

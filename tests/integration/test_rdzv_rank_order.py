@@ -5,9 +5,11 @@ TORCH_ELASTIC_WORKER_IDENTICAL=1 (torch main's fast path: ranks from the
 group rank and this node's local world size, no rank exchange),
 --rdzv-conf rank_key (group ranks ordered by a per-node key from env:VAR,
 file:PATH or hostname, in natural order, agents started in the opposite
-order), and bad rank_key values (exit 2 naming rank_key)."""
+order), segment=2 parking a spare that is promoted after a SIGKILL, and bad
+rank_key / segment values (exit 2 naming the key)."""
 
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,7 +24,7 @@ f="$d/w_$$"
 printf '%s\n' "RANK=$RANK" "LOCAL_RANK=$LOCAL_RANK" "WORLD_SIZE=$WORLD_SIZE" \
   "GROUP_RANK=$GROUP_RANK" "GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE" \
   "ROLE_RANK=$ROLE_RANK" "ROLE_WORLD_SIZE=$ROLE_WORLD_SIZE" \
-  "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE" "KEY=$MYKEY" > "$f.tmp"
+  "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE" "KEY=$MYKEY" "ROUND=$ELASTICD_ROUND" > "$f.tmp"
 mv "$f.tmp" "$f"
 exec /bin/sh -c "$@"
 """
@@ -42,13 +44,13 @@ class RankOrderBase:
     def endpoint(self):
         raise NotImplementedError
 
-    def agent(self, nnodes, nproc=1, conf="", env_add=None, extra=()):
+    def agent(self, nnodes, nproc=1, conf="", env_add=None, extra=(), body="exit 0"):
         env = self.env()
         env.update(env_add or {})
         args = ["--nnodes", nnodes, "--nproc-per-node", str(nproc), "--rdzv-backend",
                 self.backend, "--rdzv-endpoint", self.endpoint(), "--rdzv-id", "job",
                 "--monitor-interval", "0.1", "--rdzv-conf", FAST + ("," + conf if conf else "")]
-        args += list(extra) + ["--no-python", self.script, self.dumps, "exit 0"]
+        args += list(extra) + ["--no-python", self.script, self.dumps, body]
         return self.start(*args, env=env)
 
     def worker_dumps(self):
@@ -125,6 +127,44 @@ class RankOrderBase:
         # One host: every node has the same key, the node order decides.
         dumps = self.run_all([self.agent("2", conf="rank_key=hostname") for _ in range(2)])
         self.assertEqual(sorted(d["GROUP_RANK"] for d in dumps), ["0", "1"])
+
+    def wait_round(self, want, timeout=45):
+        """Wait for workers of one round whose (KEY, GROUP_RANK) pairs are
+        exactly want (a dict), each with GROUP_WORLD_SIZE len(want)."""
+        def ready():
+            by_round = {}
+            for d in self.worker_dumps():
+                by_round.setdefault(d["ROUND"], {})[d["KEY"]] = d
+            for ds in by_round.values():
+                if ({k: d["GROUP_RANK"] for k, d in ds.items()} == want and
+                        all(d["GROUP_WORLD_SIZE"] == str(len(want)) for d in ds.values())):
+                    return ds
+            return None
+        got = lib.wait_until(ready, timeout)
+        self.assertIsNotNone(got, "no round %r in %r" % (want, self.worker_dumps()))
+        return got
+
+    def test_segment_spare_promoted(self):
+        # segment=2: one domain (prefix "r1") of three nodes gives one whole
+        # segment, r1-1 and r1-2; r1-3 is parked as a spare with no worker.
+        # SIGKILL r1-1: once its lease / heartbeat expires the spare is
+        # promoted, and the next round is r1-2 (rank 0) and r1-3 (rank 1).
+        conf = "rank_key=env:MYKEY,segment=2"
+        agents = {}
+        for key in ["r1-3", "r1-2", "r1-1"]:
+            agents[key] = self.agent("2:3", conf=conf, env_add={"MYKEY": key},
+                                     body="sleep 60")
+        self.wait_round({"r1-1": "0", "r1-2": "1"})
+        self.assertNotIn("r1-3", {d["KEY"] for d in self.worker_dumps()})
+        agents["r1-1"].signal(signal.SIGKILL)
+        self.wait_round({"r1-2": "0", "r1-3": "1"})
+        for a in agents.values():
+            a.signal(signal.SIGTERM)
+
+    def test_bad_segment(self):
+        r = self.agent("2", conf="segment=3").wait(30)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("segment", r.err)
 
     def test_bad_rank_key(self):
         empty = self.path("empty")
