@@ -713,8 +713,8 @@ rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr)
 	}
 	free(key);
 	if (err < 0) {
-		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces or control "
-				    "characters",
+		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces, control "
+				    "characters or '@' (it separates the rank key)",
 				    addr);
 		return -EINVAL;
 	}
