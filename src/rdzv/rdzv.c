@@ -1,17 +1,21 @@
 #include "rdzv.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "log.h"
+#include "rdzv_rankkey.h"
 #include "util.h"
 
 struct rdzv_notice {
@@ -55,6 +59,11 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 	if (ops->init && ops->init(r, reterr) < 0) {
 		rdzv_free(r);
 		return NULL;
+	}
+	if (rdzv_worker_identical()) {
+		log_info("TORCH_ELASTIC_WORKER_IDENTICAL=1: worker ranks come from the group rank "
+			 "and this node's %d local workers, without the store's rank exchange",
+			 local_world_size);
 	}
 	return r;
 }
@@ -261,6 +270,30 @@ rdzv_result_release(struct rdzv_result *res)
 }
 
 /* ---- for backends ---------------------------------------------------------- */
+
+bool
+rdzv_worker_identical(void)
+{
+	const char *v = getenv("TORCH_ELASTIC_WORKER_IDENTICAL");
+
+	return v && strcmp(v, "1") == 0;
+}
+
+void
+rdzv_identical_nodes(const struct rdzv *r, int world, struct ranks_node **ret_nodes,
+		     char ***ret_roles)
+{
+	struct ranks_node *nodes = xcalloc((size_t)world + 1, sizeof(*nodes));
+	char **roles = xcalloc(2, sizeof(*roles));
+
+	roles[0] = xstrdup(r->cfg->role);
+	for (int i = 0; i < world; i++) {
+		nodes[i].role = roles[0];
+		nodes[i].local_world_size = r->local_world_size;
+	}
+	*ret_nodes = nodes;
+	*ret_roles = roles;
+}
 
 static void
 notice_cb(evutil_socket_t fd, short what, void *arg)
@@ -560,7 +593,7 @@ rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
 {
 	const char *v = config_rdzv_conf_get(cfg, "keep_alive_max_attempt");
 	uint64_t ka, lc;
-	long long n = 3;
+	long long n = 3, seg = 0;
 
 	if (rdzv_conf_seconds(cfg, "join_timeout", 600, ret_join_timeout, reterr) < 0 ||
 	    rdzv_conf_seconds(cfg, "last_call_timeout", 30, &lc, reterr) < 0 ||
@@ -575,13 +608,89 @@ rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
 				    v);
 		return -EINVAL;
 	}
+	v = config_rdzv_conf_get(cfg, "segment");
+	if (v && (parse_int(v, 1, cfg->max_nodes, &seg) < 0)) {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for segment: expected an "
+				    "integer from 1 to the maximum number of nodes (%d)",
+				    v, cfg->max_nodes);
+		return -EINVAL;
+	}
 	*settings = (struct rdzv_settings){
 		.min_nodes = cfg->min_nodes,
 		.max_nodes = cfg->max_nodes,
 		.last_call_usec = (int64_t)lc,
 		.keep_alive_interval_usec = (int64_t)ka,
 		.keep_alive_max_attempt = (int)n,
+		.segment = seg >= 2 ? (int)seg : 0,
 	};
+	return 0;
+}
+
+/* The value of "file:PATH": its bytes less surrounding white space; NULL
+ * when it cannot be read or holds nothing else. */
+static char *
+rank_key_file(const char *path)
+{
+	char *buf = NULL, *b, *e;
+	size_t len = 0;
+
+	if (read_file(path, 4096, &buf, &len) < 0) {
+		return NULL;
+	}
+	for (b = buf; *b && isspace((unsigned char)*b); b++) {
+	}
+	for (e = b + strlen(b); e > b && isspace((unsigned char)e[-1]); e--) {
+	}
+	*e = '\0';
+	memmove(buf, b, (size_t)(e - b) + 1);
+	if (!*buf) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+int
+rdzv_rank_key(const struct config *cfg, char **ret_key, char **reterr)
+{
+	const char *v = config_rdzv_conf_get(cfg, "rank_key");
+	char host[256], *key = NULL;
+
+	*ret_key = NULL;
+	if (!v) {
+		return 0;
+	}
+	if (strncmp(v, "env:", 4) == 0 && v[4]) {
+		const char *e = getenv(v + 4);
+
+		key = e && *e ? xstrdup(e) : NULL;
+	} else if (strncmp(v, "file:", 5) == 0 && v[5]) {
+		key = rank_key_file(v + 5);
+	} else if (strcmp(v, "hostname") == 0) {
+		key = gethostname(host, sizeof(host)) == 0 && host[0] ? xstrndup(host, sizeof(host))
+								      : NULL;
+	} else {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for rank_key: expected "
+				    "env:VAR, file:PATH or hostname",
+				    v);
+		return -EINVAL;
+	}
+	if (!key) {
+		*reterr = xasprintf("--rdzv-conf: rank_key=%s: %s", v,
+				    v[0] == 'e'   ? "the variable is not set or is empty"
+				    : v[0] == 'f' ? "the file cannot be read or is empty"
+						  : "the host name is empty");
+		return -EINVAL;
+	}
+	if (!rdzv_key_ok(key, strlen(key))) {
+		*reterr =
+			xasprintf("--rdzv-conf: rank_key=%s: invalid key '%.*s': expected 1 to %d "
+				  "of A-Z a-z 0-9 . _ : -",
+				  v, RDZV_MAX_KEY_LEN, key, RDZV_MAX_KEY_LEN);
+		free(key);
+		return -EINVAL;
+	}
+	*ret_key = key;
 	return 0;
 }
 
@@ -590,10 +699,22 @@ rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr)
 {
 	static long long next_local_id;
 	const char *addr = cfg->local_addr && *cfg->local_addr ? cfg->local_addr : host_fqdn();
+	char *key;
+	int err;
 
-	if (rdzv_node_init(ret, addr, (long long)getpid(), next_local_id++) < 0) {
-		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces or control "
-				    "characters",
+	if (rdzv_rank_key(cfg, &key, reterr) < 0) {
+		return -EINVAL;
+	}
+	err = rdzv_node_init_key(ret, addr, (long long)getpid(), next_local_id++, key);
+	if (err == 0 && key) {
+		log_info("rendezvous: rank key '%s' (--rdzv-conf rank_key=%s): group ranks follow "
+			 "the nodes' keys",
+			 key, config_rdzv_conf_get(cfg, "rank_key"));
+	}
+	free(key);
+	if (err < 0) {
+		*reterr = xasprintf("--local-addr: invalid value '%s': no spaces, control "
+				    "characters or '@' (it separates the rank key)",
 				    addr);
 		return -EINVAL;
 	}

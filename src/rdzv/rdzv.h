@@ -137,6 +137,21 @@ struct rdzv {
 struct rdzv *rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size,
 		      const struct rdzv_callbacks *cb, char **reterr);
 
+/* Whether the agent's environment holds TORCH_ELASTIC_WORKER_IDENTICAL=1
+ * (exactly "1", as torch main's agent/server/api.py _assign_worker_ranks):
+ * every node is taken to run this node's role and local world size, and the
+ * backends skip the store's rank exchange (role_info, assigned_ranks). */
+bool rdzv_worker_identical(void);
+
+/* The node list of a round of `world` nodes that all look like this one
+ * (r->cfg->role, r->local_world_size), for the worker-identical path:
+ * *ret_nodes (world entries, malloc'd) point into *ret_roles (a strv
+ * owning the one role string); both owned by the caller. ranks_assign over
+ * it gives torch's fast path: base rank group_rank * local_world_size, world
+ * size world * local_world_size, role rank and size the same. */
+void rdzv_identical_nodes(const struct rdzv *r, int world, struct ranks_node **ret_nodes,
+			  char ***ret_roles);
+
 /* Ask for the next round; cb.done reports it. Returns 0 or -errno. */
 int rdzv_next(struct rdzv *r);
 int rdzv_num_nodes_waiting(struct rdzv *r);
@@ -302,9 +317,18 @@ int rdzv_dynamic_conf(const struct config *cfg, struct rdzv_settings *settings,
 		      uint64_t *ret_join_timeout, uint64_t *ret_close_timeout,
 		      uint64_t *ret_barrier_timeout, char **reterr);
 
+/* This node's rank key from --rdzv-conf rank_key (elasticd's; torch has
+ * none): "env:VAR" (the variable's value), "file:PATH" (the file's content
+ * less surrounding white space, at most 4 KiB read) or "hostname"
+ * (gethostname). *ret_key malloc'd, or NULL when rank_key is not set.
+ * Returns 0, or -EINVAL with *reterr (malloc'd) naming rank_key when the
+ * source is malformed, missing or empty, or the key is not rdzv_key_ok. */
+int rdzv_rank_key(const struct config *cfg, char **ret_key, char **reterr);
+
 /* This handler's node descriptor: --local-addr (else the FQDN), the pid and a
- * process-wide counter (torch's _NodeDescGenerator). Returns 0 with *ret
- * (rdzv_node_release), or -EINVAL with *reterr (malloc'd). */
+ * process-wide counter (torch's _NodeDescGenerator), and the rank key
+ * (rdzv_rank_key) after '@'. Returns 0 with *ret (rdzv_node_release), or
+ * -EINVAL with *reterr (malloc'd). */
 int rdzv_node_self(const struct config *cfg, struct rdzv_node *ret, char **reterr);
 
 /* The decision context of node with an operation deadline (monotonic usec),

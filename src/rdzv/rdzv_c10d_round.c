@@ -108,8 +108,10 @@ parse_round(struct c10d *c, const struct tcpstore_bytes *v)
 {
 	json_t *root = json_loadb((const char *)v->data, v->len, 0, NULL);
 
-	if (!root || rdzv_runs_decode(json_object_get(root, "runs"), (size_t)c->sync.world,
-				      &c->result.nodes, &c->roles) < 0) {
+	/* Worker-identical: the nodes are this one's (exchange_start). */
+	if (!root || (!c->result.nodes &&
+		      rdzv_runs_decode(json_object_get(root, "runs"), (size_t)c->sync.world,
+				       &c->result.nodes, &c->roles) < 0)) {
 		json_decref(root);
 		return -EBADMSG;
 	}
@@ -250,13 +252,15 @@ static void
 leader_publish(struct c10d *c, const char *addr, const char *port, bool agent_store)
 {
 	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET};
-	size_t n = (size_t)c->sync.world + 3;
+	/* Worker-identical: no assigned_ranks (torch's fast path reads none). */
+	int nr = rdzv_worker_identical() ? 0 : c->sync.world;
+	size_t n = (size_t)nr + 3;
 	char **keys = xcalloc(n + 1, sizeof(*keys)), **vals = xcalloc(n + 1, sizeof(*vals));
 	json_t *round = json_pack("{sosb}", "runs",
 				  rdzv_runs_encode(c->result.nodes, (size_t)c->sync.world),
 				  "use_agent_store", agent_store);
 
-	for (int i = 0; i < c->sync.world; i++) {
+	for (int i = 0; i < nr; i++) {
 		struct ranks_info ri;
 		char what[64];
 
@@ -266,12 +270,12 @@ leader_publish(struct c10d *c, const char *addr, const char *port, bool agent_st
 		vals[i] = xasprintf("[%d, %d, %d, %d]", ri.base_global_rank, ri.global_world_size,
 				    ri.base_role_rank, ri.role_world_size);
 	}
-	keys[c->sync.world] = round_key(c, "MASTER_ADDR");
-	vals[c->sync.world] = xstrdup(addr);
-	keys[c->sync.world + 1] = round_key(c, "MASTER_PORT");
-	vals[c->sync.world + 1] = xstrdup(port);
-	keys[c->sync.world + 2] = round_key(c, "elasticd/round");
-	vals[c->sync.world + 2] = json_dumps(round, JSON_COMPACT);
+	keys[nr] = round_key(c, "MASTER_ADDR");
+	vals[nr] = xstrdup(addr);
+	keys[nr + 1] = round_key(c, "MASTER_PORT");
+	vals[nr + 1] = xstrdup(port);
+	keys[nr + 2] = round_key(c, "elasticd/round");
+	vals[nr + 2] = json_dumps(round, JSON_COMPACT);
 	json_decref(round);
 	req.n = n;
 	req.keys = xcalloc(n, sizeof(*req.keys));
@@ -287,13 +291,12 @@ leader_publish(struct c10d *c, const char *addr, const char *port, bool agent_st
 	strv_free(vals);
 }
 
+static void leader_finish(struct c10d *c);
+
 static void
 leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
-	const char *share = getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
-	bool agent_store = !(share && strcmp(share, "1") == 0);
-	char addr[64], port[16];
 
 	if (err < 0) {
 		exchange_fail(c, err, "the other nodes' role_info");
@@ -303,6 +306,18 @@ leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		exchange_fail(c, -EBADMSG, "role_info");
 		return;
 	}
+	leader_finish(c);
+}
+
+/* Group rank 0 knows every node: pick MASTER_ADDR:MASTER_PORT, publish, done. */
+static void
+leader_finish(struct c10d *c)
+{
+	const char *share = getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
+	bool agent_store = !(share && strcmp(share, "1") == 0);
+	char addr[64], port[16];
+	int err;
+
 	if ((err = leader_master(c, agent_store, addr, sizeof(addr), port, sizeof(port))) < 0) {
 		exchange_fail(c, err, "a port for the workers' store");
 		return;
@@ -326,6 +341,17 @@ leader_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_MULTI_GET,
 				   (const char *const *)c->exchange_keys, (size_t)c->sync.world, 0,
 				   leader_cb, c);
+}
+
+/* Not group rank 0: wait (left usec at most) for rank 0's answer. */
+static void
+member_wait(struct c10d *c, uint64_t left)
+{
+	strv_consume(&c->exchange_keys, round_key(c, "elasticd/round"));
+	strv_consume(&c->exchange_keys, round_key(c, "MASTER_ADDR"));
+	strv_consume(&c->exchange_keys, round_key(c, "MASTER_PORT"));
+	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, (const char *const *)c->exchange_keys,
+				   3, left, member_wait_cb, c);
 }
 
 /* The round is complete: exchange roles and sizes (torch 2.x
@@ -357,6 +383,17 @@ exchange_start(struct c10d *c)
 	c->result.group_rank = c->sync.rank;
 	c->result.group_world_size = c->sync.world;
 
+	if (rdzv_worker_identical()) {
+		/* torch main's fast path: no role_info; the others still learn
+		 * MASTER_ADDR / MASTER_PORT from group rank 0. */
+		rdzv_identical_nodes(c->r, c->sync.world, &c->result.nodes, &c->roles);
+		if (c->sync.rank == 0) {
+			leader_finish(c);
+			return;
+		}
+		member_wait(c, left);
+		return;
+	}
 	o = json_pack("{sssisi}", "role", c->r->cfg->role, "rank", c->sync.rank, "local_world_size",
 		      c->r->local_world_size);
 	info = json_dumps(o, JSON_COMPACT);
@@ -375,12 +412,7 @@ exchange_start(struct c10d *c)
 					   (const char *const *)c->exchange_keys,
 					   (size_t)c->sync.world, left, leader_wait_cb, c);
 	} else {
-		strv_consume(&c->exchange_keys, round_key(c, "elasticd/round"));
-		strv_consume(&c->exchange_keys, round_key(c, "MASTER_ADDR"));
-		strv_consume(&c->exchange_keys, round_key(c, "MASTER_PORT"));
-		(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT,
-					   (const char *const *)c->exchange_keys, 3, left,
-					   member_wait_cb, c);
+		member_wait(c, left);
 	}
 }
 

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "rdzv_rankkey.h"
 #include "util.h"
 
 const char *
@@ -94,6 +95,44 @@ rdzv_should_keep_alive(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 	       st->heartbeats[i].usec <= ctx->now_wall - ctx->settings->keep_alive_interval_usec;
 }
 
+/* How many participants a round completed now would take: all, or with
+ * --rdzv-conf segment only whole segments (rdzv_segments). */
+static size_t
+takes(const struct rdzv_state *st, const struct rdzv_settings *s)
+{
+	const struct rdzv_node **nodes;
+	size_t n;
+
+	if (s->segment < 2) {
+		return st->n_participants;
+	}
+	nodes = xcalloc(st->n_participants + 1, sizeof(*nodes));
+	for (size_t i = 0; i < st->n_participants; i++) {
+		nodes[i] = &st->participants[i].node;
+	}
+	n = rdzv_segments(nodes, st->n_participants, s->segment, (size_t)s->max_nodes, NULL);
+	free(nodes);
+	return n;
+}
+
+/* With segments, a spare of a complete round stays parked while its domain
+ * (key prefix) has no hole: its participants are whole segments. A
+ * participant of its domain gone, it is promoted (torch's path: the wait
+ * list, then the next round). */
+static bool
+spare_holds(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
+{
+	size_t same = 0;
+
+	if (ctx->settings->segment < 2 || !st->complete) {
+		return false;
+	}
+	for (size_t i = 0; i < st->n_participants; i++) {
+		same += rdzv_same_prefix(&st->participants[i].node, ctx->node);
+	}
+	return same % (size_t)ctx->settings->segment == 0;
+}
+
 static enum rdzv_action
 decide_join(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 {
@@ -109,7 +148,7 @@ decide_join(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 	}
 	/* A spare waits (no join timeout) until a slot frees up. */
 	if (redundant) {
-		if (n >= (size_t)s->max_nodes) {
+		if (n >= (size_t)s->max_nodes || spare_holds(st, ctx)) {
 			return rdzv_should_keep_alive(st, ctx) ? RDZV_ACTION_KEEP_ALIVE
 							       : RDZV_ACTION_SYNC;
 		}
@@ -141,7 +180,9 @@ decide_join(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 		}
 	} else if (participant) {
 		/* Enough of us and the last call is over: complete the round. */
-		if (n >= (size_t)s->min_nodes && n <= (size_t)s->max_nodes && st->deadline >= 0 &&
+		/* (With segments the extra nodes become spares at completion.) */
+		if (takes(st, s) >= (size_t)s->min_nodes &&
+		    (s->segment >= 2 || n <= (size_t)s->max_nodes) && st->deadline >= 0 &&
 		    st->deadline < ctx->now_wall) {
 			return RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE;
 		}
@@ -230,15 +271,65 @@ epilogue(struct rdzv_state *st, const struct rdzv_settings *s)
 	return false;
 }
 
-static void
-mark_complete(struct rdzv_state *st)
+static int
+cmp_rank_order(const void *x, const void *y)
 {
+	const struct rdzv_participant *a = *(const struct rdzv_participant *const *)x,
+				      *b = *(const struct rdzv_participant *const *)y;
+
+	return rdzv_node_rank_cmp(&a->node, &b->node);
+}
+
+/* With segments: the participants outside whole segments become spares
+ * (the redundancy list), their heartbeats kept. */
+static void
+park_partial_segments(struct rdzv_state *st, const struct rdzv_settings *s)
+{
+	size_t n = st->n_participants, n_out = 0;
+	const struct rdzv_node **nodes = xcalloc(n + 1, sizeof(*nodes));
+	struct rdzv_node *out = xcalloc(n + 1, sizeof(*out));
+	bool *keep = xcalloc(n + 1, sizeof(*keep));
+
+	for (size_t i = 0; i < n; i++) {
+		nodes[i] = &st->participants[i].node;
+	}
+	rdzv_segments(nodes, n, s->segment, (size_t)s->max_nodes, keep);
+	for (size_t i = 0; i < n; i++) {
+		if (!keep[i]) {
+			rdzv_node_copy(&out[n_out++], &st->participants[i].node);
+		}
+	}
+	for (size_t i = 0; i < n_out; i++) {
+		rdzv_state_remove_participant(st, &out[i]);
+		rdzv_state_add_redundant(st, &out[i]);
+		rdzv_node_release(&out[i]);
+	}
+	free(out);
+	free(keep);
+	free(nodes);
+}
+
+static void
+mark_complete(struct rdzv_state *st, const struct rdzv_settings *s)
+{
+	struct rdzv_participant **order;
+
 	st->complete = true;
 	st->deadline = -1;
-	/* Ranks are positions in node order; the array is kept sorted. */
-	for (size_t i = 0; i < st->n_participants; i++) {
-		st->participants[i].rank = (int)i;
+	if (s->segment >= 2) {
+		park_partial_segments(st, s);
 	}
+	/* Ranks are positions in node order (the array is kept sorted), or, where
+	 * nodes carry rank keys (--rdzv-conf rank_key), in key order. */
+	order = xcalloc(st->n_participants + 1, sizeof(*order));
+	for (size_t i = 0; i < st->n_participants; i++) {
+		order[i] = &st->participants[i];
+	}
+	qsort(order, st->n_participants, sizeof(*order), cmp_rank_order);
+	for (size_t i = 0; i < st->n_participants; i++) {
+		order[i]->rank = (int)i;
+	}
+	free(order);
 }
 
 /* After a change by ctx's node: record its quarantine (ctx->quarantine), or,
@@ -279,8 +370,9 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 			st->deadline = ctx->now_wall + s->last_call_usec;
 			notable = true;
 		}
-		if (st->n_participants == (size_t)s->max_nodes) {
-			mark_complete(st);
+		if (s->segment >= 2 ? takes(st, s) >= (size_t)s->max_nodes
+				    : st->n_participants == (size_t)s->max_nodes) {
+			mark_complete(st, s);
 			notable = true;
 		}
 		break;
@@ -308,7 +400,7 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 		rdzv_state_remove_heartbeat(st, me);
 		break;
 	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
-		mark_complete(st);
+		mark_complete(st, s);
 		notable = true;
 		break;
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:

@@ -26,6 +26,7 @@ struct rdzv_settings {
 	int64_t last_call_usec;           /* last_call_timeout, default 30 s */
 	int64_t keep_alive_interval_usec; /* default 5 s */
 	int keep_alive_max_attempt;       /* default 3 */
+	int segment; /* --rdzv-conf segment: whole segments of this many (>= 2), else 0 */
 };
 
 enum rdzv_op {

@@ -392,9 +392,15 @@ exchange_publish(struct etcdr *c)
 	json_t **infos = xcalloc(n + 1, sizeof(*infos)), *o;
 	struct etcd_op put = {.kind = ETCD_OP_PUT};
 	char *key = NULL, *body;
+	bool identical = rdzv_worker_identical();
 	int ret = 1;
 
-	for (size_t i = 0; i < n && ret; i++) {
+	/* Worker-identical: every node is taken to be like this one. */
+	for (size_t i = 0; i < n && ret && identical; i++) {
+		nodes[i].role = c->r->cfg->role;
+		nodes[i].local_world_size = c->r->local_world_size;
+	}
+	for (size_t i = 0; i < n && ret && !identical; i++) {
 		const struct etcd_kv *kv;
 		json_t *role, *lws;
 
@@ -459,6 +465,12 @@ exchange_take(struct etcdr *c)
 	}
 	rdzv_result_release(res);
 	strv_free(c->roles);
+	if (rdzv_worker_identical()) {
+		/* torch main's fast path: this node's role and size for all. */
+		free(nodes);
+		strv_free(roles);
+		rdzv_identical_nodes(c->r, c->sync.world, &nodes, &roles);
+	}
 	res->nodes = nodes;
 	c->roles = roles;
 	res->round = (int)c->sync.round;
@@ -496,7 +508,7 @@ exchange_start(struct etcdr *c)
 		c->master_port = port > 0 ? port : 29500;
 	}
 	timer_usec(c->aux_timer, c->sync.next_deadline > now ? c->sync.next_deadline - now : 1);
-	if (c->sync.rank == 0) {
+	if (c->sync.rank == 0 && !rdzv_worker_identical()) {
 		etcdr_read_all(c); /* the i/ keys */
 	} else {
 		etcdr_exchange_check(

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv_rankkey.h"
 #include "util.h"
 
 #define STATE_MAGIC "elasticd-rdzv 1"
@@ -22,7 +23,7 @@ addr_ok(const char *s, size_t len)
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		if (c <= 0x20 || c == 0x7f) {
+		if (c <= 0x20 || c == 0x7f || c == '@') {
 			return false;
 		}
 	}
@@ -32,15 +33,24 @@ addr_ok(const char *s, size_t len)
 int
 rdzv_node_init(struct rdzv_node *ret, const char *addr, long long pid, long long local_id)
 {
-	size_t len = strlen(addr);
+	return rdzv_node_init_key(ret, addr, pid, local_id, NULL);
+}
 
-	if (!addr_ok(addr, len) || pid < 0 || local_id < 0) {
+int
+rdzv_node_init_key(struct rdzv_node *ret, const char *addr, long long pid, long long local_id,
+		   const char *key)
+{
+	size_t len = strlen(addr), klen = key ? strlen(key) : 0;
+
+	if (!addr_ok(addr, len) || pid < 0 || local_id < 0 || (key && !rdzv_key_ok(key, klen))) {
 		return -EINVAL;
 	}
-	ret->name = xasprintf("%s_%lld_%lld", addr, pid, local_id);
+	ret->name = key ? xasprintf("%s_%lld_%lld@%s", addr, pid, local_id, key)
+			: xasprintf("%s_%lld_%lld", addr, pid, local_id);
 	ret->addr_len = len;
 	ret->pid = pid;
 	ret->local_id = local_id;
+	ret->key_len = klen;
 	return 0;
 }
 
@@ -67,13 +77,20 @@ parse_dec(const char *s, size_t len, long long *ret)
 int
 rdzv_node_parse(struct rdzv_node *ret, const char *s, size_t len)
 {
-	const char *u2 = NULL, *u1 = NULL;
+	const char *u2 = NULL, *u1 = NULL, *at;
 	long long pid, lid;
+	size_t nlen = len;
 
 	if (len == 0 || len >= RDZV_MAX_NODE_LEN) {
 		return -EINVAL;
 	}
-	for (size_t i = len; i > 0; i--) {
+	if ((at = memchr(s, '@', len)) != NULL) {
+		nlen = (size_t)(at - s);
+		if (!rdzv_key_ok(at + 1, len - nlen - 1)) {
+			return -EINVAL;
+		}
+	}
+	for (size_t i = nlen; i > 0; i--) {
 		if (s[i - 1] == '_') {
 			if (!u2) {
 				u2 = s + i - 1;
@@ -85,13 +102,14 @@ rdzv_node_parse(struct rdzv_node *ret, const char *s, size_t len)
 	}
 	if (!u1 || !addr_ok(s, (size_t)(u1 - s)) ||
 	    parse_dec(u1 + 1, (size_t)(u2 - u1 - 1), &pid) < 0 ||
-	    parse_dec(u2 + 1, (size_t)(s + len - u2 - 1), &lid) < 0) {
+	    parse_dec(u2 + 1, (size_t)(s + nlen - u2 - 1), &lid) < 0) {
 		return -EINVAL;
 	}
 	ret->name = xstrndup(s, len);
 	ret->addr_len = (size_t)(u1 - s);
 	ret->pid = pid;
 	ret->local_id = lid;
+	ret->key_len = at ? len - nlen - 1 : 0;
 	return 0;
 }
 

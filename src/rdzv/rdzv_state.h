@@ -30,12 +30,20 @@
 #define RDZV_MAX_NODE_LEN 512
 #define RDZV_MAX_NODES (1u << 20)
 
-/* A node descriptor (torch's _NodeDesc): "<addr>_<pid>_<local_id>". */
+/* Bound of a rank key (--rdzv-conf rank_key). */
+#define RDZV_MAX_KEY_LEN 128
+
+/* A node descriptor (torch's _NodeDesc): "<addr>_<pid>_<local_id>", and with
+ * a rank key (elasticd's --rdzv-conf rank_key) "<addr>_<pid>_<local_id>@<key>":
+ * the key travels wherever the node's name does (join requests, every list
+ * of the state), so whoever completes a round can order ranks by it. The key
+ * is not part of the node's identity (rdzv_node_cmp). */
 struct rdzv_node {
 	char *name;      /* the whole descriptor, owned */
 	size_t addr_len; /* bytes of name before "_<pid>_<local_id>" */
 	long long pid;
 	long long local_id;
+	size_t key_len; /* 0: no rank key; else the last key_len bytes of name */
 };
 
 struct rdzv_participant {
@@ -105,8 +113,13 @@ struct rdzv_state {
  * (rdzv_node_release). */
 int rdzv_node_init(struct rdzv_node *ret, const char *addr, long long pid, long long local_id);
 
-/* Parse "<addr>_<pid>_<local_id>" (pid and local_id decimal, >= 0). Returns
- * 0 or -EINVAL. */
+/* As rdzv_node_init, with a rank key (NULL: none) that rdzv_key_ok accepts.
+ * Returns 0 or -EINVAL. */
+int rdzv_node_init_key(struct rdzv_node *ret, const char *addr, long long pid, long long local_id,
+		       const char *key);
+
+/* Parse "<addr>_<pid>_<local_id>[@<key>]" (pid and local_id decimal, >= 0;
+ * addr without '@'; key as rdzv_key_ok). Returns 0 or -EINVAL. */
 int rdzv_node_parse(struct rdzv_node *ret, const char *s, size_t len);
 
 /* Deep copy. */

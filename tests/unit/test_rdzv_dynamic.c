@@ -230,6 +230,15 @@ static const struct apply_case applies[] = {
 	 RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST, H(0, 1, 0, -1) "p a_1_0 0\n", false},
 	{"complete after the last call", H(2, 0, 0, 999000000) "p b_1_0 0\np me_1_0 0\n",
 	 RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE, H(2, 1, 0, -1) "p b_1_0 0\np me_1_0 1\n", true},
+	{"rank keys order the ranks, naturally",
+	 H(2, 0, 0, 999000000) "p a_1_0@10 0\np b_1_0@9 0\n", RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE,
+	 H(2, 1, 0, -1) "p a_1_0@10 1\np b_1_0@9 0\n", true},
+	{"keyed nodes first, equal keys by node, fewer leading zeros first",
+	 H(2, 0, 0, 999000000) "p a_1_0@k02 0\np b_1_0@k2 0\np c_1_0@k2 0\np d_1_0@k10 0\n"
+			       "p me_1_0 0\n",
+	 RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE,
+	 H(2, 1, 0, -1) "p a_1_0@k02 2\np b_1_0@k2 0\np c_1_0@k2 1\np d_1_0@k10 3\np me_1_0 4\n",
+	 true},
 	{"close", H(2, 1, 0, -1), RDZV_ACTION_MARK_RENDEZVOUS_CLOSED, H(2, 1, 1, -1), true},
 	{"sync changes nothing", H(2, 1, 0, -1), RDZV_ACTION_SYNC, H(2, 1, 0, -1), false},
 };
@@ -505,6 +514,77 @@ test_apply_quarantine(void **state)
 	(void)state;
 }
 
+/* --rdzv-conf segment=2 (min 2, max 4): whole segments of nodes sharing a
+ * key prefix; the rest parked as spares, promoted when a hole opens. */
+static const struct rdzv_settings seg_settings = {
+	.min_nodes = 2,
+	.max_nodes = 4,
+	.last_call_usec = 30 * S,
+	.keep_alive_interval_usec = 5 * S,
+	.keep_alive_max_attempt = 3,
+	.segment = 2,
+};
+
+struct seg_case {
+	const char *name;
+	const char *me; /* the deciding node */
+	const char *before;
+	enum rdzv_action action; /* applied; or, with after NULL, the decision wanted */
+	const char *after;
+};
+
+static const struct seg_case seg_cases[] = {
+	{"complete: a partial domain and a keyless node parked", "a_1_0@r1-1",
+	 H(2, 0, 0, 999000000) "p a_1_0@r1-1 0\np b_1_0@r1-2 0\np c_1_0@r1-3 0\np d_1_0 0\n",
+	 RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE,
+	 H(2, 1, 0, -1) "p a_1_0@r1-1 0\np b_1_0@r1-2 1\nr c_1_0@r1-3\nr d_1_0\n"},
+	{"complete: domains in natural order, capped at max", "a_1_0@r10:1",
+	 H(2, 0, 0, 999000000) "p a_1_0@r10:1 0\np b_1_0@r10:2 0\np c_1_0@r9:1 0\n"
+			       "p d_1_0@r9:2 0\np e_1_0@r2:1 0\np f_1_0@r2:2 0\n",
+	 RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE,
+	 H(2, 1, 0, -1) "p c_1_0@r9:1 2\np d_1_0@r9:2 3\np e_1_0@r2:1 0\np f_1_0@r2:2 1\n"
+			"r a_1_0@r10:1\nr b_1_0@r10:2\n"},
+	{"no whole segment yet: the last call waits", "a_1_0@r1-1",
+	 H(2, 0, 0, 999000000) "p a_1_0@r1-1 0\np b_1_0@r2-1 0\n", RDZV_ACTION_SYNC, NULL},
+	{"max in whole segments completes at once", "d_1_0@r2-2",
+	 H(2, 0, 0, 1010000000) "p a_1_0@r1-1 0\np b_1_0@r1-2 0\np c_1_0@r2-1 0\n",
+	 RDZV_ACTION_ADD_TO_PARTICIPANTS,
+	 H(2, 1, 0, -1) "p a_1_0@r1-1 0\np b_1_0@r1-2 1\np c_1_0@r2-1 2\np d_1_0@r2-2 3\n"
+			"h d_1_0@r2-2 1000000000\n"},
+	{"a spare of a whole domain stays parked", "c_1_0@r1-3",
+	 H(2, 1, 0, -1) "p a_1_0@r1-1 0\np b_1_0@r1-2 1\nr c_1_0@r1-3\nh c_1_0@r1-3 " FRESH "\n",
+	 RDZV_ACTION_SYNC, NULL},
+	{"a hole in its domain promotes the spare", "c_1_0@r1-3",
+	 H(2, 1, 0, -1) "p a_1_0@r1-1 0\nr c_1_0@r1-3\nh c_1_0@r1-3 " FRESH "\n",
+	 RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST, NULL},
+};
+
+static void
+test_segments(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(seg_cases); i++) {
+		const struct seg_case *c = &seg_cases[i];
+		struct rdzv_node node;
+		struct rdzv_state st;
+		struct rdzv_ctx ctx = ctx_at(10 * S);
+
+		assert_int_equal(rdzv_node_parse(&node, c->me, strlen(c->me)), 0);
+		ctx.settings = &seg_settings;
+		ctx.node = &node;
+		load(c->before, &st);
+		if (c->after) {
+			rdzv_apply(&st, c->action, &ctx);
+			assert_state(&st, c->after, c->name);
+		} else if (rdzv_decide(RDZV_OP_JOIN, &st, &ctx) != c->action) {
+			fail_msg("%s: got %s, want %s", c->name,
+				 rdzv_action_name(rdzv_decide(RDZV_OP_JOIN, &st, &ctx)),
+				 rdzv_action_name(c->action));
+		}
+		rdzv_state_release(&st);
+		rdzv_node_release(&node);
+	}
+}
+
 int
 main(void)
 {
@@ -513,6 +593,7 @@ main(void)
 		cmocka_unit_test(test_sanitize),    cmocka_unit_test(test_next_wake),
 		cmocka_unit_test(test_admit),       cmocka_unit_test(test_join_failure),
 		cmocka_unit_test(test_round_check), cmocka_unit_test(test_apply_quarantine),
+		cmocka_unit_test(test_segments),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

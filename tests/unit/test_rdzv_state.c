@@ -8,6 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "rdzv_rankkey.h"
 #include "rdzv_state.h"
 #include "util.h"
 
@@ -66,6 +67,78 @@ test_node_order(void **state)
 		assert_int_equal(rdzv_node_cmp(&x, &x), 0);
 		rdzv_node_release(&x);
 		rdzv_node_release(&y);
+	}
+}
+
+static void
+test_rank_key(void **state)
+{
+	static const struct {
+		const char *s;
+		int r;
+		size_t addr_len, key_len;
+	} parses[] = {
+		{"h_1_0@rack-3:nvl.2", 0, 1, 12},
+		{"h_1_0@a_b", 0, 1, 3},
+		{"h_1_0@", -EINVAL, 0, 0},
+		{"h_1_0@a@b", -EINVAL, 0, 0},
+		{"h_1_0@a/b", -EINVAL, 0, 0},
+		{"h@x_1_0", -EINVAL, 0, 0},
+		{"h_1_0", 0, 1, 0},
+	};
+	/* Each pair: a < b in natural order (0: equal). */
+	static const struct {
+		const char *a, *b;
+		int want;
+	} cmps[] = {
+		{"9", "10", -1},          {"node9", "node10", -1},
+		{"r2-n10", "r10-n2", -1}, {"a", "b", -1},
+		{"a", "a1", -1},          {"1", "01", -1},
+		{"abc", "abc", 0},        {"007", "007", 0},
+		{"x-2:3", "x-2:12", -1},  {"99999999999999999999", "100000000000000000000", -1},
+		{"B", "a", -1},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(parses); i++) {
+		struct rdzv_node n;
+		size_t klen;
+		int r = rdzv_node_parse(&n, parses[i].s, strlen(parses[i].s));
+
+		assert_int_equal(r, parses[i].r);
+		if (r == 0) {
+			const char *k = rdzv_node_key(&n, &klen);
+
+			assert_int_equal(n.addr_len, parses[i].addr_len);
+			assert_int_equal(klen, parses[i].key_len);
+			assert_true(parses[i].key_len ? k != NULL : k == NULL);
+			rdzv_node_release(&n);
+		}
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(cmps); i++) {
+		const char *a = cmps[i].a, *b = cmps[i].b;
+		int ab = rdzv_key_cmp(a, strlen(a), b, strlen(b)),
+		    ba = rdzv_key_cmp(b, strlen(b), a, strlen(a));
+
+		if ((ab > 0) - (ab < 0) != cmps[i].want || (ba > 0) - (ba < 0) != -cmps[i].want) {
+			fail_msg("%s vs %s: got %d / %d, want %d", a, b, ab, ba, cmps[i].want);
+		}
+	}
+	/* A key is not part of the identity; keyed nodes rank before the rest. */
+	{
+		struct rdzv_node x, y, z;
+
+		assert_int_equal(rdzv_node_init_key(&x, "h", 1, 0, "k9"), 0);
+		assert_string_equal(x.name, "h_1_0@k9");
+		assert_int_equal(rdzv_node_parse(&y, "h_1_0", 5), 0);
+		assert_int_equal(rdzv_node_parse(&z, "a_1_0@k10", 9), 0);
+		assert_int_equal(rdzv_node_cmp(&x, &y), 0);
+		assert_true(rdzv_node_rank_cmp(&x, &y) < 0);
+		assert_true(rdzv_node_rank_cmp(&x, &z) < 0);
+		assert_true(rdzv_node_rank_cmp(&y, &z) > 0);
+		assert_int_equal(rdzv_node_init_key(&y, "h", 1, 0, "a b"), -EINVAL);
+		assert_int_equal(rdzv_node_init_key(&y, "h", 1, 0, ""), -EINVAL);
+		rdzv_node_release(&x);
+		rdzv_node_release(&z);
 	}
 }
 
@@ -306,7 +379,7 @@ main(void)
 		cmocka_unit_test(test_node_parse),         cmocka_unit_test(test_node_order),
 		cmocka_unit_test(test_sets_and_roundtrip), cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_stamp_members),      cmocka_unit_test(test_close_record),
-		cmocka_unit_test(test_quarantine),
+		cmocka_unit_test(test_quarantine),         cmocka_unit_test(test_rank_key),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
