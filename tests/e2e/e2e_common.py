@@ -13,6 +13,8 @@ and builds what these tests need.
 """
 
 import os
+import random
+import socket
 import subprocess
 
 PY = os.environ.get("TORCH_PYTHON") or "/usr/bin/python3"
@@ -37,6 +39,19 @@ def clean_env(**extra):
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)
     return env
+
+
+def free_port():
+    """A port below the kernel's ephemeral range (which other processes'
+    outgoing connections take at any moment), free right now."""
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
 
 
 # The interpreter as a worker sees itself (sys.executable, sys.orig_argv[0]):
