@@ -5,7 +5,6 @@ it and without spending a restart; a worker that ignores the notice is
 stopped after the grace (exit 1); a drain with no worker group leaves at
 once."""
 
-import json
 import os
 import signal
 import sys

@@ -2,7 +2,6 @@
 """What a worker receives (argv, env, ranks) and how the group ends: success,
 failure table, restarts, early exits, signal deaths, exec failures, error files."""
 
-import json
 import os
 import re
 import sys

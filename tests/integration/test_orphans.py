@@ -5,7 +5,6 @@ the sentinel), and workers start with a clean process shape (own session,
 fds > 2 closed)."""
 
 import concurrent.futures
-import ctypes
 import os
 import signal
 import subprocess
