@@ -62,6 +62,9 @@ struct config_option {
 /* A copy of value in the char * field at o->offset. */
 int config_set_string(struct config *cfg, const struct config_option *o, const char *name,
 		      const char *value, char **reterr);
+/* As config_set_string, but an empty value is refused (-EINVAL): a path. */
+int config_set_nonempty_string(struct config *cfg, const struct config_option *o, const char *name,
+			       const char *value, char **reterr);
 /* One of o->choices, copied to the char * field at o->offset. */
 int config_set_choice(struct config *cfg, const struct config_option *o, const char *name,
 		      const char *value, char **reterr);

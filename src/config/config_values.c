@@ -196,6 +196,16 @@ config_set_string(struct config *cfg, const struct config_option *o, const char 
 }
 
 int
+config_set_nonempty_string(struct config *cfg, const struct config_option *o, const char *name,
+			   const char *value, char **reterr)
+{
+	if (!*value) {
+		return config_invalid(reterr, name, value, "must not be empty");
+	}
+	return config_set_string(cfg, o, name, value, reterr);
+}
+
+int
 config_set_choice(struct config *cfg, const struct config_option *o, const char *name,
 		  const char *value, char **reterr)
 {
@@ -697,7 +707,8 @@ config_set_health_gpus(struct config *cfg, const struct config_option *o, const 
 	long long v = 0;
 
 	if (parse_int(value, 1, 1 << 20, &v) < 0) {
-		return config_invalid(reterr, name, value, "expected a number of GPUs >= 1");
+		return config_invalid(reterr, name, value, "expected a number of GPUs from 1 to %d",
+				      1 << 20);
 	}
 	drop_health_checks(cfg, HEALTH_GPUS);
 	health_checks_add(&cfg->health_checks, &cfg->n_health_checks, HEALTH_GPUS, NULL, NULL, 0,

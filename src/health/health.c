@@ -89,8 +89,10 @@ health_parse_nics(const char *value, char ***ret, char **reterr)
 		size_t len = strcspn(p, ",");
 		_cleanup_free_ char *name = xstrndup(p, len);
 
-		if (len == 0 || len > 15 || strchr(name, '/') || !strcmp(name, ".") ||
-		    !strcmp(name, "..") || strspn(name, " \t") > 0) {
+		/* The kernel's dev_valid_name(): 1 to IFNAMSIZ - 1 bytes, not "." or
+		 * "..", no '/', ':' or white space. */
+		if (len == 0 || len > 15 || strpbrk(name, "/: \t\n\v\f\r") || !strcmp(name, ".") ||
+		    !strcmp(name, "..")) {
 			*reterr = xasprintf("'%s' is not a netdev name or \"ib\"", name);
 			strv_free(v);
 			return -EINVAL;

@@ -756,6 +756,16 @@ static const struct err_case err_cases[] = {
 	{ARGV("--gpu-memory-threshold", "0", "t"),
 	 NULL,
 	 {"--gpu-memory-threshold: invalid value '0': must be > 0"}},
+	/* an empty path would read /sys of the root or dlopen the program */
+	{ARGV("--health-root=", "t"), NULL, {"--health-root: invalid value '': must not be empty"}},
+	{ARGV("--nvml-library=", "t"),
+	 NULL,
+	 {"--nvml-library: invalid value '': must not be empty"}},
+	{ARGV("--health-gpus", "99999999999", "t"),
+	 NULL,
+	 {"--health-gpus: invalid value '99999999999': expected a number of GPUs from 1 to "
+	  "1048576"}},
+	{ARGV("--health-nics", "a b", "t"), NULL, {"--health-nics: invalid value 'a b'"}},
 	{ARGV("--start-method", "thread", "t"),
 	 NULL,
 	 {"--start-method: invalid value 'thread': expected spawn, fork or forkserver"}},

@@ -86,7 +86,8 @@ test_parse_nics(void **state)
 	assert_string_equal(v[2], "ib0.8001");
 	strv_free(v);
 	static const char *const bad[] = {
-		"", "eth0,", ",eth0", "../x", "a/b", "eth0,eth0", "sixteen-bytes-xx", ".."};
+		"",   "eth0,", ",eth0", "../x",   "a/b", "eth0,eth0", "sixteen-bytes-xx",
+		"..", "a b",   "eth0 ", "eth0:1", "a\tb"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		v = NULL;
 		if (health_parse_nics(bad[i], &v, &err) != -EINVAL) {
