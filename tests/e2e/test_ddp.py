@@ -115,6 +115,10 @@ ENV_DIFFERENCES = {
         "elasticd", True, "the rendezvous round, one count for the whole job (equal on every "
         "node of a round), where TORCHELASTIC_RESTART_COUNT counts one node's restarts; "
         "man elasticd(8), Worker environment"),
+    "ELASTICD_CONTROL_SOCKET": (
+        "elasticd", False, "the agent's control socket, so that a worker can ask for its own "
+        "node's exclusion (POST /handler/exclude); unset without a control socket; man "
+        "elasticd(8), Worker environment"),
 }
 # Variables with the same value under both agents, for the same caller env.
 SAME_VALUE = [
