@@ -135,6 +135,7 @@ test_rank_key(void **state)
 		assert_true(rdzv_node_rank_cmp(&x, &y) < 0);
 		assert_true(rdzv_node_rank_cmp(&x, &z) < 0);
 		assert_true(rdzv_node_rank_cmp(&y, &z) > 0);
+		rdzv_node_release(&y);
 		assert_int_equal(rdzv_node_init_key(&y, "h", 1, 0, "a b"), -EINVAL);
 		assert_int_equal(rdzv_node_init_key(&y, "h", 1, 0, ""), -EINVAL);
 		rdzv_node_release(&x);
