@@ -166,8 +166,7 @@ nvml_released(const struct nvml_gpu *gpus, size_t n, uint64_t threshold_bytes, c
 }
 
 /* Write a line to fd. */
-static void
-say(int fd, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 3))) say(int fd, const char *fmt, ...)
 {
 	va_list ap;
 	char *s;

@@ -51,7 +51,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int op = RDZV_OP_EXIT; op <= RDZV_OP_KEEP_ALIVE; op++) {
 		struct rdzv_state cp;
 		/* The closing record goes with every closing the actions make. */
-		static const struct rdzv_close_record rec = {{NULL, 0, 0, 0, 0}, 1, 3, 1, 77, -9, 9};
+		static const struct rdzv_close_record rec = {
+			{NULL, 0, 0, 0, 0}, 1, 3, 1, 77, -9, 9};
 		struct rdzv_ctx ctx = {&s, &me, 1000000000, 500000000, 510000000, &rec, NULL};
 		enum rdzv_action a;
 

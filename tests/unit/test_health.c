@@ -177,7 +177,7 @@ test_paths(void **state)
 {
 	char root[] = "/tmp/test_health_XXXXXX";
 	char *msg = NULL;
-	_cleanup_free_ char *ro = NULL, *missing = NULL;
+	_cleanup_free_ char *missing = NULL;
 
 	assert_non_null(mkdtemp(root));
 	assert_true(health_check_writable(root, &msg));
