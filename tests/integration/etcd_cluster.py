@@ -7,11 +7,12 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
+
+from lib import free_port
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 
@@ -25,17 +26,6 @@ def wait_until(pred, timeout=20.0, interval=0.05):
         time.sleep(interval)
 
 
-def free_port():
-    while True:
-        port = random.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-
-
 class Etcd:
     """A throwaway etcd cluster of n members on loopback (tech-notes §4.3)."""
 
@@ -45,7 +35,8 @@ class Etcd:
         self.members = []
         token = "t%d" % random.randrange(1 << 30)
         for i in range(n):
-            self.members.append({"name": "m%d" % i, "client": free_port(), "peer": free_port()})
+            self.members.append({"name": "m%d" % i, "client": free_port("127.0.0.1"),
+                                 "peer": free_port("127.0.0.1")})
         cluster = ",".join("%s=http://127.0.0.1:%d" % (m["name"], m["peer"])
                            for m in self.members)
         for m in self.members:

@@ -46,6 +46,20 @@ _SCRUB = {
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
+def free_port(host=""):
+    """A port below the kernel's ephemeral range (which other processes'
+    outgoing connections take at any moment), free on host right now."""
+    import random
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

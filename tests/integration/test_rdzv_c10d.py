@@ -17,23 +17,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lib  # noqa: E402
+from lib import free_port  # noqa: E402,F401 (test_drain & co. import it from here)
 import rdzv_cases  # noqa: E402
 
 FAST = "keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=0.5"
-
-
-def free_port():
-    """A port below the kernel's ephemeral range (which other processes'
-    outgoing connections take at any moment), free right now."""
-    import random
-    while True:
-        port = random.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("", port))
-            except OSError:
-                continue
-            return port
 
 
 class C10dTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
