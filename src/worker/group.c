@@ -80,6 +80,44 @@ struct group {
 	struct ratelimit spawn_tell;
 };
 
+static const char *
+group_phase_name(enum group_phase p)
+{
+	switch (p) {
+	case GROUP_RUNNING:
+		return "RUNNING";
+	case GROUP_STOPPING:
+		return "STOPPING";
+	case GROUP_KILLING:
+		return "KILLING";
+	case GROUP_DONE:
+		return "DONE";
+	}
+	return "?";
+}
+
+/* The one place the WorkerState of the group changes. */
+static void
+group_set_state(struct group *g, enum worker_state state)
+{
+	if (g->state != state) {
+		log_debug("[%s] worker group: %s -> %s", g->cfg->role, worker_state_name(g->state),
+			  worker_state_name(state));
+	}
+	g->state = state;
+}
+
+/* The one place the group's stop phase changes. */
+static void
+group_set_phase(struct group *g, enum group_phase phase)
+{
+	if (g->phase != phase) {
+		log_debug("[%s] worker group phase: %s -> %s", g->cfg->role,
+			  group_phase_name(g->phase), group_phase_name(phase));
+	}
+	g->phase = phase;
+}
+
 /* A worker that cannot be started for lack of file descriptors that others
  * hold for now (ENFILE: the system's table is full; EMFILE while peers press
  * on the descriptor reserve, fdreserve.h) is tried again after
@@ -334,7 +372,7 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 	if (gethostname(g->hostname, sizeof(g->hostname) - 1) < 0) {
 		snprintf(g->hostname, sizeof(g->hostname), "localhost");
 	}
-	g->state = WORKER_STATE_INIT;
+	group_set_state(g, WORKER_STATE_INIT);
 
 	g->signals = signals_string(spec->cfg);
 	g->filtered_fd[0] = g->filtered_fd[1] = -1;
@@ -500,7 +538,7 @@ group_all_gone(struct group *g)
 static void
 group_finish(struct group *g)
 {
-	g->phase = GROUP_DONE;
+	group_set_phase(g, GROUP_DONE);
 	if (g->kill_timer) {
 		evtimer_del(g->kill_timer);
 	}
@@ -559,7 +597,7 @@ kill_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv = {DRAIN_GRACE_USEC / USEC_PER_SEC, 0};
 	int r;
 
-	g->phase = GROUP_KILLING;
+	group_set_phase(g, GROUP_KILLING);
 	for (size_t i = 0; i < g->n; i++) {
 		struct worker *w = g->workers[i];
 
@@ -616,7 +654,7 @@ group_begin_stop(struct group *g, int sig, int timeout_s)
 
 	g->stop_signal = sig;
 	if (g->phase == GROUP_RUNNING) {
-		g->phase = GROUP_STOPPING;
+		group_set_phase(g, GROUP_STOPPING);
 	}
 	if (g->spawn_timer) {
 		/* Ranks not started yet stay so (pid 0: nothing to stop). */
@@ -645,7 +683,7 @@ tee_eof_cb(struct tee *t, void *arg)
 static void
 group_decide(struct group *g, enum worker_state state)
 {
-	g->state = state;
+	group_set_state(g, state);
 	/* React first (torchrun also signals the survivors before it logs). */
 	if (g->phase == GROUP_RUNNING) {
 		group_begin_stop(g, SIGTERM, g->cfg->shutdown_timeout);
@@ -687,7 +725,7 @@ spawn_failed(struct group *g, size_t i, int r)
 	w->exitcode = SPAWN_EXIT_CANNOT_EXEC;
 	w->exec_errno = -r;
 	w->exit_wall = time(NULL);
-	g->state = WORKER_STATE_HEALTHY;
+	group_set_state(g, WORKER_STATE_HEALTHY);
 	group_decide(g, WORKER_STATE_FAILED);
 }
 
@@ -776,7 +814,7 @@ group_start(struct group *g)
 	if (r < 0) {
 		return r;
 	}
-	g->state = WORKER_STATE_HEALTHY;
+	group_set_state(g, WORKER_STATE_HEALTHY);
 	if (g->sentinel && !guard_has_cgroup(g->guard)) {
 		/* Starting workers start processes: scan fast from the first. */
 		struct timeval tv = {0, GUARD_SCAN_FAST_MS * 1000};
@@ -840,7 +878,7 @@ group_stop_within(struct group *g, int sig, int timeout_s)
 	}
 	if (g->phase == GROUP_RUNNING) {
 		g->stop_requested = true;
-		g->state = WORKER_STATE_STOPPED;
+		group_set_state(g, WORKER_STATE_STOPPED);
 	}
 	group_begin_stop(g, sig, timeout_s);
 }
