@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static void
@@ -584,4 +585,16 @@ ratelimit_pass(struct ratelimit *rl, uint64_t now, uint64_t *ret_suppressed)
 	rl->last_usec = now;
 	rl->passed = true;
 	return true;
+}
+
+char *
+wait_status_describe(int status)
+{
+	if (WIFEXITED(status)) {
+		return xasprintf("exit status %d", WEXITSTATUS(status));
+	}
+	if (WIFSIGNALED(status)) {
+		return xasprintf("killed by %s", signal_name(WTERMSIG(status)));
+	}
+	return xasprintf("wait status %#x", (unsigned)status);
 }

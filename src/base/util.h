@@ -90,6 +90,10 @@ int mkdir_p(const char *path, mode_t mode);
 /* Signal name with its "SIG" prefix ("SIGTERM" for 15), or NULL if
  * unknown. Static storage. */
 const char *signal_name(int signo);
+
+/* A waitpid(2) status in words: "exit status 3", "killed by SIGKILL", else
+ * "wait status 0x...". Newly allocated (caller frees). */
+char *wait_status_describe(int status);
 /* Parse "SIGTERM", "TERM" or "15". Returns the number, or -EINVAL. */
 int signal_from_name(const char *s);
 

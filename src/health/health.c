@@ -367,13 +367,7 @@ health_describe_end(int status, bool timed_out, double deadline_s, int spawn_err
 	if (timed_out) {
 		return xasprintf("timed out after %g s", deadline_s);
 	}
-	if (WIFEXITED(status)) {
-		return xasprintf("exit status %d", WEXITSTATUS(status));
-	}
-	if (WIFSIGNALED(status)) {
-		return xasprintf("killed by %s", signal_name(WTERMSIG(status)));
-	}
-	return xasprintf("wait status %#x", (unsigned)status);
+	return wait_status_describe(status);
 }
 
 bool
