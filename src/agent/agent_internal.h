@@ -35,6 +35,11 @@ struct agent_health;
  * agent_base_new's dispatch slice); everything else shares the default
  * priority. */
 #define AGENT_PRIORITIES 2
+
+/* A killed sentinel is respawned at most this many times within this many
+ * seconds; past that the agent runs without one (agent_signals.c). */
+#define SENTINEL_RESPAWNS 3
+#define SENTINEL_RESPAWN_WINDOW_S 60
 #define AGENT_PRIO_SUPERVISION 0
 
 struct agent {
@@ -48,6 +53,9 @@ struct agent {
 	int sigfd;
 	struct event *sigev;
 	struct sentinel *sentinel;
+	/* When the sentinel died and was respawned (agent_signals.c). */
+	uint64_t sentinel_respawn_times[SENTINEL_RESPAWNS];
+	size_t sentinel_respawn_next;
 	/* The orphan guard in force (guard.h): "cgroup", "sentinel" (ancestry)
 	 * or "none" (no sentinel), and in cgroup mode the agent's subtree. */
 	const char *orphan_guard;

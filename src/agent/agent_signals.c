@@ -49,6 +49,47 @@ agent_signal_groups(struct agent *a, int sig)
 	return sent;
 }
 
+/* The sentinel died (someone killed it): fork a new one that holds what it
+ * held, at most SENTINEL_RESPAWNS times within SENTINEL_RESPAWN_WINDOW_S;
+ * past that, the agent runs without one (orphan_guard "none"). */
+static void
+agent_sentinel_died(struct agent *a, pid_t pid, int status)
+{
+	uint64_t now = now_usec();
+	struct elastic_event ev;
+	char *how = wait_status_describe(status);
+	size_t groups, procs;
+	int r = -EAGAIN;
+
+	a->sentinel_respawn_times[a->sentinel_respawn_next] = now;
+	a->sentinel_respawn_next = (a->sentinel_respawn_next + 1) % SENTINEL_RESPAWNS;
+	if (agent_window_count(a->sentinel_respawn_times, SENTINEL_RESPAWNS, now,
+			       seconds_to_usec(SENTINEL_RESPAWN_WINDOW_S)) < SENTINEL_RESPAWNS) {
+		r = sentinel_respawn(a->sentinel);
+	}
+	sentinel_held(a->sentinel, &groups, &procs);
+	if (r == 0) {
+		a->stats.sentinel_respawns++;
+		log_warn("the sentinel process %d exited (%s); started a new one (pid %d) holding "
+			 "%zu process groups and %zu processes",
+			 (int)pid, how, (int)sentinel_pid(a->sentinel), groups, procs);
+	} else {
+		a->orphan_guard = a->cgroup ? "cgroup" : "none";
+		log_error("the sentinel process %d exited (%s) and no new one runs (%s): "
+			  "orphaned processes will not be cleaned up if the agent dies",
+			  (int)pid, how, r == -EAGAIN ? "it died too often" : strerror(-r));
+	}
+	if (agent_event_begin(a, &ev, "elasticd.sentinel.exited", EVENT_SOURCE_AGENT)) {
+		elastic_event_set_int(&ev, "pid", pid);
+		elastic_event_set_string(&ev, "status", how);
+		elastic_event_set_int(&ev, "new_pid", r == 0 ? sentinel_pid(a->sentinel) : 0);
+		elastic_event_set_int(&ev, "process_groups", (int64_t)groups);
+		elastic_event_set_int(&ev, "processes", (int64_t)procs);
+		agent_record(a, &ev);
+	}
+	free(how);
+}
+
 static void
 agent_reap(struct agent *a)
 {
@@ -77,10 +118,8 @@ agent_reap(struct agent *a)
 			continue;
 		}
 		if (pid == sentinel_pid(a->sentinel)) {
-			log_warn("the sentinel process %d exited; orphaned processes will not be "
-				 "cleaned up if the agent dies",
-				 (int)pid);
 			sentinel_reaped(a->sentinel);
+			agent_sentinel_died(a, pid, status);
 			continue;
 		}
 		log_debug("reaped pid %d (not a worker: an orphan re-parented to the agent)",

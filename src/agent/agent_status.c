@@ -15,6 +15,7 @@
 #include "group.h"
 #include "numa.h"
 #include "rdzv_snapshot.h"
+#include "sentinel.h"
 #include "util.h"
 #include "version.h"
 #include "worker.h"
@@ -245,6 +246,9 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "console_dropped_bytes",
 			    json_integer((json_int_t)agent_console_dropped(a)));
 	json_object_set_new(o, "orphan_cgroup", json_str_or_null(a->cgroup));
+	json_object_set_new(o, "sentinel_pid", json_integer(sentinel_pid(a->sentinel)));
+	json_object_set_new(o, "sentinel_respawns",
+			    json_integer((json_int_t)a->stats.sentinel_respawns));
 	agent_hang_json(a, o);
 	for (size_t i = 0; a->group && i < group_size(a->group); i++) {
 		json_t *w = agent_worker_json(a, group_worker(a->group, i));

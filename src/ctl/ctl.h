@@ -76,6 +76,7 @@ struct ctl_agent_counters {
 	uint64_t signals_forwarded;   /* --forward-signals signals sent on to the workers */
 	uint64_t worker_starts;       /* worker processes started */
 	uint64_t worker_exits;        /* worker processes reaped */
+	uint64_t sentinel_respawns;   /* sentinels started again after one was killed */
 	uint64_t file_timer_expired;  /* pids whose torch FileTimer expired (filetimer_server.h) */
 	uint64_t hangs[3];            /* hang rules fired, by enum hang_rule (hang.h) */
 	uint64_t health_passed;       /* health gates passed (--health-*) */

@@ -544,6 +544,9 @@ metrics_workers(struct evbuffer *b, const struct ctl_agent_counters *as)
 		   as->worker_starts);
 	metric_u64(b, "elasticd_worker_exits_total", "counter", "Worker processes reaped.",
 		   as->worker_exits);
+	metric_u64(b, "elasticd_sentinel_respawns_total", "counter",
+		   "Sentinels started again after one died (holding what it held).",
+		   as->sentinel_respawns);
 	metric_head(b, "elasticd_worker_failures_total", "counter",
 		    "Workers that failed, by exit code (negative: killed by that signal).");
 	for (int code = CTL_EXITCODE_MIN; code <= CTL_EXITCODE_MAX; code++) {

@@ -11,11 +11,6 @@
 #include "proctree.h"
 #include "util.h"
 
-struct sentinel {
-	pid_t pid;
-	int fd;
-};
-
 enum sentinel_kind {
 	MSG_WATCH_GROUP = 1,
 	MSG_FORGET_GROUP,
@@ -37,6 +32,14 @@ struct watch {
 	size_t n_groups, cap_groups;
 	struct proc_id *procs;
 	size_t n_procs, cap_procs;
+};
+
+struct sentinel {
+	pid_t pid;
+	int fd;
+	char *cgroup;
+	/* What the agent handed over, mirrored: a new sentinel starts with it. */
+	struct watch held;
 };
 
 static void
@@ -127,12 +130,11 @@ watch_remove_cgroup(const struct watch *w)
 }
 
 static void
-sentinel_main(int fd, const char *cgroup)
+sentinel_main(int fd, struct watch w)
 {
 	static const int ignored[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE,
 				      SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU};
 	struct sigaction ign = {.sa_handler = SIG_IGN};
-	struct watch w = {.cgroup = cgroup};
 	sigset_t none;
 
 	setsid();
@@ -167,15 +169,15 @@ sentinel_main(int fd, const char *cgroup)
 	_exit(0);
 }
 
-struct sentinel *
-sentinel_new(const char *cgroup)
+/* Fork a sentinel that starts with what s holds. Returns 0 or -errno. */
+static int
+sentinel_fork(struct sentinel *s)
 {
-	struct sentinel *s;
 	int p[2];
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) < 0) {
-		return NULL;
+		return -errno;
 	}
 	pid = fork();
 	if (pid < 0) {
@@ -183,18 +185,50 @@ sentinel_new(const char *cgroup)
 
 		close(p[0]);
 		close(p[1]);
-		errno = err;
-		return NULL;
+		return -err;
 	}
 	if (pid == 0) {
 		close(p[1]);
-		sentinel_main(p[0], cgroup);
+		sentinel_main(p[0], s->held); /* the fork's copy of what s holds */
 	}
 	close(p[0]);
-	s = xcalloc(1, sizeof(*s));
 	s->pid = pid;
 	s->fd = p[1];
+	return 0;
+}
+
+struct sentinel *
+sentinel_new(const char *cgroup)
+{
+	struct sentinel *s = xcalloc(1, sizeof(*s));
+	int r;
+
+	s->fd = -1;
+	s->cgroup = cgroup ? xstrdup(cgroup) : NULL;
+	s->held.cgroup = s->cgroup;
+	r = sentinel_fork(s);
+	if (r < 0) {
+		sentinel_free(s);
+		errno = -r;
+		return NULL;
+	}
 	return s;
+}
+
+int
+sentinel_respawn(struct sentinel *s)
+{
+	if (!s || s->pid) {
+		return -EBUSY;
+	}
+	return sentinel_fork(s);
+}
+
+void
+sentinel_held(const struct sentinel *s, size_t *groups, size_t *procs)
+{
+	*groups = s ? s->held.n_groups : 0;
+	*procs = s ? s->held.n_procs : 0;
 }
 
 static void
@@ -202,7 +236,11 @@ send_msg(struct sentinel *s, enum sentinel_kind kind, pid_t pid, uint64_t start)
 {
 	struct sentinel_msg m = {.kind = (int32_t)kind, .pid = (int32_t)pid, .start = start};
 
-	if (s && s->fd >= 0) {
+	if (!s) {
+		return;
+	}
+	watch_take(&s->held, &m);
+	if (s->fd >= 0) {
 		(void)write_all(s->fd, &m, sizeof(m));
 	}
 }
@@ -267,5 +305,8 @@ sentinel_free(struct sentinel *s)
 	if (s->fd >= 0) {
 		close(s->fd);
 	}
+	free(s->held.groups);
+	free(s->held.procs);
+	free(s->cgroup);
 	free(s);
 }

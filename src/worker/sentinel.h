@@ -46,8 +46,17 @@ void sentinel_forget_pid(struct sentinel *s, pid_t pid, uint64_t start);
 pid_t sentinel_pid(const struct sentinel *s);
 
 /* The sentinel process died and was reaped: stop writing to it. Safe to keep
- * using the handle (every call becomes a no-op). */
+ * using the handle: the watch calls only update what it holds for a respawn. */
 void sentinel_reaped(struct sentinel *s);
+
+/* Fork a new sentinel after sentinel_reaped; it starts with everything handed
+ * over and not forgotten since sentinel_new (the mirror the handle keeps), so
+ * nothing watched is lost. Returns 0, -EBUSY when the sentinel still runs (or
+ * s is NULL), or -errno from pipe2/fork. */
+int sentinel_respawn(struct sentinel *s);
+
+/* How many process groups and processes the sentinel holds (0 for NULL). */
+void sentinel_held(const struct sentinel *s, size_t *groups, size_t *procs);
 
 /* Close the pipe (the sentinel kills what is still registered and exits) and
  * free; accepts NULL. */

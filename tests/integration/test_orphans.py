@@ -5,6 +5,7 @@ the sentinel), and workers start with a clean process shape (own session,
 fds > 2 closed)."""
 
 import concurrent.futures
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lib  # noqa: E402
 import orphan_trials  # noqa: E402
+from test_ctl import curl  # noqa: E402
 
 # A worker that starts a background grandchild, records both pids, and waits.
 WITH_GRANDCHILD = ('sleep 1000 & echo $! > "$0/g_$LOCAL_RANK";'
@@ -184,6 +186,49 @@ time.sleep(1000)
         self.assertRc(a.wait(30), 0)
         self.assertTrue(lib.wait_dead([sentinel], 10))
         self.assertNoLeftovers()
+
+    def test_killed_sentinel_is_respawned(self):
+        # Someone kills the sentinel while workers run: the agent starts a new
+        # one holding what the old one held, so a SIGKILLed agent still takes
+        # the escaped (setsid'd) descendants down, which only the sentinel can.
+        for guard in ("sentinel", "auto"):
+            with self.subTest(guard=guard):
+                out = self.path("out-" + guard)
+                os.makedirs(out)
+                sock, ev = self.path("ctl-%s.sock" % guard), self.path("ev-%s.jsonl" % guard)
+                a = self.start("--standalone", "--nproc-per-node", "2", "--orphan-guard", guard,
+                               "--control-socket", sock, "--event-log-file", ev,
+                               "--no-python", "/bin/sh", "-c",
+                               'setsid -f sh -c \'echo $$$$ > "$0/e_$1"; exec sleep 1000\''
+                               ' "$0" "$LOCAL_RANK"; exec sleep 1000', out)
+                escaped = self.pids(out, "e", 2)
+                for p in escaped:
+                    self.assertTrue(lib.wait_until(lambda: lib.proc_stat(p)[1] == a.pid, 5))
+                time.sleep(2)  # handed to the sentinel (ancestry mode scans)
+                old = lib.wait_until(a.sentinel_pid, 5)
+                self.assertTrue(old)
+                os.kill(old, signal.SIGKILL)
+                new = lib.wait_until(lambda: (a.sentinel_pid() or old) != old and a.sentinel_pid(),
+                                     10)
+                self.assertTrue(new, "no new sentinel: %s" % a.stderr_text())
+                self.assertTrue(a.wait_stderr("the sentinel process %d exited (killed by SIGKILL);"
+                                              " started a new one (pid %d)" % (old, new), 5),
+                                a.stderr_text())
+                st = curl(sock, "/handler/status").json()
+                self.assertEqual((st["sentinel_pid"], st["sentinel_respawns"]), (new, 1), st)
+                self.assertIn("elasticd_sentinel_respawns_total 1\n",
+                              curl(sock, "/handler/metrics").body)
+                evs = [json.loads(x) for x in lib.read_text(ev).splitlines()]
+                got = [e["metadata"] for e in evs if e["name"] == "elasticd.sentinel.exited"]
+                self.assertEqual(len(got), 1, evs)
+                self.assertEqual((got[0]["pid"], got[0]["new_pid"], got[0]["status"]),
+                                 (old, new, "killed by SIGKILL"))
+                a.signal(signal.SIGKILL)
+                a.wait(timeout=10)
+                self.assertTrue(lib.wait_dead(escaped, 10),
+                                "setsid'd descendants survived the agent and a respawned sentinel")
+                self.assertTrue(lib.wait_dead([new], 10), "the new sentinel survived the agent")
+                self.assertNoLeftovers()
 
     def test_orphaned_grandchild_is_reaped(self):
         # A worker's child that outlives its parent (double fork) is re-parented
