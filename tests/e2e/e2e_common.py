@@ -13,12 +13,16 @@ and builds what these tests need.
 """
 
 import os
-import random
-import socket
 import subprocess
+import sys
 
 PY = os.environ.get("TORCH_PYTHON") or "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+
+import lib  # noqa: E402
+
+free_port = lib.free_port  # the one copy, in the integration tests' library
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
                            or os.path.join(SOURCE_ROOT, "build", "src", "elasticd"))
@@ -39,19 +43,6 @@ def clean_env(**extra):
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)
     return env
-
-
-def free_port():
-    """A port below the kernel's ephemeral range (which other processes'
-    outgoing connections take at any moment), free right now."""
-    while True:
-        port = random.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("", port))
-            except OSError:
-                continue
-            return port
 
 
 # The interpreter as a worker sees itself (sys.executable, sys.orig_argv[0]):

@@ -43,7 +43,7 @@ import unittest
 
 import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from e2e_common import PY, WORKER_PY, label, torch_version  # noqa: E402
+from e2e_common import PY, WORKER_PY, free_port, label, torch_version  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 ELASTICD = os.path.abspath(os.environ.get("ELASTICD")
@@ -300,12 +300,6 @@ def elasticd(args, env, cwd, **kw):
 
 def torchrun(args, env, cwd, **kw):
     return run(TORCHRUN + args, env, cwd, **kw)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def failure_table(stderr):

@@ -204,7 +204,7 @@ class TorchClientTest(unittest.TestCase):
         self.assertEqual(s1.get("never"), b"now")
 
     def test_get_blocks_until_set(self):
-        s1, s2 = self.store(), self.store()
+        s2 = self.store()
         proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
             import torch.distributed as d
             from datetime import timedelta
