@@ -40,6 +40,8 @@ rdzv_action_name(enum rdzv_action a)
 		return "GRACEFUL_EXIT";
 	case RDZV_ACTION_FINISH:
 		return "FINISH";
+	case RDZV_ACTION_READMIT:
+		return "READMIT";
 	}
 	return "?";
 }
@@ -58,6 +60,8 @@ rdzv_op_name(enum rdzv_op op)
 		return "keep-alive";
 	case RDZV_OP_LEAVE:
 		return "leave";
+	case RDZV_OP_READMIT:
+		return "readmit";
 	}
 	return "?";
 }
@@ -75,6 +79,7 @@ rdzv_action_is_mutation(enum rdzv_action a)
 	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
 	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+	case RDZV_ACTION_READMIT:
 		return true;
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_ERROR_CLOSED:
@@ -248,6 +253,13 @@ rdzv_decide(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx 
 		return RDZV_ACTION_FINISH;
 	case RDZV_OP_LEAVE:
 		return decide_leave(st, ctx);
+	case RDZV_OP_READMIT:
+		if (!ctx->readmit ||
+		    !rdzv_state_host_quarantined(st, ctx->readmit, ctx->now_wall)) {
+			return RDZV_ACTION_FINISH; /* nothing (left) to readmit */
+		}
+		return ctx->now_mono > ctx->op_deadline ? RDZV_ACTION_ERROR_TIMEOUT
+							: RDZV_ACTION_READMIT;
 	}
 	return RDZV_ACTION_ERROR_TIMEOUT;
 }
@@ -413,6 +425,10 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 		}
 		notable = true;
 		break;
+	case RDZV_ACTION_READMIT:
+		/* Expired, not dropped: its count stays for the next cooldown. */
+		return ctx->readmit &&
+		       rdzv_state_expire_quarantine(st, ctx->readmit, ctx->now_wall);
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_ERROR_CLOSED:
 	case RDZV_ACTION_ERROR_TIMEOUT:
@@ -572,6 +588,7 @@ rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_timeout_
 	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
 	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+	case RDZV_ACTION_READMIT:
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_FINISH:
 		break;

@@ -38,6 +38,11 @@ enum rdzv_op {
 	 * the redundancy list, without closing the rendezvous (torch's
 	 * shutdown() closes it for everyone). */
 	RDZV_OP_LEAVE,
+	/* elasticd's readmit verb run by any agent: end the quarantine of the
+	 * host ctx->readmit names (its entry's until becomes now; the entry and
+	 * its count stay); with ctx->readmit NULL, only read the state (the
+	 * quarantined agent watching its own entry). */
+	RDZV_OP_READMIT,
 };
 
 /* torch 2.x's _Action, in its order. */
@@ -58,6 +63,8 @@ enum rdzv_action {
 	 * list) sees the rendezvous closed. Not a failure. */
 	RDZV_ACTION_GRACEFUL_EXIT,
 	RDZV_ACTION_FINISH,
+	/* elasticd's: expire ctx->readmit's quarantine entry (RDZV_OP_READMIT). */
+	RDZV_ACTION_READMIT,
 };
 
 /* Everything a decision looks at besides the state. */
@@ -73,6 +80,9 @@ struct rdzv_ctx {
 	/* This node's quarantine (--quarantine; its node is ignored: ctx's node
 	 * is recorded), written with its next change to the state; NULL: none. */
 	const struct rdzv_quarantine *quarantine;
+	/* RDZV_OP_READMIT's host (a descriptor's addr, or a whole descriptor),
+	 * or NULL; the other operations ignore it. */
+	const char *readmit;
 };
 
 /* "KEEP_ALIVE" etc. Static storage. */

@@ -592,6 +592,42 @@ rdzv_state_quarantined(const struct rdzv_state *st, const struct rdzv_node *n, i
 	       st->quarantine[pos].node.pid != n->pid;
 }
 
+long
+rdzv_state_find_quarantine_host(const struct rdzv_state *st, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < st->n_quarantine; i++) {
+		const struct rdzv_node *n = &st->quarantine[i].node;
+
+		if ((n->addr_len == len && memcmp(n->name, name, len) == 0) ||
+		    strcmp(n->name, name) == 0) {
+			return (long)i;
+		}
+	}
+	return -1;
+}
+
+bool
+rdzv_state_host_quarantined(const struct rdzv_state *st, const char *name, int64_t now_wall)
+{
+	long pos = rdzv_state_find_quarantine_host(st, name);
+
+	return pos >= 0 && st->quarantine[pos].until > now_wall;
+}
+
+bool
+rdzv_state_expire_quarantine(struct rdzv_state *st, const char *name, int64_t now_wall)
+{
+	long pos = rdzv_state_find_quarantine_host(st, name);
+
+	if (pos < 0 || st->quarantine[pos].until <= now_wall) {
+		return false;
+	}
+	st->quarantine[pos].until = now_wall;
+	return true;
+}
+
 /* ---- encoding ---------------------------------------------------------- */
 
 struct out {

@@ -167,6 +167,16 @@ bool rdzv_state_remove_quarantine(struct rdzv_state *st, const struct rdzv_node 
  * ahead. */
 bool rdzv_state_quarantined(const struct rdzv_state *st, const struct rdzv_node *n,
 			    int64_t now_wall);
+/* The entry whose host (its node's addr) or whole descriptor is name (as an
+ * operator names a node: --local-addr or the FQDN), or -1. */
+long rdzv_state_find_quarantine_host(const struct rdzv_state *st, const char *name);
+/* Whether name's entry (rdzv_state_find_quarantine_host) is still in force
+ * at now_wall (wall usec). */
+bool rdzv_state_host_quarantined(const struct rdzv_state *st, const char *name, int64_t now_wall);
+/* The readmit verb: an entry of name in force at now_wall ends now (its
+ * until becomes now_wall; node and count stay, so a later quarantine of the
+ * host keeps doubling). Returns whether the state changed. */
+bool rdzv_state_expire_quarantine(struct rdzv_state *st, const char *name, int64_t now_wall);
 
 /* Replace the heartbeats with one per node of the participants, wait list
  * and redundancy list, each stamped usec (for a store where liveness lives
