@@ -938,10 +938,7 @@ agent_free(struct agent *a)
 	free(a->hang_stacks);
 	agent_health_free(a->health);
 	free(a->exclude_reason);
-	free(a->quarantine_times);
-	if (a->quarantine_timer) {
-		event_free(a->quarantine_timer);
-	}
+	agent_quarantine_free(a);
 	group_free(a->group);
 	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);

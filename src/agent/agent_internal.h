@@ -119,6 +119,20 @@ struct agent {
 	struct event *quarantine_timer; /* the cooldown */
 	uint64_t quarantine_start_usec; /* CLOCK_MONOTONIC: when the last one began */
 	uint64_t quarantine_until_usec; /* ... and when its cooldown ends; 0: none */
+	int64_t quarantine_until_wall;  /* ... as written in the shared state (wall usec) */
+	struct event *quarantine_watch; /* re-reads the shared state for a readmission */
+	bool quarantine_fresh;          /* a->rdzv is the new handle, not the one left */
+	uint64_t quarantine_checks;     /* reads of the shared state in this quarantine */
+	/* The readmit verb for another node (agent_request_readmit): its host
+	 * (NULL: none under way), a fresh read then the write (readmit_writing),
+	 * each retried while the rendezvous is busy until readmit_deadline_usec,
+	 * and the caller's answer (NULL: gone). */
+	char *readmit_host;
+	bool readmit_writing;
+	struct event *readmit_timer;
+	uint64_t readmit_deadline_usec;
+	void (*readmit_reply)(void *call, int status, const char *msg);
+	void *readmit_call;
 
 	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
 	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */
@@ -286,6 +300,9 @@ void agent_quarantine(struct agent *a);
 /* Leaving phase QUARANTINED for another reason (a signal, a drain): stop the
  * cooldown. */
 void agent_quarantine_cancel(struct agent *a);
+
+/* Free the quarantine's timers and the readmit verb's pending request. */
+void agent_quarantine_free(struct agent *a);
 
 /* The status's "quarantine": null, or while quarantined {cooldown_s,
  * remaining_s, failures, quarantines}. A new reference. */
