@@ -190,6 +190,7 @@ rdzv_free(struct rdzv *r)
 		event_free(r->readmit_ev);
 	}
 	free(r->readmit_host);
+	free(r->failure_report);
 	if (r->ops->free) {
 		r->ops->free(r);
 	}
@@ -227,6 +228,8 @@ readmit_report_cb(evutil_socket_t fd, short what, void *arg)
 	char *host = r->readmit_host;
 
 	r->readmit_host = NULL;
+	free(r->failure_report);
+	r->failure_report = NULL;
 	r->readmit_active = false;
 	if (r->readmit_done) {
 		r->readmit_done(r->readmit_arg, r->readmit_err, host);
@@ -234,12 +237,35 @@ readmit_report_cb(evutil_socket_t fd, short what, void *arg)
 	free(host);
 }
 
+/* Run op (its argument set by the caller) with done. */
+static int
+run_op(struct rdzv *r, enum rdzv_op op, void (*done)(void *arg, int err, const char *host),
+       void *arg)
+{
+	int err;
+
+	r->readmit_active = true; /* before: a store already gone ends it inside */
+	r->readmit_done = done;
+	r->readmit_arg = arg;
+	err = r->ops->run_op(r, op);
+	if (err < 0) {
+		free(r->readmit_host);
+		r->readmit_host = NULL;
+		free(r->failure_report);
+		r->failure_report = NULL;
+		r->readmit_active = false;
+		if (r->readmit_ev) {
+			event_del(r->readmit_ev);
+		}
+		return err;
+	}
+	return 0;
+}
+
 int
 rdzv_readmit(struct rdzv *r, const char *host, void (*done)(void *arg, int err, const char *host),
 	     void *arg)
 {
-	int err;
-
 	if (!r->ops->run_op) {
 		return -EOPNOTSUPP;
 	}
@@ -248,20 +274,24 @@ rdzv_readmit(struct rdzv *r, const char *host, void (*done)(void *arg, int err, 
 	}
 	free(r->readmit_host);
 	r->readmit_host = host ? xstrdup(host) : NULL;
-	r->readmit_active = true; /* before: a store already gone ends it inside */
-	r->readmit_done = done;
-	r->readmit_arg = arg;
-	err = r->ops->run_op(r, RDZV_OP_READMIT);
-	if (err < 0) {
-		free(r->readmit_host);
-		r->readmit_host = NULL;
-		r->readmit_active = false;
-		if (r->readmit_ev) {
-			event_del(r->readmit_ev);
-		}
-		return err;
+	return run_op(r, RDZV_OP_READMIT, done, arg);
+}
+
+int
+rdzv_report_failure(struct rdzv *r, int64_t round, int64_t usec,
+		    void (*done)(void *arg, int err, const char *host), void *arg)
+{
+	if (!r->ops->run_op) {
+		return -EOPNOTSUPP;
 	}
-	return 0;
+	if (r->readmit_active) {
+		return -EBUSY;
+	}
+	free(r->failure_report);
+	r->failure_report = xcalloc(1, sizeof(*r->failure_report));
+	r->failure_report->round = round;
+	r->failure_report->usec = usec;
+	return run_op(r, RDZV_OP_REPORT_FAILURE, done, arg);
 }
 
 /* The backend's next or finish takes the operation under way over: a

@@ -133,9 +133,11 @@ struct rdzv {
 	/* rdzv_set_quarantine's, written with this node's next change to the
 	 * state (ctx.quarantine); NULL: none. */
 	struct rdzv_quarantine *quarantine;
-	/* rdzv_readmit's: the host (NULL: a read only), its completion, and
-	 * the event that reports it from a fresh loop turn. */
+	/* rdzv_readmit's or rdzv_report_failure's (one at a time): the host
+	 * (NULL: a read only) or the report, the completion, and the event
+	 * that reports it from a fresh loop turn. */
 	char *readmit_host;
+	struct rdzv_failure *failure_report;
 	void (*readmit_done)(void *arg, int err, const char *host);
 	void *readmit_arg;
 	bool readmit_active;
@@ -229,6 +231,15 @@ void rdzv_set_quarantine(struct rdzv *r, int64_t until_wall, int count);
  * or -ENOTCONN (not connected yet, or leaving); done does not run then. */
 int rdzv_readmit(struct rdzv *r, const char *host,
 		 void (*done)(void *arg, int err, const char *host), void *arg);
+/* --quarantine's root cause across nodes: record this node's failure
+ * report "f <node> <round> <usec>" in the shared state (a compare-and-set
+ * of RDZV_OP_REPORT_FAILURE; rdzv_state_report_failure: the reports of
+ * earlier rounds go). round: the round the failed attempt ran in; usec: the
+ * wall clock of its first worker failure. done and the returns as
+ * rdzv_readmit's (host NULL); rdzv_snapshot then shows the state as
+ * written. */
+int rdzv_report_failure(struct rdzv *r, int64_t round, int64_t usec,
+			void (*done)(void *arg, int err, const char *host), void *arg);
 /* Whether r's backend keeps a shared state that rdzv_readmit can change
  * (c10d, etcd; not static). */
 bool rdzv_shared_state(const struct rdzv *r);

@@ -42,6 +42,8 @@ rdzv_action_name(enum rdzv_action a)
 		return "FINISH";
 	case RDZV_ACTION_READMIT:
 		return "READMIT";
+	case RDZV_ACTION_REPORT_FAILURE:
+		return "REPORT_FAILURE";
 	}
 	return "?";
 }
@@ -62,6 +64,8 @@ rdzv_op_name(enum rdzv_op op)
 		return "leave";
 	case RDZV_OP_READMIT:
 		return "readmit";
+	case RDZV_OP_REPORT_FAILURE:
+		return "report-failure";
 	}
 	return "?";
 }
@@ -80,6 +84,7 @@ rdzv_action_is_mutation(enum rdzv_action a)
 	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
 	case RDZV_ACTION_READMIT:
+	case RDZV_ACTION_REPORT_FAILURE:
 		return true;
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_ERROR_CLOSED:
@@ -260,6 +265,13 @@ rdzv_decide(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx 
 		}
 		return ctx->now_mono > ctx->op_deadline ? RDZV_ACTION_ERROR_TIMEOUT
 							: RDZV_ACTION_READMIT;
+	case RDZV_OP_REPORT_FAILURE:
+		if (!ctx->failure || rdzv_state_failure_reported(st, ctx->node, ctx->failure->round,
+								 ctx->failure->usec)) {
+			return RDZV_ACTION_FINISH;
+		}
+		return ctx->now_mono > ctx->op_deadline ? RDZV_ACTION_ERROR_TIMEOUT
+							: RDZV_ACTION_REPORT_FAILURE;
 	}
 	return RDZV_ACTION_ERROR_TIMEOUT;
 }
@@ -429,6 +441,11 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 		/* Expired, not dropped: its count stays for the next cooldown. */
 		return ctx->readmit &&
 		       rdzv_state_expire_quarantine(st, ctx->readmit, ctx->now_wall);
+	case RDZV_ACTION_REPORT_FAILURE:
+		/* Not notable: nobody waits for it; the reporters read it. */
+		(void)(ctx->failure &&
+		       rdzv_state_report_failure(st, me, ctx->failure->round, ctx->failure->usec));
+		return false;
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_ERROR_CLOSED:
 	case RDZV_ACTION_ERROR_TIMEOUT:
@@ -589,6 +606,7 @@ rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_timeout_
 	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
 	case RDZV_ACTION_READMIT:
+	case RDZV_ACTION_REPORT_FAILURE:
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_FINISH:
 		break;

@@ -43,6 +43,9 @@ enum rdzv_op {
 	 * its count stay); with ctx->readmit NULL, only read the state (the
 	 * quarantined agent watching its own entry). */
 	RDZV_OP_READMIT,
+	/* --quarantine's root cause: record this node's failure report
+	 * (ctx->failure) in the state (rdzv_state_report_failure). */
+	RDZV_OP_REPORT_FAILURE,
 };
 
 /* torch 2.x's _Action, in its order. */
@@ -65,6 +68,8 @@ enum rdzv_action {
 	RDZV_ACTION_FINISH,
 	/* elasticd's: expire ctx->readmit's quarantine entry (RDZV_OP_READMIT). */
 	RDZV_ACTION_READMIT,
+	/* elasticd's: write ctx->failure (RDZV_OP_REPORT_FAILURE). */
+	RDZV_ACTION_REPORT_FAILURE,
 };
 
 /* Everything a decision looks at besides the state. */
@@ -83,6 +88,9 @@ struct rdzv_ctx {
 	/* RDZV_OP_READMIT's host (a descriptor's addr, or a whole descriptor),
 	 * or NULL; the other operations ignore it. */
 	const char *readmit;
+	/* RDZV_OP_REPORT_FAILURE's report (its node is ignored: ctx's node is
+	 * recorded), or NULL. */
+	const struct rdzv_failure *failure;
 };
 
 /* "KEEP_ALIVE" etc. Static storage. */

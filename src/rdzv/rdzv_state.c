@@ -443,6 +443,7 @@ rdzv_state_release(struct rdzv_state *st)
 		rdzv_node_release(&st->quarantine[i].node);
 	}
 	free(st->quarantine);
+	rdzv_failures_release(st);
 	rdzv_state_set_closed_by(st, NULL);
 	rdzv_state_init(st);
 }
@@ -526,6 +527,7 @@ rdzv_state_copy(struct rdzv_state *ret, const struct rdzv_state *st)
 		ret->quarantine[i] = st->quarantine[i];
 		rdzv_node_copy(&ret->quarantine[i].node, &st->quarantine[i].node);
 	}
+	rdzv_failures_copy(ret, st);
 }
 
 /* ---- quarantined hosts --------------------------------------------------- */
@@ -703,6 +705,13 @@ rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len)
 		out_reserve(&o, 24);
 		o.len--; /* the newline, written again below */
 		o.len += (size_t)snprintf(o.buf + o.len, 24, " %d\n", q->count);
+	}
+	for (size_t i = 0; i < st->n_failures; i++) {
+		out_line(&o, 'f', &st->failures[i].node, true, st->failures[i].round);
+		out_reserve(&o, 24);
+		o.len--; /* the newline, written again below */
+		o.len +=
+			(size_t)snprintf(o.buf + o.len, 24, " %" PRId64 "\n", st->failures[i].usec);
 	}
 	*ret_len = o.len;
 	return o.buf;
@@ -908,7 +917,7 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 	st.deadline = v[4];
 	p = nl + 1;
 	while (p < end) {
-		static const char order[] = "pwrhcq";
+		static const char order[] = "pwrhcqf";
 		const char *section;
 		char tag;
 
@@ -926,6 +935,7 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 		nf = fields(p, (size_t)(nl - p), f, fl, 8);
 		if (nf > 8 || (tag == 'c'   ? decode_close(&st, f, fl, nf)
 			       : tag == 'q' ? decode_quarantine(&st, f, fl, nf)
+			       : tag == 'f' ? rdzv_failure_decode(&st, f, fl, nf)
 					    : decode_entry(&st, tag, f, fl, nf)) < 0) {
 			goto bad;
 		}

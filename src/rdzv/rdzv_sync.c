@@ -95,6 +95,7 @@ rdzv_sync_ctx(const struct rdzv_sync *s)
 		.close_record = s->r->close_record,
 		.quarantine = s->r->quarantine,
 		.readmit = s->r->readmit_host,
+		.failure = s->r->failure_report,
 	};
 
 	return ctx;
