@@ -57,8 +57,8 @@ agent_quarantine_count(struct agent *a)
 	const struct config *cfg = a->cfg;
 	uint64_t now = now_usec();
 
-	if (!a->quarantine_times) {
-		return 0;
+	if (!a->quarantine_times || !agent_root_cause_counts(a)) {
+		return 0; /* off, or another node's failure (agent_rootcause.c) */
 	}
 	a->quarantine_times[a->quarantine_next] = now;
 	a->quarantine_next = (a->quarantine_next + 1) % (size_t)cfg->quarantine_n;

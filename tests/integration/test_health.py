@@ -45,6 +45,18 @@ os.rename(f + ".tmp", f)
 if mode == "crash":
     time.sleep(0.3)
     sys.exit(1)
+if mode == "culprit":  # crashes, leaving a mark
+    time.sleep(0.3)
+    open(os.path.join(d, "dead_%d" % os.getpid()), "w").close()
+    sys.exit(1)
+if mode == "victim":  # dies of a culprit's death, as NCCL would, a bit later
+    def marks():
+        return {n for n in os.listdir(d) if n.startswith("dead_")}
+    seen = marks()
+    while not marks() - seen:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    sys.exit(2)
 if mode == "exclude" and env["WORLD_SIZE"] == "3":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # until the reply is read
     time.sleep(0.5)
@@ -305,8 +317,47 @@ class HealthBase(lib.ElasticdTestCase):
         self.assertRc(bad.wait(30), 128 + signal.SIGTERM)
         self.stop_all(a)
 
+    def root_cause_across_nodes(self):
+        # Node 2's workers crash; node 1's die of it a little later. Only
+        # node 2 was the root cause: it alone is quarantined.
+        def q(n):
+            return ("--quarantine", "2/60", "--quarantine-cooldown", "60",
+                    "--max-restarts", "6", "--local-addr", "127.0.0.%d" % (n + 1))
+        a = [self.agent(0, extra=q(0))]
+        time.sleep(0.5)  # the first one hosts the c10d store
+        victim = self.agent(1, "victim", extra=q(1))
+        culprit = self.agent(2, "culprit", extra=q(2))
+        self.assertTrue(lib.wait_until(
+            lambda: events(culprit.events, "elasticd.node.quarantined"), 60),
+            culprit.stderr_text())
+        mine = events(culprit.events, "elasticd.node.root_cause")
+        self.assertEqual([e["verdict"] for e in mine], ["this node", "this node"], mine)
+        theirs = lib.wait_until(
+            lambda: events(victim.events, "elasticd.node.root_cause") or None, 20)
+        self.assertTrue(theirs, victim.stderr_text())
+        for e in theirs:
+            self.assertEqual(e["verdict"], "another node", theirs)
+            self.assertTrue(e["earliest_other"].startswith("127.0.0.3_"), theirs)
+            self.assertGreater(e["earlier_ms"], 100, theirs)
+        self.assertIn("127.0.0.3_", victim.stderr_text())
+        self.assertIn("the root cause; not counted toward --quarantine", victim.stderr_text())
+        self.assertIn("this node failed first, the root cause", culprit.stderr_text())
+        # The others go on at 2 nodes; the victim was never quarantined.
+        self.wait_world(2, 2, timeout=40)
+        time.sleep(1)
+        self.assertEqual(events(victim.events, "elasticd.node.quarantined"), [])
+        st = curl(victim.sock, "/handler/status").json()
+        self.assertEqual(st["root_cause"]["verdict"], "another node", st)
+        self.assertNotEqual(st["phase"], "quarantined", st)
+        culprit.signal(signal.SIGTERM)
+        self.assertRc(culprit.wait(30), 128 + signal.SIGTERM)
+        self.stop_all([a[0], victim])
+
 
 class HealthTest(HealthBase):
+
+    def test_root_cause_across_nodes(self):
+        self.root_cause_across_nodes()
 
     def test_readmit_from_another_agent(self):
         self.readmit_from_another_agent()
@@ -622,6 +673,9 @@ class EtcdHealthTest(HealthBase):
 
     def test_readmit_from_another_agent(self):
         self.readmit_from_another_agent()
+
+    def test_root_cause_across_nodes(self):
+        self.root_cause_across_nodes()
 
     def test_failing_check_keeps_a_node_out_of_a_2_3_job(self):
         self.failing_check_keeps_a_node_out()
