@@ -713,6 +713,7 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 		return;
 	}
 	agent_keep_round(a, res);
+	agent_quarantine_inherit(a);
 	a->stats.rdzv_rounds++;
 	a->stats.rdzv_last_seconds = ms_since(a->rdzv_start_usec) / 1000.0;
 	a->stats.rdzv_seconds_sum += a->stats.rdzv_last_seconds;

@@ -146,6 +146,7 @@ struct agent {
 	uint64_t *quarantine_times;     /* this node's last F failed attempts, a ring */
 	size_t quarantine_next;         /* the ring's oldest slot */
 	int quarantines;                /* quarantines so far (the cooldown's exponent) */
+	int quarantines_inherited;      /* ... of them from the shared state (a restart) */
 	struct event *quarantine_timer; /* the cooldown */
 	uint64_t quarantine_start_usec; /* CLOCK_MONOTONIC: when the last one began */
 	uint64_t quarantine_until_usec; /* ... and when its cooldown ends; 0: none */
@@ -326,6 +327,12 @@ int agent_quarantine_count(struct agent *a);
  * the cooldown (--quarantine-cooldown, doubled for each earlier quarantine),
  * then rejoin with a new rendezvous handle. */
 void agent_quarantine(struct agent *a);
+
+/* After a round completed: a quarantine count of this host in the shared
+ * state above this agent's (an earlier agent of the host, before a
+ * restart) becomes this agent's, so that its next cooldown keeps doubling;
+ * logged once, and the status's quarantine_count shows it. */
+void agent_quarantine_inherit(struct agent *a);
 
 /* Leaving phase QUARANTINED for another reason (a signal, a drain): stop the
  * cooldown. */

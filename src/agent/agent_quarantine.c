@@ -66,6 +66,29 @@ agent_quarantine_count(struct agent *a)
 				  seconds_to_usec(cfg->quarantine_s));
 }
 
+void
+agent_quarantine_inherit(struct agent *a)
+{
+	struct rdzv_snapshot snap;
+	long pos;
+	int count;
+
+	if (!a->quarantine_times || !a->rdzv || rdzv_snapshot(a->rdzv, &snap) < 0) {
+		return;
+	}
+	pos = rdzv_state_find_quarantine_host(&snap.st, agent_node_name(a));
+	count = pos >= 0 ? snap.st.quarantine[pos].count : 0;
+	rdzv_snapshot_release(&snap);
+	if (count <= a->quarantines) {
+		return;
+	}
+	log_warn("[%s] the rendezvous state records %d earlier quarantine%s of this host (an "
+		 "agent before a restart): the next cooldown keeps doubling from there",
+		 a->cfg->role, count, count == 1 ? "" : "s");
+	a->quarantines_inherited = count;
+	a->quarantines = count;
+}
+
 /* elasticd.node.quarantined or elasticd.node.readmitted. */
 static void
 agent_record_quarantine(struct agent *a, const char *name, const char *by)
@@ -82,6 +105,7 @@ agent_record_quarantine(struct agent *a, const char *name, const char *by)
 				 (double)(a->quarantine_until_usec - a->quarantine_start_usec) /
 					 1e6);
 	elastic_event_set_int(&ev, "quarantines", a->quarantines);
+	elastic_event_set_int(&ev, "inherited", a->quarantines_inherited);
 	if (by) {
 		elastic_event_set_string(&ev, "by", by);
 		elastic_event_set_double(&ev, "after_s",
@@ -201,10 +225,17 @@ void
 agent_quarantine(struct agent *a)
 {
 	const struct config *cfg = a->cfg;
-	int doublings = a->quarantines < QUARANTINE_MAX_DOUBLINGS ? a->quarantines
-								  : QUARANTINE_MAX_DOUBLINGS;
-	uint64_t cooldown = seconds_to_usec(cfg->quarantine_cooldown) << doublings;
-	struct timeval tv = usec_to_timeval(cooldown), watch = {QUARANTINE_WATCH_S, 0};
+	int doublings;
+	uint64_t cooldown;
+	struct timeval tv, watch = {QUARANTINE_WATCH_S, 0};
+
+	/* Again here: a c10d joiner's copy of the state is refreshed only
+	 * after its round began (agent_quarantine_inherit's look asked for it). */
+	agent_quarantine_inherit(a);
+	doublings = a->quarantines < QUARANTINE_MAX_DOUBLINGS ? a->quarantines
+							      : QUARANTINE_MAX_DOUBLINGS;
+	cooldown = seconds_to_usec(cfg->quarantine_cooldown) << doublings;
+	tv = usec_to_timeval(cooldown);
 
 	a->quarantines++;
 	a->stats.quarantines++;

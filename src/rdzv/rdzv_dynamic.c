@@ -357,8 +357,8 @@ mark_complete(struct rdzv_state *st, const struct rdzv_settings *s)
 }
 
 /* After a change by ctx's node: record its quarantine (ctx->quarantine), or,
- * when it takes a place again, drop its host's entry. Returns whether the
- * state changed. */
+ * when it takes a place again, end its host's entry (until = now; the entry
+ * and its count stay). Returns whether the state changed. */
 static bool
 apply_quarantine(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx)
 {
@@ -370,7 +370,13 @@ apply_quarantine(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ct
 	}
 	if (a == RDZV_ACTION_ADD_TO_PARTICIPANTS || a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
 	    a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST) {
-		return rdzv_state_remove_quarantine(st, ctx->node);
+		/* Over, not dropped: its count outlives a restart of the agent. */
+		long pos = rdzv_state_find_quarantine(st, ctx->node);
+
+		if (pos >= 0 && st->quarantine[pos].until > ctx->now_wall) {
+			st->quarantine[pos].until = ctx->now_wall;
+			return true;
+		}
 	}
 	return false;
 }

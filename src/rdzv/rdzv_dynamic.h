@@ -116,8 +116,9 @@ enum rdzv_action rdzv_decide(enum rdzv_op op, const struct rdzv_state *st,
  * completed round losing a member): the caller then bumps st->gen before
  * writing. Non-mutating actions are ignored (returns false). */
 bool rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx);
-/* (rdzv_apply also records ctx->quarantine with any change, and drops the
- * quarantine entry of a node's host when that node takes a place again.) */
+/* (rdzv_apply also records ctx->quarantine with any change, and ends the
+ * quarantine entry of a node's host when that node takes a place again:
+ * its until becomes now; the entry and its count stay.) */
 
 /* Admission on behalf of others, elasticd's addition to torch's loop: a node
  * about to write the state first applies, for each of joiners[0..n) in that

@@ -78,7 +78,8 @@ struct rdzv_close_record {
 /* A quarantined host (--quarantine): written by its node as it leaves, and
  * honoured at admission: until then no other node of that host joins (the
  * quarantined node itself waits out its cooldown on its own, and may be
- * readmitted early); its next join drops the entry. */
+ * readmitted early); its next join ends the entry (until becomes now) but
+ * keeps it, so that a restarted agent of the host learns its count. */
 struct rdzv_quarantine {
 	struct rdzv_node node; /* the node that quarantined itself; its addr is the host */
 	int64_t until;         /* wall usec: the host may join again from then */

@@ -245,9 +245,11 @@ class HealthBase(lib.ElasticdTestCase):
         self.assertTrue(lib.wait_until(
             lambda: events(bad.events, "elasticd.node.readmitted"), 30), bad.stderr_text())
         r_ev = events(bad.events, "elasticd.node.readmitted")[0]
-        # Back in (as a spare): the entry goes.
-        self.assertTrue(lib.wait_until(lambda: curl(a[1].sock, "/handler/nodes").json()[
-            "quarantined"] == [], 20))
+        # Back in (as a spare): the entry is over; its count stays.
+        self.assertTrue(lib.wait_until(lambda: [
+            (x["host"], x["count"], x["active"]) for x in curl(
+                a[1].sock, "/handler/nodes").json()["quarantined"]] == [
+                    ("127.0.0.3", 1, False)], 20))
         self.assertEqual(r_ev["by"], "cooldown", r_ev)
         self.assertGreaterEqual(r_ev["after_s"], 3.9, r_ev)
         for x in a[:2] + [spare]:

@@ -2,7 +2,8 @@
 """Quarantine shared by the job (issue 16, its leftovers): readmit from any
 agent (the entry ends in the shared rendezvous state and the quarantined
 agent notices), only the root cause of a failure job-wide counts toward
---quarantine (failure reports in the state). On both backends, with the agents of test_health.py."""
+--quarantine (failure reports in the state), and the count survives a
+restart of the agent. On both backends, with the agents of test_health.py."""
 
 import os
 import signal
@@ -111,6 +112,35 @@ class QuarantineBase(HealthBase):
         self.assertRc(culprit.wait(30), 128 + signal.SIGTERM)
         self.stop_all([a[0], victim])
 
+    def quarantine_count_survives_a_restart(self):
+        # The quarantined node's agent is restarted: the new one reads the
+        # host's count from the shared state, and its cooldown keeps doubling.
+        def q(n):
+            return ("--quarantine", "1/60", "--quarantine-cooldown", "2",
+                    "--local-addr", "127.0.0.%d" % (n + 1))
+        a = [self.agent(0, extra=q(0))]
+        time.sleep(0.5)  # the first one hosts the c10d store
+        a += [self.agent(1, extra=q(1))]
+        bad = self.agent(2, "crash", extra=q(2))
+        self.assertTrue(lib.wait_until(
+            lambda: events(bad.events, "elasticd.node.quarantined"), 40), bad.stderr_text())
+        bad.signal(signal.SIGTERM)
+        self.assertRc(bad.wait(30), 128 + signal.SIGTERM)
+        again = self.agent(3, "crash", extra=q(2))
+        self.assertTrue(lib.wait_until(
+            lambda: events(again.events, "elasticd.node.quarantined"), 40), again.stderr_text())
+        ev = events(again.events, "elasticd.node.quarantined")[0]
+        self.assertEqual((ev["quarantines"], ev["cooldown_s"], ev["inherited"]), (2, 4, 1), ev)
+        self.assertIn("the rendezvous state records 1 earlier quarantine of this host",
+                      again.stderr_text())
+        st = curl(again.sock, "/handler/status").json()
+        self.assertEqual(st["quarantine_count"], {"quarantines": 2, "inherited": 1}, st)
+        got = curl(a[1].sock, "/handler/nodes").json()["quarantined"]
+        self.assertEqual([(x["host"], x["count"]) for x in got], [("127.0.0.3", 2)], got)
+        again.signal(signal.SIGTERM)
+        self.assertRc(again.wait(30), 128 + signal.SIGTERM)
+        self.stop_all(a)
+
 
 class QuarantineTest(QuarantineBase):
 
@@ -119,6 +149,9 @@ class QuarantineTest(QuarantineBase):
 
     def test_root_cause_across_nodes(self):
         self.root_cause_across_nodes()
+
+    def test_quarantine_count_survives_a_restart(self):
+        self.quarantine_count_survives_a_restart()
 
 
 class EtcdQuarantineTest(QuarantineBase):
@@ -131,6 +164,9 @@ class EtcdQuarantineTest(QuarantineBase):
 
     def test_root_cause_across_nodes(self):
         self.root_cause_across_nodes()
+
+    def test_quarantine_count_survives_a_restart(self):
+        self.quarantine_count_survives_a_restart()
 
 
 if __name__ == "__main__":

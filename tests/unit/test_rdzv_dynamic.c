@@ -505,11 +505,14 @@ test_apply_quarantine(void **state)
 	assert_int_equal(rdzv_node_init(&other, "b", 9, 0), 0);
 	assert_int_equal(rdzv_admit(&st, &other, 1, &ctx, NULL), 1);
 	assert_int_equal(st.n_quarantine, 1);
-	rdzv_node_release(&other);
-	/* Back in: the entry goes. */
+	/* Back in: the entry ends now, its count stays (for a restarted agent). */
 	ctx.quarantine = NULL;
 	assert_true(rdzv_apply(&st, RDZV_ACTION_ADD_TO_PARTICIPANTS, &ctx));
-	assert_int_equal(st.n_quarantine, 0);
+	assert_int_equal(st.n_quarantine, 1);
+	assert_int_equal(st.quarantine[0].until, NOW_WALL);
+	assert_int_equal(st.quarantine[0].count, 2);
+	assert_false(rdzv_state_quarantined(&st, &other, NOW_WALL));
+	rdzv_node_release(&other);
 	rdzv_state_release(&st);
 	(void)state;
 }
