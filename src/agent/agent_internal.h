@@ -152,7 +152,8 @@ struct agent {
 	uint64_t quarantine_until_usec; /* ... and when its cooldown ends; 0: none */
 	int64_t quarantine_until_wall;  /* ... as written in the shared state (wall usec) */
 	struct event *quarantine_watch; /* re-reads the shared state for a readmission */
-	bool quarantine_fresh;          /* a->rdzv is the new handle, not the one left */
+	struct rdzv *quarantine_rdzv;   /* ... through a handle of its own, NULL: none */
+	bool quarantine_watch_warned;   /* it could not be made (logged once) */
 	uint64_t quarantine_checks;     /* reads of the shared state in this quarantine */
 	/* The readmit verb for another node (agent_request_readmit): its host
 	 * (NULL: none under way), a fresh read then the write (readmit_writing),

@@ -130,11 +130,8 @@ agent_readmit(struct agent *a, const char *by)
 	if (a->quarantine_watch) {
 		evtimer_del(a->quarantine_watch);
 	}
-	if (a->quarantine_fresh && a->rdzv) {
-		a->quarantine_fresh = false; /* the watch's handle, never joined */
-		agent_start_round(a, AGENT_REASON_QUARANTINED, "quarantine over");
-		return;
-	}
+	rdzv_free(a->quarantine_rdzv); /* the watch's (its callback may be running) */
+	a->quarantine_rdzv = NULL;
 	rdzv_free(a->rdzv);
 	a->rdzv = rdzv_new(a->base, a->cfg, a->local_world_size, &a->rcb, &err);
 	if (!a->rdzv) {
@@ -172,8 +169,8 @@ agent_quarantine_watched(void *arg, int err, const char *host)
 	long pos;
 	bool readmitted;
 
-	if (a->phase != AGENT_PHASE_QUARANTINED || err < 0 || !a->rdzv ||
-	    rdzv_snapshot(a->rdzv, &snap) < 0) {
+	if (a->phase != AGENT_PHASE_QUARANTINED || err < 0 || !a->quarantine_rdzv ||
+	    rdzv_snapshot(a->quarantine_rdzv, &snap) < 0) {
 		return;
 	}
 	a->quarantine_checks++;
@@ -189,14 +186,16 @@ agent_quarantine_watched(void *arg, int err, const char *host)
 	}
 }
 
-/* Every QUARANTINE_WATCH_S of the cooldown: once the leave is over, a fresh
- * rendezvous handle (the one the node rejoins with), then a read of the
- * state through it. */
+/* Every QUARANTINE_WATCH_S of the cooldown: once the leave is over, a
+ * rendezvous handle of its own (quiet: no events, no progress lines; the
+ * one the node left stays until it rejoins, so that a c10d store it hosts
+ * lives as before), then a read of the state through it. */
 static void
 agent_quarantine_watch_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
 	struct timeval tv = {QUARANTINE_WATCH_S, 0};
+	struct rdzv_callbacks quiet = {.done = a->rcb.done, .arg = a->rcb.arg};
 	char *err = NULL;
 
 	if (a->phase != AGENT_PHASE_QUARANTINED) {
@@ -206,19 +205,18 @@ agent_quarantine_watch_cb(evutil_socket_t fd, short what, void *arg)
 	if (a->leaving) {
 		return;
 	}
-	if (!a->quarantine_fresh) {
-		rdzv_free(a->rdzv);
-		a->rdzv = rdzv_new(a->base, a->cfg, a->local_world_size, &a->rcb, &err);
-		if (!a->rdzv) {
-			log_warn("[%s] quarantine: cannot watch the rendezvous state: %s",
+	if (!a->quarantine_rdzv) {
+		a->quarantine_rdzv = rdzv_new(a->base, a->cfg, a->local_world_size, &quiet, &err);
+		if (!a->quarantine_rdzv && !a->quarantine_watch_warned) {
+			log_warn("[%s] quarantine: cannot watch the rendezvous state for a readmit "
+				 "(the cooldown still ends it): %s",
 				 a->cfg->role, err);
-			free(err);
-			return;
+			a->quarantine_watch_warned = true;
 		}
-		a->quarantine_fresh = true;
+		free(err);
 		return; /* connecting: the next tick reads */
 	}
-	(void)rdzv_readmit(a->rdzv, NULL, agent_quarantine_watched, a); /* busy: next tick */
+	(void)rdzv_readmit(a->quarantine_rdzv, NULL, agent_quarantine_watched, a); /* busy: next */
 }
 
 void
@@ -251,7 +249,7 @@ agent_quarantine(struct agent *a)
 			 cfg->quarantine_n, cfg->quarantine_s, (double)cooldown / 1e6);
 	agent_set_phase(a, AGENT_PHASE_QUARANTINED, AGENT_REASON_QUARANTINED, "node quarantined");
 	a->quarantine_until_wall = (int64_t)(wall_usec() + cooldown);
-	a->quarantine_fresh = false;
+	a->quarantine_watch_warned = false;
 	a->quarantine_checks = 0;
 	if (a->rdzv) { /* recorded in the shared state with the leave */
 		rdzv_set_quarantine(a->rdzv, a->quarantine_until_wall, a->quarantines);
@@ -272,6 +270,8 @@ agent_quarantine_cancel(struct agent *a)
 		evtimer_del(a->quarantine_timer);
 		evtimer_del(a->quarantine_watch);
 	}
+	rdzv_free(a->quarantine_rdzv);
+	a->quarantine_rdzv = NULL;
 	a->quarantine_until_usec = 0;
 }
 
@@ -287,6 +287,7 @@ agent_quarantine_free(struct agent *a)
 		event_free(a->readmit_timer);
 	}
 	free(a->readmit_host);
+	rdzv_free(a->quarantine_rdzv);
 }
 
 /* The readmit verb for another node is over: the caller's answer, and with
@@ -325,6 +326,7 @@ agent_readmit_end(struct agent *a, int status, const char *msg, bool wrote)
 }
 
 static void agent_readmit_send_cb(evutil_socket_t fd, short what, void *arg);
+static struct rdzv *agent_live_rdzv(const struct agent *a);
 
 /* The write is back. */
 static void
@@ -377,7 +379,7 @@ agent_readmit_checked(void *arg, int err, const char *host)
 	int status = 0;
 	long pos;
 
-	if (err < 0 || !a->rdzv || rdzv_snapshot(a->rdzv, &snap) < 0) {
+	if (err < 0 || !agent_live_rdzv(a) || rdzv_snapshot(agent_live_rdzv(a), &snap) < 0) {
 		msg = xasprintf("cannot read the rendezvous state: %s",
 				strerror(err < 0 ? -err : ENOTCONN));
 		agent_readmit_end(a, 503, msg, false);
@@ -404,21 +406,30 @@ agent_readmit_checked(void *arg, int err, const char *host)
 	agent_readmit_send_cb(-1, 0, a);
 }
 
+/* The handle that reaches the shared state now: while quarantined, the
+ * watch's (the one the node left is done), else the agent's. */
+static struct rdzv *
+agent_live_rdzv(const struct agent *a)
+{
+	return a->phase == AGENT_PHASE_QUARANTINED && a->quarantine_rdzv ? a->quarantine_rdzv
+									 : a->rdzv;
+}
+
 /* Start (or retry, while the rendezvous is busy) the read, then the write. */
 static void
 agent_readmit_send_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
 	struct timeval retry = {0, READMIT_RETRY_MS * 1000};
+	struct rdzv *r = agent_live_rdzv(a);
 	int err;
 
 	if (!a->readmit_host) {
 		return;
 	}
-	err = !a->rdzv ? -ENOTCONN
-	      : a->readmit_writing
-		      ? rdzv_readmit(a->rdzv, a->readmit_host, agent_readmit_written, a)
-		      : rdzv_readmit(a->rdzv, NULL, agent_readmit_checked, a);
+	err = !r                   ? -ENOTCONN
+	      : a->readmit_writing ? rdzv_readmit(r, a->readmit_host, agent_readmit_written, a)
+				   : rdzv_readmit(r, NULL, agent_readmit_checked, a);
 	if ((err == -EBUSY || err == -ENOTCONN) && now_usec() < a->readmit_deadline_usec) {
 		evtimer_add(a->readmit_timer, &retry);
 	} else if (err < 0) {
