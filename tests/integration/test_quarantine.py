@@ -124,13 +124,18 @@ class QuarantineBase(HealthBase):
         bad = self.agent(2, "crash", extra=q(2))
         self.assertTrue(lib.wait_until(
             lambda: events(bad.events, "elasticd.node.quarantined"), 40), bad.stderr_text())
+        # Its leave wrote the entry (a SIGTERM before that would cut it short).
+        self.assertTrue(lib.wait_until(lambda: [
+            x for x in curl(a[1].sock, "/handler/nodes").json()["quarantined"]
+            if x["host"] == "127.0.0.3"], 20), bad.stderr_text())
         bad.signal(signal.SIGTERM)
         self.assertRc(bad.wait(30), 128 + signal.SIGTERM)
         again = self.agent(3, "crash", extra=q(2))
         self.assertTrue(lib.wait_until(
             lambda: events(again.events, "elasticd.node.quarantined"), 40), again.stderr_text())
         ev = events(again.events, "elasticd.node.quarantined")[0]
-        self.assertEqual((ev["quarantines"], ev["cooldown_s"], ev["inherited"]), (2, 4, 1), ev)
+        self.assertEqual((ev["quarantines"], ev["cooldown_s"], ev["inherited"]), (2, 4, 1),
+                         "%r\n%s" % (ev, again.stderr_text()))
         self.assertIn("the rendezvous state records 1 earlier quarantine of this host",
                       again.stderr_text())
         st = curl(again.sock, "/handler/status").json()
