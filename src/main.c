@@ -66,9 +66,16 @@ ctl_exclude(void *agent, const char *reason, char **reterr)
 }
 
 static int
-ctl_readmit(void *agent, const char *node, char **reterr)
+ctl_readmit(void *agent, const char *node, void (*reply)(void *call, int status, const char *msg),
+	    void *call, char **reterr)
 {
-	return agent_request_readmit(agent, node, reterr);
+	return agent_request_readmit(agent, node, reply, call, reterr);
+}
+
+static void
+ctl_readmit_cancel(void *agent)
+{
+	agent_readmit_cancel(agent);
 }
 
 static void
@@ -97,6 +104,7 @@ static const struct ctl_agent_ops agent_ctl_ops = {
 	.drain = ctl_drain,
 	.exclude = ctl_exclude,
 	.readmit = ctl_readmit,
+	.readmit_cancel = ctl_readmit_cancel,
 	.stop = ctl_stop,
 	.signal = ctl_signal,
 	.nodes = ctl_nodes,

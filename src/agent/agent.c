@@ -465,7 +465,7 @@ agent_exit_stopped(struct agent *a)
 }
 
 /* The group has stopped: decide (agent_decide) and carry it out. */
-static void
+void
 agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
@@ -483,6 +483,9 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	a->ftimer = NULL;
 	agent_hang_free(a->hang);
 	a->hang = NULL;
+	if (agent_root_cause_wait(a)) {
+		return; /* called again when the nodes' failures are compared */
+	}
 	agent_decide_inputs(a, &in);
 	a->decision = agent_decide(&in);
 	log_debug("%s: %s (%s)%s, delay %.3f s", __func__, agent_action_name(a->decision.action),
@@ -710,6 +713,7 @@ rdzv_done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *a
 		return;
 	}
 	agent_keep_round(a, res);
+	agent_quarantine_inherit(a);
 	a->stats.rdzv_rounds++;
 	a->stats.rdzv_last_seconds = ms_since(a->rdzv_start_usec) / 1000.0;
 	a->stats.rdzv_seconds_sum += a->stats.rdzv_last_seconds;
@@ -938,10 +942,8 @@ agent_free(struct agent *a)
 	free(a->hang_stacks);
 	agent_health_free(a->health);
 	free(a->exclude_reason);
-	free(a->quarantine_times);
-	if (a->quarantine_timer) {
-		event_free(a->quarantine_timer);
-	}
+	agent_quarantine_free(a);
+	agent_root_cause_free(a);
 	group_free(a->group);
 	filetimer_server_free(a->ftimer);
 	rdzv_free(a->rdzv);

@@ -125,12 +125,27 @@ int agent_request_drain(struct agent *a, int sig, int timeout_s, char **reterr);
  * (malloc'd). */
 int agent_request_exclude(struct agent *a, const char *reason, char **reterr);
 
-/* End this node's quarantine now (elasticd-ctl(7), readmit; --quarantine):
- * a new rendezvous handle, then the next round. node: this node's name
- * (host_fqdn) or NULL/"". Returns 0, or -ENOENT (another node's name: the
- * quarantine is that node's agent's) / -EBUSY (not quarantined, or still
- * leaving) with *reterr (malloc'd). */
-int agent_request_readmit(struct agent *a, const char *node, char **reterr);
+/* End a quarantine now (elasticd-ctl(7), readmit; --quarantine). node
+ * NULL/"" or this node's name (--local-addr, else host_fqdn): this node's,
+ * at once: the next round with a new rendezvous handle. Another node's name
+ * (its --local-addr or FQDN, as the nodes verb lists it): its entry in the
+ * shared rendezvous state ends (rdzv_readmit, a compare-and-set; retried
+ * for up to 10 s while the rendezvous is busy), and that node's agent,
+ * which re-reads the state every 2 s of its cooldown, rejoins. Returns 0
+ * (this node's: done), 1 (another node's: a fresh read of the state, then
+ * the write; reply(call, status, msg) says how it ended, once, from the
+ * loop: 200, 404 unknown node, 409 not quarantined, 503 the rendezvous
+ * stayed busy or unreachable, 500 the write failed; a log line and an
+ * elasticd.node.readmitted event too), or with *reterr (malloc'd) -ENOENT (no such node in the
+ * shared state), -EBUSY (not quarantined, still leaving, or a readmit under way) or -EOPNOTSUPP (no
+ * shared state: the static backend). */
+int agent_request_readmit(struct agent *a, const char *node,
+			  void (*reply)(void *call, int status, const char *msg), void *call,
+			  char **reterr);
+
+/* The caller of a pending readmit of another node went away: its reply is
+ * not called (the readmission itself goes on). */
+void agent_readmit_cancel(struct agent *a);
 
 /* Stop the agent exactly as if the handled signal sig (SIGTERM) had arrived:
  * the workers get sig, SIGKILL after the shutdown timeout, and elasticd exits

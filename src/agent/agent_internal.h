@@ -3,6 +3,7 @@
  * Nothing outside the agent includes it. */
 #pragma once
 
+#include <event2/util.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,6 +42,32 @@ struct agent_health;
 #define SENTINEL_RESPAWNS 3
 #define SENTINEL_RESPAWN_WINDOW_S 60
 #define AGENT_PRIO_SUPERVISION 0
+
+/* The root-cause step of a failed attempt (agent_rootcause.c). */
+enum agent_rc_stage {
+	AGENT_RC_IDLE,      /* none under way */
+	AGENT_RC_REPORTING, /* writing this node's failure report */
+	AGENT_RC_READING,   /* the others' settle time, then a read of the state */
+};
+
+enum agent_rc {
+	AGENT_RC_PENDING, /* not known yet */
+	AGENT_RC_SELF,    /* this node failed first (or within the tie tolerance) */
+	AGENT_RC_OTHER,   /* another node failed earlier: not counted */
+	AGENT_RC_UNKNOWN, /* could not compare (or no shared state): counted */
+};
+
+struct agent_root_cause {
+	uint64_t group_start; /* the stopped group it is about (its group_start_usec) */
+	enum agent_rc_stage stage;
+	enum agent_rc verdict;
+	int64_t round;           /* the round the group ran in */
+	int64_t usec;            /* its first worker failure, wall usec */
+	uint64_t deadline_usec;  /* CLOCK_MONOTONIC: the bound of the step */
+	char *other;             /* the earliest other report's node, or NULL */
+	double other_earlier_ms; /* ... and how much earlier than ours */
+	struct event *timer;
+};
 
 struct agent {
 	struct event_base *base;
@@ -120,13 +147,32 @@ struct agent {
 	char *exclude_reason;        /* the exclude verb's reason, NULL: not excluded */
 	struct rdzv_callbacks rcb;   /* for a new rendezvous after a quarantine */
 
+	/* --quarantine's root cause of the last failed attempt (agent_rootcause.c). */
+	struct agent_root_cause rc;
+
 	/* --quarantine (agent_quarantine.c). */
 	uint64_t *quarantine_times;     /* this node's last F failed attempts, a ring */
 	size_t quarantine_next;         /* the ring's oldest slot */
 	int quarantines;                /* quarantines so far (the cooldown's exponent) */
+	int quarantines_inherited;      /* ... of them from the shared state (a restart) */
 	struct event *quarantine_timer; /* the cooldown */
 	uint64_t quarantine_start_usec; /* CLOCK_MONOTONIC: when the last one began */
 	uint64_t quarantine_until_usec; /* ... and when its cooldown ends; 0: none */
+	int64_t quarantine_until_wall;  /* ... as written in the shared state (wall usec) */
+	struct event *quarantine_watch; /* re-reads the shared state for a readmission */
+	struct rdzv *quarantine_rdzv;   /* ... through a handle of its own, NULL: none */
+	bool quarantine_watch_warned;   /* it could not be made (logged once) */
+	uint64_t quarantine_checks;     /* reads of the shared state in this quarantine */
+	/* The readmit verb for another node (agent_request_readmit): its host
+	 * (NULL: none under way), a fresh read then the write (readmit_writing),
+	 * each retried while the rendezvous is busy until readmit_deadline_usec,
+	 * and the caller's answer (NULL: gone). */
+	char *readmit_host;
+	bool readmit_writing;
+	struct event *readmit_timer;
+	uint64_t readmit_deadline_usec;
+	void (*readmit_reply)(void *call, int status, const char *msg);
+	void *readmit_call;
 
 	const char *worker_server_dir;   /* the control plane's (borrowed), NULL: none */
 	struct ctl_agent_counters stats; /* for the metrics handler (ctl.h) */
@@ -291,9 +337,44 @@ int agent_quarantine_count(struct agent *a);
  * then rejoin with a new rendezvous handle. */
 void agent_quarantine(struct agent *a);
 
+/* After a round completed: a quarantine count of this host in the shared
+ * state above this agent's (an earlier agent of the host, before a
+ * restart) becomes this agent's, so that its next cooldown keeps doubling;
+ * logged once, and the status's quarantine_count shows it. */
+void agent_quarantine_inherit(struct agent *a);
+
 /* Leaving phase QUARANTINED for another reason (a signal, a drain): stop the
  * cooldown. */
 void agent_quarantine_cancel(struct agent *a);
+
+/* ---- agent_rootcause.c: --quarantine's root cause across nodes ---------- */
+
+/* The group stopped: decide (agent.c; also called again once the
+ * root-cause step is over). */
+void agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg);
+
+/* Before deciding on a stopped group: with --quarantine and a failed
+ * attempt, start the root-cause step (report, settle, read, compare) and
+ * return true: it calls agent_group_stopped_deferred again when over (at
+ * most ROOT_CAUSE_BOUND_S later). false: decide now (nothing to compare, or
+ * compared already). */
+bool agent_root_cause_wait(struct agent *a);
+
+/* Whether the failure of the stopped group counts toward --quarantine:
+ * false only when another node failed earlier. */
+bool agent_root_cause_counts(const struct agent *a);
+
+/* "this node", "another node", ... Static storage. */
+const char *agent_rc_name(enum agent_rc v);
+
+/* The status's "root_cause": null, or the last verdict {round, verdict,
+ * earliest_other, earlier_ms}. A new reference. */
+struct json_t *agent_root_cause_status(const struct agent *a);
+
+void agent_root_cause_free(struct agent *a);
+
+/* Free the quarantine's timers and the readmit verb's pending request. */
+void agent_quarantine_free(struct agent *a);
 
 /* The status's "quarantine": null, or while quarantined {cooldown_s,
  * remaining_s, failures, quarantines}. A new reference. */

@@ -88,6 +88,7 @@ struct ctl_agent_counters {
 	uint64_t gpu_waits_unavailable; /* ... NVML absent: nothing to wait for */
 	uint64_t quarantines;           /* --quarantine: times this node was quarantined */
 	uint64_t readmissions;          /* ... and readmitted (cooldown over, or readmit) */
+	uint64_t readmit_requests;      /* other nodes this agent readmitted (readmit node=) */
 	/* Workers that failed (exited non-zero, or could not start, before any
 	 * stop), by exit code: index exitcode - CTL_EXITCODE_MIN. */
 	uint64_t worker_failures[CTL_EXITCODE_MAX - CTL_EXITCODE_MIN + 1];
@@ -153,10 +154,16 @@ struct ctl_agent_ops {
 	 * reason: free text ("" for none), copied. 0, or -EALREADY / -EBUSY with
 	 * *reterr (malloc'd) when it cannot begin. */
 	int (*exclude)(void *agent, const char *reason, char **reterr);
-	/* End this node's quarantine now (node: its name, NULL or "" for this
-	 * one). 0, or -ENOENT (another node's name) / -EBUSY (not quarantined)
-	 * with *reterr (malloc'd). */
-	int (*readmit)(void *agent, const char *node, char **reterr);
+	/* End a quarantine now (node: a node's name, NULL or "" for this one;
+	 * agent_request_readmit). 0 (this node's: done), 1 (another node's:
+	 * the agent calls reply(call, status, message) once, from the loop,
+	 * unless readmit_cancel(agent) comes first), or with *reterr
+	 * (malloc'd) -ENOENT (404) / -EBUSY, -EOPNOTSUPP (409). */
+	int (*readmit)(void *agent, const char *node,
+		       void (*reply)(void *call, int status, const char *msg), void *call,
+		       char **reterr);
+	/* The client of a pending readmit went away: reply is not called. */
+	void (*readmit_cancel)(void *agent);
 	/* Stop as if the handled signal sig had arrived. */
 	void (*stop)(void *agent, int sig);
 	/* Send sig to local rank's process group (every worker for -1): 0, or

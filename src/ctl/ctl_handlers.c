@@ -317,13 +317,42 @@ static const struct ctl_param_spec readmit_params[] = {
 	 .help = "the quarantined node's name (default: this node)"},
 };
 
+/* The agent's answer to a readmit of another node. */
+static void
+readmit_reply(void *arg, int status, const char *msg)
+{
+	struct ctl_call *call = arg;
+	struct evbuffer *body = evbuffer_new();
+
+	evbuffer_add_printf(body, "%s\n", msg);
+	ctl_call_reply(call, status, "text/plain; charset=utf-8", body);
+}
+
+static void
+readmit_cancel(struct ctl_call *call)
+{
+	call->agent->ops->readmit_cancel(call->agent->agent);
+}
+
 static int
 handle_readmit(struct ctl_call *call)
 {
 	_cleanup_free_ char *err = NULL;
+	int r = call->agent->ops->readmit(call->agent->agent, call->args[0].s, readmit_reply, call,
+					  &err);
 
-	if (call->agent->ops->readmit(call->agent->agent, call->args[0].s, &err) < 0) {
+	if (r == -ENOENT) {
+		return ctl_call_fail(call, 404, "%s", err);
+	}
+	if (r == -EBUSY || r == -EOPNOTSUPP) {
+		return ctl_call_fail(call, 409, "%s", err);
+	}
+	if (r < 0) {
 		return ctl_call_error(call, "%s", err);
+	}
+	if (r > 0) {
+		ctl_call_defer(call, readmit_cancel, NULL);
+		return 0;
 	}
 	evbuffer_add_printf(call->body, "readmitted: the quarantine is over; rejoining the "
 					"rendezvous\n");
@@ -599,6 +628,8 @@ metrics_health(struct evbuffer *b, const struct ctl_agent_counters *as)
 		   "Times this node was quarantined (--quarantine).", as->quarantines);
 	metric_u64(b, "elasticd_readmissions_total", "counter",
 		   "Times it was readmitted (cooldown over, or readmit).", as->readmissions);
+	metric_u64(b, "elasticd_readmit_requests_total", "counter",
+		   "Other nodes this agent readmitted (readmit node=NAME).", as->readmit_requests);
 }
 
 /* The event recorder and the control plane itself. */

@@ -61,10 +61,12 @@ const struct ectl_command ectl_commands[] = {
 	 "restart, and the agent exits 6 (a bad node). TEXT goes to its log,\n"
 	 "its elasticd.node.excluded event and its status."},
 	{"readmit", ECTL_CMD_VERB, 0, 0, -1, "[node=NAME]",
-	 "end this node's quarantine now and rejoin",
+	 "end a node's quarantine now; it rejoins",
 	 "A node quarantined by --quarantine waits out its cooldown out of\n"
-	 "the job; readmit ends the wait at once (ask the quarantined node's\n"
-	 "own agent)."},
+	 "the job; readmit ends the wait at once. Without node=, this node's;\n"
+	 "with node=NAME (its --local-addr or host name), asked of any agent\n"
+	 "of the job: the quarantine ends in the shared rendezvous state and\n"
+	 "that node rejoins within seconds."},
 	{"help", ECTL_CMD_HELP, 0, 0, 1, "[COMMAND]", "this help, or a command's", NULL},
 	{NULL, ECTL_CMD_HELP, 0, 0, 0, NULL, NULL, NULL},
 };

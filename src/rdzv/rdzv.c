@@ -28,6 +28,8 @@ struct rdzv_notice {
 	struct rdzv_notice *next;
 };
 
+static void readmit_cancel(struct rdzv *r);
+
 struct rdzv *
 rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size,
 	 const struct rdzv_callbacks *cb, char **reterr)
@@ -71,6 +73,7 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 int
 rdzv_next(struct rdzv *r)
 {
+	readmit_cancel(r);
 	return r->ops->next(r);
 }
 
@@ -99,6 +102,7 @@ rdzv_exit_barrier(struct rdzv *r)
 int
 rdzv_finish(struct rdzv *r, bool close)
 {
+	readmit_cancel(r);
 	if (r->ops->finish) {
 		return r->ops->finish(r, close);
 	}
@@ -142,6 +146,7 @@ rdzv_leave(struct rdzv *r, uint64_t timeout_usec, void (*done)(void *arg), void 
 	if (r->left || r->leave_timer) {
 		return -EALREADY;
 	}
+	readmit_cancel(r);
 	r->left = done;
 	r->left_arg = arg;
 	r->leave_timer = evtimer_new(r->base, leave_timeout_cb, r);
@@ -181,6 +186,11 @@ rdzv_free(struct rdzv *r)
 	if (r->leave_timer) {
 		event_free(r->leave_timer);
 	}
+	if (r->readmit_ev) {
+		event_free(r->readmit_ev);
+	}
+	free(r->readmit_host);
+	free(r->failure_report);
 	if (r->ops->free) {
 		r->ops->free(r);
 	}
@@ -209,6 +219,111 @@ rdzv_set_quarantine(struct rdzv *r, int64_t until_wall, int count)
 	}
 	r->quarantine->until = until_wall;
 	r->quarantine->count = count;
+}
+
+static void
+readmit_report_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdzv *r = arg;
+	char *host = r->readmit_host;
+
+	r->readmit_host = NULL;
+	free(r->failure_report);
+	r->failure_report = NULL;
+	r->readmit_active = false;
+	if (r->readmit_done) {
+		r->readmit_done(r->readmit_arg, r->readmit_err, host);
+	}
+	free(host);
+}
+
+/* Run op (its argument set by the caller) with done. */
+static int
+run_op(struct rdzv *r, enum rdzv_op op, void (*done)(void *arg, int err, const char *host),
+       void *arg)
+{
+	int err;
+
+	r->readmit_active = true; /* before: a store already gone ends it inside */
+	r->readmit_done = done;
+	r->readmit_arg = arg;
+	err = r->ops->run_op(r, op);
+	if (err < 0) {
+		free(r->readmit_host);
+		r->readmit_host = NULL;
+		free(r->failure_report);
+		r->failure_report = NULL;
+		r->readmit_active = false;
+		if (r->readmit_ev) {
+			event_del(r->readmit_ev);
+		}
+		return err;
+	}
+	return 0;
+}
+
+int
+rdzv_readmit(struct rdzv *r, const char *host, void (*done)(void *arg, int err, const char *host),
+	     void *arg)
+{
+	if (!r->ops->run_op) {
+		return -EOPNOTSUPP;
+	}
+	if (r->readmit_active) {
+		return -EBUSY;
+	}
+	free(r->readmit_host);
+	r->readmit_host = host ? xstrdup(host) : NULL;
+	return run_op(r, RDZV_OP_READMIT, done, arg);
+}
+
+int
+rdzv_report_failure(struct rdzv *r, int64_t round, int64_t usec,
+		    void (*done)(void *arg, int err, const char *host), void *arg)
+{
+	if (!r->ops->run_op) {
+		return -EOPNOTSUPP;
+	}
+	if (r->readmit_active) {
+		return -EBUSY;
+	}
+	free(r->failure_report);
+	r->failure_report = xcalloc(1, sizeof(*r->failure_report));
+	r->failure_report->round = round;
+	r->failure_report->usec = usec;
+	return run_op(r, RDZV_OP_REPORT_FAILURE, done, arg);
+}
+
+/* The backend's next or finish takes the operation under way over: a
+ * readmit under way ends -ECANCELED. */
+static void
+readmit_cancel(struct rdzv *r)
+{
+	if (r->readmit_active) {
+		rdzv_op_done(r, -ECANCELED, RDZV_ACTION_ERROR_CLOSED);
+	}
+}
+
+bool
+rdzv_shared_state(const struct rdzv *r)
+{
+	return r->ops->run_op != NULL;
+}
+
+void
+rdzv_op_done(struct rdzv *r, int err, enum rdzv_action a)
+{
+	if (!r->readmit_active) {
+		return;
+	}
+	r->readmit_err = err < 0                          ? err
+			 : a == RDZV_ACTION_FINISH        ? 0
+			 : a == RDZV_ACTION_ERROR_TIMEOUT ? -ETIMEDOUT
+							  : -ECONNABORTED;
+	if (!r->readmit_ev) {
+		r->readmit_ev = evtimer_new(r->base, readmit_report_cb, r);
+	}
+	event_active(r->readmit_ev, EV_TIMEOUT, 1);
 }
 
 void

@@ -106,6 +106,11 @@ struct rdzv_backend_ops {
 	 * (now_usec() clock) and the last error (borrowed until the next loop
 	 * turn). NULL: never (static). */
 	bool (*degraded)(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);
+	/* Optional. Run op (RDZV_OP_READMIT) now on the shared state, its
+	 * deadline the close timeout; its end goes to rdzv_op_done. Returns 0,
+	 * -EBUSY (another operation is under way: try again later) or
+	 * -ENOTCONN (not connected yet, or finishing). NULL: -EOPNOTSUPP. */
+	int (*run_op)(struct rdzv *r, enum rdzv_op op);
 };
 
 struct rdzv {
@@ -128,6 +133,16 @@ struct rdzv {
 	/* rdzv_set_quarantine's, written with this node's next change to the
 	 * state (ctx.quarantine); NULL: none. */
 	struct rdzv_quarantine *quarantine;
+	/* rdzv_readmit's or rdzv_report_failure's (one at a time): the host
+	 * (NULL: a read only) or the report, the completion, and the event
+	 * that reports it from a fresh loop turn. */
+	char *readmit_host;
+	struct rdzv_failure *failure_report;
+	void (*readmit_done)(void *arg, int err, const char *host);
+	void *readmit_arg;
+	bool readmit_active;
+	int readmit_err;
+	struct event *readmit_ev;
 };
 
 /* Create the rendezvous the config asks for. local_world_size is this node's
@@ -203,6 +218,35 @@ void rdzv_set_close_record(struct rdzv *r, int group_rank, int rank, int local_r
  * of this host joins before until_wall, wall clock usec); count: its
  * quarantines so far. */
 void rdzv_set_quarantine(struct rdzv *r, int64_t until_wall, int count);
+/* The readmit verb on any agent (elasticd-ctl(7)): end the quarantine of
+ * host (the quarantined node's --local-addr or FQDN, or its descriptor) in
+ * the shared state, a compare-and-set of RDZV_OP_READMIT (its entry's until
+ * becomes now; the entry and its count stay). host NULL only reads the
+ * state (rdzv_snapshot then shows it fresh): the quarantined agent watching
+ * its own entry. done(arg, err, host) runs once from a fresh loop turn: err
+ * 0 (written, or nothing left to readmit), or -errno (-ETIMEDOUT: the close
+ * timeout passed; -ECONNABORTED: the store failed); host is borrowed for
+ * the call. Returns 0, -EOPNOTSUPP (no shared state: static), -EBUSY
+ * (another operation under way, a join or a keep-alive: try again shortly)
+ * or -ENOTCONN (not connected yet, or leaving); done does not run then. */
+int rdzv_readmit(struct rdzv *r, const char *host,
+		 void (*done)(void *arg, int err, const char *host), void *arg);
+/* --quarantine's root cause across nodes: record this node's failure
+ * report "f <node> <round> <usec>" in the shared state (a compare-and-set
+ * of RDZV_OP_REPORT_FAILURE; rdzv_state_report_failure: the reports of
+ * earlier rounds go). round: the round the failed attempt ran in; usec: the
+ * wall clock of its first worker failure. done and the returns as
+ * rdzv_readmit's (host NULL); rdzv_snapshot then shows the state as
+ * written. */
+int rdzv_report_failure(struct rdzv *r, int64_t round, int64_t usec,
+			void (*done)(void *arg, int err, const char *host), void *arg);
+/* Whether r's backend keeps a shared state that rdzv_readmit can change
+ * (c10d, etcd; not static). */
+bool rdzv_shared_state(const struct rdzv *r);
+/* For backends: the end of an operation run_op started (err and action as
+ * rdzv_sync_done_fn's). */
+void rdzv_op_done(struct rdzv *r, int err, enum rdzv_action a);
+
 /* After cb.failed: the failure of the node that closed the rendezvous, as
  * it recorded it, or NULL (closed without one, or not closed). Valid until
  * rdzv_free. */

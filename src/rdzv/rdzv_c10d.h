@@ -215,6 +215,9 @@ int c10d_num_nodes_waiting(struct rdzv *r);
 void c10d_shutdown(struct rdzv *r);
 int c10d_exit_barrier(struct rdzv *r);
 int c10d_finish(struct rdzv *r, bool close);
+/* rdzv_backend_ops.run_op: op (RDZV_OP_READMIT) when the loop is idle and
+ * connected, its end to rdzv_op_done. 0, -EBUSY or -ENOTCONN. */
+int c10d_run_op(struct rdzv *r, enum rdzv_op op);
 /* Completions of the exit and join operations of next_rendezvous
  * (rdzv_sync_done_fn; arg: the c10d). */
 void c10d_exit_done(void *arg, int err, enum rdzv_action a);

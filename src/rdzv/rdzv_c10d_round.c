@@ -966,6 +966,23 @@ c10d_finish(struct rdzv *r, bool close)
 	return 0;
 }
 
+static void
+run_op_done(void *arg, int err, enum rdzv_action a)
+{
+	rdzv_op_done(((struct c10d *)arg)->r, err, a);
+}
+
+int
+c10d_run_op(struct rdzv *r, enum rdzv_op op)
+{
+	struct c10d *c = backend(r);
+	if (c->dead || !c->up || c->finishing || c->sync.op_active || c->sync.io_pending) {
+		return c->dead || !c->up || c->finishing ? -ENOTCONN : -EBUSY;
+	}
+	rdzv_sync_start(&c->sync, op, now_usec() + c->close_timeout, run_op_done);
+	return 0;
+}
+
 void
 c10d_shutdown(struct rdzv *r)
 {

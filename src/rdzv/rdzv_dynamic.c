@@ -40,6 +40,10 @@ rdzv_action_name(enum rdzv_action a)
 		return "GRACEFUL_EXIT";
 	case RDZV_ACTION_FINISH:
 		return "FINISH";
+	case RDZV_ACTION_READMIT:
+		return "READMIT";
+	case RDZV_ACTION_REPORT_FAILURE:
+		return "REPORT_FAILURE";
 	}
 	return "?";
 }
@@ -58,6 +62,10 @@ rdzv_op_name(enum rdzv_op op)
 		return "keep-alive";
 	case RDZV_OP_LEAVE:
 		return "leave";
+	case RDZV_OP_READMIT:
+		return "readmit";
+	case RDZV_OP_REPORT_FAILURE:
+		return "report-failure";
 	}
 	return "?";
 }
@@ -75,6 +83,8 @@ rdzv_action_is_mutation(enum rdzv_action a)
 	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
 	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+	case RDZV_ACTION_READMIT:
+	case RDZV_ACTION_REPORT_FAILURE:
 		return true;
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_ERROR_CLOSED:
@@ -248,6 +258,20 @@ rdzv_decide(enum rdzv_op op, const struct rdzv_state *st, const struct rdzv_ctx 
 		return RDZV_ACTION_FINISH;
 	case RDZV_OP_LEAVE:
 		return decide_leave(st, ctx);
+	case RDZV_OP_READMIT:
+		if (!ctx->readmit ||
+		    !rdzv_state_host_quarantined(st, ctx->readmit, ctx->now_wall)) {
+			return RDZV_ACTION_FINISH; /* nothing (left) to readmit */
+		}
+		return ctx->now_mono > ctx->op_deadline ? RDZV_ACTION_ERROR_TIMEOUT
+							: RDZV_ACTION_READMIT;
+	case RDZV_OP_REPORT_FAILURE:
+		if (!ctx->failure || rdzv_state_failure_reported(st, ctx->node, ctx->failure->round,
+								 ctx->failure->usec)) {
+			return RDZV_ACTION_FINISH;
+		}
+		return ctx->now_mono > ctx->op_deadline ? RDZV_ACTION_ERROR_TIMEOUT
+							: RDZV_ACTION_REPORT_FAILURE;
 	}
 	return RDZV_ACTION_ERROR_TIMEOUT;
 }
@@ -333,8 +357,8 @@ mark_complete(struct rdzv_state *st, const struct rdzv_settings *s)
 }
 
 /* After a change by ctx's node: record its quarantine (ctx->quarantine), or,
- * when it takes a place again, drop its host's entry. Returns whether the
- * state changed. */
+ * when it takes a place again, end its host's entry (until = now; the entry
+ * and its count stay). Returns whether the state changed. */
 static bool
 apply_quarantine(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx)
 {
@@ -346,7 +370,13 @@ apply_quarantine(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ct
 	}
 	if (a == RDZV_ACTION_ADD_TO_PARTICIPANTS || a == RDZV_ACTION_ADD_TO_WAIT_LIST ||
 	    a == RDZV_ACTION_ADD_TO_REDUNDANCY_LIST) {
-		return rdzv_state_remove_quarantine(st, ctx->node);
+		/* Over, not dropped: its count outlives a restart of the agent. */
+		long pos = rdzv_state_find_quarantine(st, ctx->node);
+
+		if (pos >= 0 && st->quarantine[pos].until > ctx->now_wall) {
+			st->quarantine[pos].until = ctx->now_wall;
+			return true;
+		}
 	}
 	return false;
 }
@@ -413,6 +443,15 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 		}
 		notable = true;
 		break;
+	case RDZV_ACTION_READMIT:
+		/* Expired, not dropped: its count stays for the next cooldown. */
+		return ctx->readmit &&
+		       rdzv_state_expire_quarantine(st, ctx->readmit, ctx->now_wall);
+	case RDZV_ACTION_REPORT_FAILURE:
+		/* Not notable: nobody waits for it; the reporters read it. */
+		(void)(ctx->failure &&
+		       rdzv_state_report_failure(st, me, ctx->failure->round, ctx->failure->usec));
+		return false;
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_ERROR_CLOSED:
 	case RDZV_ACTION_ERROR_TIMEOUT:
@@ -572,6 +611,8 @@ rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_timeout_
 	case RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST:
 	case RDZV_ACTION_MARK_RENDEZVOUS_COMPLETE:
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
+	case RDZV_ACTION_READMIT:
+	case RDZV_ACTION_REPORT_FAILURE:
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_FINISH:
 		break;

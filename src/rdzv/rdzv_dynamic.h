@@ -38,6 +38,14 @@ enum rdzv_op {
 	 * the redundancy list, without closing the rendezvous (torch's
 	 * shutdown() closes it for everyone). */
 	RDZV_OP_LEAVE,
+	/* elasticd's readmit verb run by any agent: end the quarantine of the
+	 * host ctx->readmit names (its entry's until becomes now; the entry and
+	 * its count stay); with ctx->readmit NULL, only read the state (the
+	 * quarantined agent watching its own entry). */
+	RDZV_OP_READMIT,
+	/* --quarantine's root cause: record this node's failure report
+	 * (ctx->failure) in the state (rdzv_state_report_failure). */
+	RDZV_OP_REPORT_FAILURE,
 };
 
 /* torch 2.x's _Action, in its order. */
@@ -58,6 +66,10 @@ enum rdzv_action {
 	 * list) sees the rendezvous closed. Not a failure. */
 	RDZV_ACTION_GRACEFUL_EXIT,
 	RDZV_ACTION_FINISH,
+	/* elasticd's: expire ctx->readmit's quarantine entry (RDZV_OP_READMIT). */
+	RDZV_ACTION_READMIT,
+	/* elasticd's: write ctx->failure (RDZV_OP_REPORT_FAILURE). */
+	RDZV_ACTION_REPORT_FAILURE,
 };
 
 /* Everything a decision looks at besides the state. */
@@ -73,6 +85,12 @@ struct rdzv_ctx {
 	/* This node's quarantine (--quarantine; its node is ignored: ctx's node
 	 * is recorded), written with its next change to the state; NULL: none. */
 	const struct rdzv_quarantine *quarantine;
+	/* RDZV_OP_READMIT's host (a descriptor's addr, or a whole descriptor),
+	 * or NULL; the other operations ignore it. */
+	const char *readmit;
+	/* RDZV_OP_REPORT_FAILURE's report (its node is ignored: ctx's node is
+	 * recorded), or NULL. */
+	const struct rdzv_failure *failure;
 };
 
 /* "KEEP_ALIVE" etc. Static storage. */
@@ -98,8 +116,9 @@ enum rdzv_action rdzv_decide(enum rdzv_op op, const struct rdzv_state *st,
  * completed round losing a member): the caller then bumps st->gen before
  * writing. Non-mutating actions are ignored (returns false). */
 bool rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx);
-/* (rdzv_apply also records ctx->quarantine with any change, and drops the
- * quarantine entry of a node's host when that node takes a place again.) */
+/* (rdzv_apply also records ctx->quarantine with any change, and ends the
+ * quarantine entry of a node's host when that node takes a place again:
+ * its until becomes now; the entry and its count stay.) */
 
 /* Admission on behalf of others, elasticd's addition to torch's loop: a node
  * about to write the state first applies, for each of joiners[0..n) in that

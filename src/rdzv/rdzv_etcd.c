@@ -798,4 +798,5 @@ const struct rdzv_backend_ops rdzv_etcd_ops = {
 	.finish = etcdr_finish,
 	.snapshot = etcdr_snapshot,
 	.degraded = etcdr_degraded,
+	.run_op = etcdr_run_op,
 };

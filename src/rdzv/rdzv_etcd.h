@@ -230,5 +230,8 @@ void etcdr_ka_timer_cb(evutil_socket_t fd, short what, void *arg);
 /* rdzv_backend_ops (rdzv.h). */
 int etcdr_exit_barrier(struct rdzv *r);
 int etcdr_finish(struct rdzv *r, bool close);
+/* rdzv_backend_ops.run_op: op (RDZV_OP_READMIT) when the loop is idle and
+ * the lease is up, its end to rdzv_op_done. 0, -EBUSY or -ENOTCONN. */
+int etcdr_run_op(struct rdzv *r, enum rdzv_op op);
 bool etcdr_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);
 void etcdr_shutdown(struct rdzv *r);

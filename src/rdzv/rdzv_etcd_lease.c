@@ -506,6 +506,29 @@ etcdr_finish(struct rdzv *r, bool close)
 	return 0;
 }
 
+static void
+run_op_done(void *arg, int err, enum rdzv_action a)
+{
+	struct etcdr *c = arg;
+
+	rdzv_op_done(c->r, err, a);
+}
+
+int
+etcdr_run_op(struct rdzv *r, enum rdzv_op op)
+{
+	struct etcdr *c = backend(r);
+
+	if (c->boot != BOOT_READY || c->fin != FIN_NONE) {
+		return -ENOTCONN;
+	}
+	if (c->sync.op_active || c->sync.io_pending) {
+		return -EBUSY;
+	}
+	etcdr_op_start(c, op, now_usec() + c->close_timeout, run_op_done);
+	return 0;
+}
+
 /* rdzv_backend_ops.degraded */
 bool
 etcdr_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why)

@@ -443,6 +443,7 @@ rdzv_state_release(struct rdzv_state *st)
 		rdzv_node_release(&st->quarantine[i].node);
 	}
 	free(st->quarantine);
+	rdzv_failures_release(st);
 	rdzv_state_set_closed_by(st, NULL);
 	rdzv_state_init(st);
 }
@@ -526,6 +527,7 @@ rdzv_state_copy(struct rdzv_state *ret, const struct rdzv_state *st)
 		ret->quarantine[i] = st->quarantine[i];
 		rdzv_node_copy(&ret->quarantine[i].node, &st->quarantine[i].node);
 	}
+	rdzv_failures_copy(ret, st);
 }
 
 /* ---- quarantined hosts --------------------------------------------------- */
@@ -590,6 +592,42 @@ rdzv_state_quarantined(const struct rdzv_state *st, const struct rdzv_node *n, i
 	 * and may be readmitted early; another agent of the host may not join. */
 	return pos >= 0 && st->quarantine[pos].until > now_wall &&
 	       st->quarantine[pos].node.pid != n->pid;
+}
+
+long
+rdzv_state_find_quarantine_host(const struct rdzv_state *st, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < st->n_quarantine; i++) {
+		const struct rdzv_node *n = &st->quarantine[i].node;
+
+		if ((n->addr_len == len && memcmp(n->name, name, len) == 0) ||
+		    strcmp(n->name, name) == 0) {
+			return (long)i;
+		}
+	}
+	return -1;
+}
+
+bool
+rdzv_state_host_quarantined(const struct rdzv_state *st, const char *name, int64_t now_wall)
+{
+	long pos = rdzv_state_find_quarantine_host(st, name);
+
+	return pos >= 0 && st->quarantine[pos].until > now_wall;
+}
+
+bool
+rdzv_state_expire_quarantine(struct rdzv_state *st, const char *name, int64_t now_wall)
+{
+	long pos = rdzv_state_find_quarantine_host(st, name);
+
+	if (pos < 0 || st->quarantine[pos].until <= now_wall) {
+		return false;
+	}
+	st->quarantine[pos].until = now_wall;
+	return true;
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -667,6 +705,13 @@ rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len)
 		out_reserve(&o, 24);
 		o.len--; /* the newline, written again below */
 		o.len += (size_t)snprintf(o.buf + o.len, 24, " %d\n", q->count);
+	}
+	for (size_t i = 0; i < st->n_failures; i++) {
+		out_line(&o, 'f', &st->failures[i].node, true, st->failures[i].round);
+		out_reserve(&o, 24);
+		o.len--; /* the newline, written again below */
+		o.len +=
+			(size_t)snprintf(o.buf + o.len, 24, " %" PRId64 "\n", st->failures[i].usec);
 	}
 	*ret_len = o.len;
 	return o.buf;
@@ -872,7 +917,7 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 	st.deadline = v[4];
 	p = nl + 1;
 	while (p < end) {
-		static const char order[] = "pwrhcq";
+		static const char order[] = "pwrhcqf";
 		const char *section;
 		char tag;
 
@@ -890,6 +935,7 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 		nf = fields(p, (size_t)(nl - p), f, fl, 8);
 		if (nf > 8 || (tag == 'c'   ? decode_close(&st, f, fl, nf)
 			       : tag == 'q' ? decode_quarantine(&st, f, fl, nf)
+			       : tag == 'f' ? rdzv_failure_decode(&st, f, fl, nf)
 					    : decode_entry(&st, tag, f, fl, nf)) < 0) {
 			goto bad;
 		}

@@ -17,7 +17,10 @@
  *   "c <node> <group rank> <rank> <local rank> <pid> <exitcode> <signal>\n",
  *   then "q <node> <until usec> <count>\n" per quarantined host (elasticd's
  *   --quarantine: the node that quarantined itself, its host being its
- *   descriptor's addr; one entry per host).
+ *   descriptor's addr; one entry per host),
+ *   then "f <node> <round> <usec>\n" per failure report (elasticd's
+ *   --quarantine root cause: the node's workers failed in that round, the
+ *   first of them at wall usec; one per node, the latest round's only).
  * torch pickles its state; nodes of torchrun and elasticd cannot share one
  * rendezvous anyway (reference §5.1). */
 #pragma once
@@ -75,11 +78,21 @@ struct rdzv_close_record {
 /* A quarantined host (--quarantine): written by its node as it leaves, and
  * honoured at admission: until then no other node of that host joins (the
  * quarantined node itself waits out its cooldown on its own, and may be
- * readmitted early); its next join drops the entry. */
+ * readmitted early); its next join ends the entry (until becomes now) but
+ * keeps it, so that a restarted agent of the host learns its count. */
 struct rdzv_quarantine {
 	struct rdzv_node node; /* the node that quarantined itself; its addr is the host */
 	int64_t until;         /* wall usec: the host may join again from then */
 	int count;             /* that node's quarantines so far, >= 1 */
+};
+
+/* A failure report (--quarantine's root cause across nodes): node's
+ * workers failed in round, the first of them at usec (wall clock). Whoever
+ * failed earliest in a round, job-wide, is its root cause. */
+struct rdzv_failure {
+	struct rdzv_node node;
+	int64_t round;
+	int64_t usec;
 };
 
 /* Bound of a decoded quarantine count. */
@@ -106,6 +119,9 @@ struct rdzv_state {
 	/* Quarantined hosts, sorted by node order, one per addr. */
 	struct rdzv_quarantine *quarantine;
 	size_t n_quarantine;
+	/* Failure reports, sorted by node order, one per node (rdzv_failure.c). */
+	struct rdzv_failure *failures;
+	size_t n_failures;
 };
 
 /* Make a node from its parts. addr must be non-empty and free of whitespace
@@ -167,6 +183,39 @@ bool rdzv_state_remove_quarantine(struct rdzv_state *st, const struct rdzv_node 
  * ahead. */
 bool rdzv_state_quarantined(const struct rdzv_state *st, const struct rdzv_node *n,
 			    int64_t now_wall);
+/* The entry whose host (its node's addr) or whole descriptor is name (as an
+ * operator names a node: --local-addr or the FQDN), or -1. */
+long rdzv_state_find_quarantine_host(const struct rdzv_state *st, const char *name);
+/* Whether name's entry (rdzv_state_find_quarantine_host) is still in force
+ * at now_wall (wall usec). */
+bool rdzv_state_host_quarantined(const struct rdzv_state *st, const char *name, int64_t now_wall);
+/* The readmit verb: an entry of name in force at now_wall ends now (its
+ * until becomes now_wall; node and count stay, so a later quarantine of the
+ * host keeps doubling). Returns whether the state changed. */
+bool rdzv_state_expire_quarantine(struct rdzv_state *st, const char *name, int64_t now_wall);
+
+/* ---- failure reports (rdzv_failure.c) ---- */
+
+/* Record that n's workers failed in round, the first at usec (wall usec),
+ * replacing n's earlier report and dropping every report of an earlier
+ * round. Returns whether the state changed. */
+bool rdzv_state_report_failure(struct rdzv_state *st, const struct rdzv_node *n, int64_t round,
+			       int64_t usec);
+/* Whether n's report is exactly (round, usec). */
+bool rdzv_state_failure_reported(const struct rdzv_state *st, const struct rdzv_node *n,
+				 int64_t round, int64_t usec);
+/* Whether me, whose workers failed first at usec in round, is that round's
+ * root cause: no other node reported a failure of the round more than
+ * tolerance_usec earlier (torch's rule: the earliest failure; ties within
+ * the tolerance count for both). *ret_first (may be NULL): the index of the
+ * earliest other report of the round, or -1. */
+bool rdzv_state_root_cause(const struct rdzv_state *st, const struct rdzv_node *me, int64_t round,
+			   int64_t usec, int64_t tolerance_usec, long *ret_first);
+/* For rdzv_state.c: free, deep-copy (ret's are overwritten) and decode one
+ * "f" line's fields (f[0] the tag; -EBADMSG when malformed or unsorted). */
+void rdzv_failures_release(struct rdzv_state *st);
+void rdzv_failures_copy(struct rdzv_state *ret, const struct rdzv_state *st);
+int rdzv_failure_decode(struct rdzv_state *st, const char **f, size_t *fl, size_t nf);
 
 /* Replace the heartbeats with one per node of the participants, wait list
  * and redundancy list, each stamped usec (for a store where liveness lives

@@ -94,6 +94,8 @@ rdzv_sync_ctx(const struct rdzv_sync *s)
 		.op_deadline = s->op_deadline,
 		.close_record = s->r->close_record,
 		.quarantine = s->r->quarantine,
+		.readmit = s->r->readmit_host,
+		.failure = s->r->failure_report,
 	};
 
 	return ctx;

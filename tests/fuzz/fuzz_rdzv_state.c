@@ -48,12 +48,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rdzv_node_init(&me, "me", 1, 0) < 0) {
 		abort();
 	}
-	for (int op = RDZV_OP_EXIT; op <= RDZV_OP_KEEP_ALIVE; op++) {
+	for (int op = RDZV_OP_EXIT; op <= RDZV_OP_REPORT_FAILURE; op++) {
 		struct rdzv_state cp;
 		/* The closing record goes with every closing the actions make. */
 		static const struct rdzv_close_record rec = {
 			{NULL, 0, 0, 0, 0}, 1, 3, 1, 77, -9, 9};
-		struct rdzv_ctx ctx = {&s, &me, 1000000000, 500000000, 510000000, &rec, NULL};
+		static const struct rdzv_failure fail = {{NULL, 0, 0, 0, 0}, 3, 999000000};
+		struct rdzv_ctx ctx = {&s,   &me,  1000000000, 500000000, 510000000,
+				       &rec, NULL, "me",       &fail};
 		enum rdzv_action a;
 
 		rdzv_state_copy(&cp, &st);

@@ -31,7 +31,8 @@ STATUS_KEYS = ["run_id", "node", "hostname", "pid", "version", "role", "rdzv_bac
                "node_state", "round", "group_rank", "group_world_size", "world_size",
                "local_world_size", "master_addr", "master_port", "worker_state", "restart_count",
                "max_restarts", "remaining_restarts", "next_attempt_in_s", "restarts_in_window",
-               "attempts_without_progress", "phase", "drain", "health", "quarantine", "excluded", "uptime_s",
+               "attempts_without_progress", "phase", "drain", "health", "quarantine", "root_cause",
+               "quarantine_count", "excluded", "uptime_s",
                "run_dir", "degraded", "orphan_guard", "console_dropped_bytes", "orphan_cgroup", "hang_rules",
                "hang_watch", "hang", "hang_stacks", "workers", "control_socket"]
 WORKER_KEYS = ["local_rank", "global_rank", "role_rank", "pid", "state", "exitcode",

@@ -45,6 +45,18 @@ os.rename(f + ".tmp", f)
 if mode == "crash":
     time.sleep(0.3)
     sys.exit(1)
+if mode == "culprit":  # crashes, leaving a mark
+    time.sleep(0.3)
+    open(os.path.join(d, "dead_%d" % os.getpid()), "w").close()
+    sys.exit(1)
+if mode == "victim":  # dies of a culprit's death, as NCCL would, a bit later
+    def marks():
+        return {n for n in os.listdir(d) if n.startswith("dead_")}
+    seen = marks()
+    while not marks() - seen:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    sys.exit(2)
 if mode == "exclude" and env["WORLD_SIZE"] == "3":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # until the reply is read
     time.sleep(0.5)
@@ -233,9 +245,11 @@ class HealthBase(lib.ElasticdTestCase):
         self.assertTrue(lib.wait_until(
             lambda: events(bad.events, "elasticd.node.readmitted"), 30), bad.stderr_text())
         r_ev = events(bad.events, "elasticd.node.readmitted")[0]
-        # Back in (as a spare): the entry goes.
-        self.assertTrue(lib.wait_until(lambda: curl(a[1].sock, "/handler/nodes").json()[
-            "quarantined"] == [], 20))
+        # Back in (as a spare): the entry is over; its count stays.
+        self.assertTrue(lib.wait_until(lambda: [
+            (x["host"], x["count"], x["active"]) for x in curl(
+                a[1].sock, "/handler/nodes").json()["quarantined"]] == [
+                    ("127.0.0.3", 1, False)], 20))
         self.assertEqual(r_ev["by"], "cooldown", r_ev)
         self.assertGreaterEqual(r_ev["after_s"], 3.9, r_ev)
         for x in a[:2] + [spare]:
@@ -248,6 +262,7 @@ class HealthBase(lib.ElasticdTestCase):
         bad.signal(signal.SIGTERM)
         self.assertRc(bad.wait(30), 128 + signal.SIGTERM)
         self.stop_all(a[:2] + [spare])
+
 
 
 class HealthTest(HealthBase):
@@ -268,8 +283,8 @@ class HealthTest(HealthBase):
         self.assertEqual(st["phase"], "quarantined", st)
         self.assertEqual(st["quarantine"]["cooldown_s"], 60, st)
         r = post(sock, "/handler/readmit?node=elsewhere")
-        self.assertEqual(r.status, 500, r.body)
-        self.assertIn("readmit 'elsewhere' on its own agent", r.body)
+        self.assertEqual(r.status, 404, r.body)
+        self.assertIn("unknown node 'elsewhere'", r.body)
         time.sleep(0.5)  # its leave of the rendezvous is over
         r = post(sock, "/handler/readmit")
         self.assertEqual(r.status, 200, r.body)

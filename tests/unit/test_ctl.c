@@ -93,10 +93,16 @@ fake_restart(void *agent, char **reterr)
 }
 
 static int
-fake_readmit(void *agent, const char *node, char **reterr)
+fake_readmit(void *agent, const char *node, void (*reply)(void *call, int status, const char *msg),
+	     void *call, char **reterr)
 {
 	*reterr = xstrdup("not in this fake");
 	return -EBUSY;
+}
+
+static void
+fake_readmit_cancel(void *agent)
+{
 }
 
 static int
@@ -162,6 +168,7 @@ static const struct ctl_agent_ops fake_ops = {
 	.drain = fake_drain,
 	.exclude = fake_exclude,
 	.readmit = fake_readmit,
+	.readmit_cancel = fake_readmit_cancel,
 	.stop = fake_stop,
 	.signal = fake_signal,
 	.nodes = fake_nodes,

@@ -505,12 +505,73 @@ test_apply_quarantine(void **state)
 	assert_int_equal(rdzv_node_init(&other, "b", 9, 0), 0);
 	assert_int_equal(rdzv_admit(&st, &other, 1, &ctx, NULL), 1);
 	assert_int_equal(st.n_quarantine, 1);
-	rdzv_node_release(&other);
-	/* Back in: the entry goes. */
+	/* Back in: the entry ends now, its count stays (for a restarted agent). */
 	ctx.quarantine = NULL;
 	assert_true(rdzv_apply(&st, RDZV_ACTION_ADD_TO_PARTICIPANTS, &ctx));
-	assert_int_equal(st.n_quarantine, 0);
+	assert_int_equal(st.n_quarantine, 1);
+	assert_int_equal(st.quarantine[0].until, NOW_WALL);
+	assert_int_equal(st.quarantine[0].count, 2);
+	assert_false(rdzv_state_quarantined(&st, &other, NOW_WALL));
+	rdzv_node_release(&other);
 	rdzv_state_release(&st);
+	(void)state;
+}
+
+/* The readmit verb of any agent: RDZV_OP_READMIT expires the named host's
+ * entry in force (its count stays); anything else is left alone. */
+struct readmit_case {
+	const char *name;
+	const char *host;      /* ctx.readmit */
+	const char *q;         /* the state's "q" lines */
+	int64_t deadline;      /* op deadline offset */
+	enum rdzv_action want; /* rdzv_decide */
+	const char *after;     /* the "q" lines after rdzv_apply of want */
+};
+
+static const struct readmit_case readmit_cases[] = {
+	{"by host", "10.0.0.3", "q 10.0.0.3_7_0 2000000000 2\n", 10 * S, RDZV_ACTION_READMIT,
+	 "q 10.0.0.3_7_0 1000000000 2\n"},
+	{"by descriptor", "10.0.0.3_7_0", "q 10.0.0.3_7_0 2000000000 1\n", 10 * S,
+	 RDZV_ACTION_READMIT, "q 10.0.0.3_7_0 1000000000 1\n"},
+	{"one of two", "b", "q a_1_0 2000000000 1\nq b_2_0 3000000000 4\n", 10 * S,
+	 RDZV_ACTION_READMIT, "q a_1_0 2000000000 1\nq b_2_0 1000000000 4\n"},
+	{"prefix is not a host", "10.0.0", "q 10.0.0.3_7_0 2000000000 2\n", 10 * S,
+	 RDZV_ACTION_FINISH, "q 10.0.0.3_7_0 2000000000 2\n"},
+	{"already over", "a", "q a_1_0 900000000 3\n", 10 * S, RDZV_ACTION_FINISH,
+	 "q a_1_0 900000000 3\n"},
+	{"not quarantined", "a", "", 10 * S, RDZV_ACTION_FINISH, ""},
+	{"read only", NULL, "q a_1_0 2000000000 1\n", 10 * S, RDZV_ACTION_FINISH,
+	 "q a_1_0 2000000000 1\n"},
+	{"deadline passed", "a", "q a_1_0 2000000000 1\n", -1, RDZV_ACTION_ERROR_TIMEOUT,
+	 "q a_1_0 2000000000 1\n"},
+};
+
+static void
+test_readmit(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(readmit_cases); i++) {
+		const struct readmit_case *c = &readmit_cases[i];
+		struct rdzv_ctx ctx = ctx_at(c->deadline);
+		char *text = xasprintf(H(0, 1, 0, -1) "p me_1_0 0\n%s", c->q), *enc, *want;
+		struct rdzv_state st;
+		size_t len;
+
+		print_message("case %s\n", c->name);
+		load(text, &st);
+		ctx.readmit = c->host;
+		assert_int_equal(rdzv_decide(RDZV_OP_READMIT, &st, &ctx), c->want);
+		assert_int_equal(rdzv_apply(&st, c->want, &ctx), c->want == RDZV_ACTION_READMIT);
+		assert_false(rdzv_state_host_quarantined(&st, c->host ? c->host : "a", NOW_WALL) &&
+			     c->want == RDZV_ACTION_READMIT);
+		enc = rdzv_state_encode(&st, &len);
+		want = xasprintf(H(0, 1, 0, -1) "p me_1_0 0\n%s", c->after);
+		assert_int_equal(len, strlen(want));
+		assert_memory_equal(enc, want, len);
+		free(enc);
+		free(want);
+		free(text);
+		rdzv_state_release(&st);
+	}
 	(void)state;
 }
 
@@ -593,7 +654,7 @@ main(void)
 		cmocka_unit_test(test_sanitize),    cmocka_unit_test(test_next_wake),
 		cmocka_unit_test(test_admit),       cmocka_unit_test(test_join_failure),
 		cmocka_unit_test(test_round_check), cmocka_unit_test(test_apply_quarantine),
-		cmocka_unit_test(test_segments),
+		cmocka_unit_test(test_segments),    cmocka_unit_test(test_readmit),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -373,6 +373,94 @@ test_quarantine(void **state)
 	(void)state;
 }
 
+/* Failure reports ("f" lines) and the root cause across nodes. */
+struct root_case {
+	const char *name;
+	const char *f;     /* the state's "f" lines */
+	const char *me;    /* the deciding node */
+	int64_t usec;      /* its first failure */
+	bool root;         /* rdzv_state_root_cause, round 4, tolerance 100 */
+	const char *first; /* the earliest other report, or NULL */
+};
+
+static const struct root_case root_cases[] = {
+	{"alone", "", "a_1_0", 5000, true, NULL},
+	{"first", "f a_1_0 4 5000\nf b_2_0 4 9000\n", "a_1_0", 5000, true, "b_2_0"},
+	{"after the culprit", "f a_1_0 4 5000\nf b_2_0 4 9000\n", "b_2_0", 9000, false, "a_1_0"},
+	{"a tie within the tolerance", "f a_1_0 4 5000\nf b_2_0 4 5080\n", "b_2_0", 5080, true,
+	 "a_1_0"},
+	{"just past the tolerance", "f a_1_0 4 5000\nf b_2_0 4 5101\n", "b_2_0", 5101, false,
+	 "a_1_0"},
+	{"an earlier round does not count", "f a_1_0 3 1000\nf b_2_0 4 9000\n", "b_2_0", 9000, true,
+	 NULL},
+	{"own report not there yet", "f a_1_0 4 5000\n", "c_3_0", 7000, false, "a_1_0"},
+	{"earliest of several", "f a_1_0 4 8000\nf b_2_0 4 6000\nf c_3_0 4 9000\n", "c_3_0", 9000,
+	 false, "b_2_0"},
+};
+
+static void
+test_failures(void **state)
+{
+	static const char *const bad[] = {
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nf a_3_0 1 6\n", /* unsorted */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nf b_2_0 1 6\n", /* twice */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 -1 5\n",             /* round < 0 */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1\n",                /* no usec */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nq b_2_0 5 1\n", /* order */
+	};
+	struct rdzv_state st;
+	struct rdzv_node n;
+	char *text, *out;
+	size_t len;
+
+	for (size_t i = 0; i < sizeof(root_cases) / sizeof(root_cases[0]); i++) {
+		const struct root_case *c = &root_cases[i];
+		long first;
+
+		print_message("case %s\n", c->name);
+		text = xasprintf("elasticd-rdzv 1 4 0 1 0 -1\np a_1_0 0\n%s", c->f);
+		assert_int_equal(rdzv_state_decode(text, strlen(text), &st), 0);
+		out = rdzv_state_encode(&st, &len); /* the encoding round-trips */
+		assert_int_equal(len, strlen(text));
+		assert_memory_equal(out, text, len);
+		assert_int_equal(rdzv_node_parse(&n, c->me, strlen(c->me)), 0);
+		assert_int_equal(rdzv_state_root_cause(&st, &n, 4, c->usec, 100, &first), c->root);
+		if (c->first) {
+			assert_true(first >= 0);
+			assert_string_equal(st.failures[first].node.name, c->first);
+		} else {
+			assert_int_equal(first, -1);
+		}
+		rdzv_node_release(&n);
+		rdzv_state_release(&st);
+		free(out);
+		free(text);
+	}
+	/* A report replaces the node's own and drops the earlier rounds'. */
+	text = "elasticd-rdzv 1 4 0 1 0 -1\nf a_1_0 3 1000\nf c_3_0 4 3000\n";
+	assert_int_equal(rdzv_state_decode(text, strlen(text), &st), 0);
+	assert_int_equal(rdzv_node_init(&n, "b", 2, 0), 0);
+	assert_true(rdzv_state_report_failure(&st, &n, 4, 2000));
+	assert_false(rdzv_state_report_failure(&st, &n, 4, 2000));
+	assert_true(rdzv_state_failure_reported(&st, &n, 4, 2000));
+	assert_false(rdzv_state_failure_reported(&st, &n, 4, 2001));
+	out = rdzv_state_encode(&st, &len);
+	text = "elasticd-rdzv 1 4 0 1 0 -1\nf b_2_0 4 2000\nf c_3_0 4 3000\n";
+	assert_int_equal(len, strlen(text));
+	assert_memory_equal(out, text, len);
+	free(out);
+	assert_true(rdzv_state_report_failure(&st, &n, 5, 100));
+	assert_int_equal(st.n_failures, 1);
+	rdzv_node_release(&n);
+	rdzv_state_release(&st);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (rdzv_state_decode(bad[i], strlen(bad[i]), &st) != -EBADMSG) {
+			fail_msg("accepted: %s", bad[i]);
+		}
+	}
+	(void)state;
+}
+
 int
 main(void)
 {
@@ -381,6 +469,7 @@ main(void)
 		cmocka_unit_test(test_sets_and_roundtrip), cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_stamp_members),      cmocka_unit_test(test_close_record),
 		cmocka_unit_test(test_quarantine),         cmocka_unit_test(test_rank_key),
+		cmocka_unit_test(test_failures),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
