@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""The c10d rendezvous on a store no agent hosts (tests/tcpstore_tool serve,
+as a store torch hosts would be): one participant takes the lease
+"<key>/lease" and coordinates, as the store host does otherwise (issue #14).
+What a user relies on: the job forms and re-forms with torch's semantics
+(every shared case of rdzv_cases.py), a participant learns
+its round from O(1) bytes however many nodes join, and when the
+coordinator itself is SIGKILLed another participant takes over and the
+others form the next round."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lib  # noqa: E402
+import rdzv_cases  # noqa: E402
+
+FAST = ("keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=0.5,"
+        "is_host=false")
+TOOL = os.environ.get("TCPSTORE_TOOL") or os.path.join(
+    os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "tcpstore_tool")
+
+class Store:
+    """tcpstore_tool serve on an ephemeral port; stops when stdin closes."""
+
+    def __init__(self, max_conns=None):
+        self.proc = subprocess.Popen([TOOL, "serve", "0"] + ([str(max_conns)] if max_conns
+                                                              else []),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline().decode()
+        assert line.startswith("port "), line
+        self.port = int(line.split()[1])
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
+
+    BACKEND = "c10d"
+    FAST = FAST
+    LIVENESS = "heartbeat"
+    AGENT_STORE = "True"
+
+    def setUp(self):
+        super().setUp()
+        self.store = Store()
+
+    def tearDown(self):
+        super().tearDown()
+        self.store.close()
+
+    def rdzv_endpoint(self):
+        return "127.0.0.1:%d" % self.store.port
+
+    def fresh_rendezvous(self):
+        self.store.close()
+        self.store = Store()
+
+    def host_conf(self, host):
+        return ",is_host=false"
+
+    # -- cost per participant ------------------------------------------------------
+
+    def swarm_bytes(self, n):
+        """n participants (tests/rdzv_swarm, the real c10d backend) against
+        the external store; the bytes they read per participant to hold the
+        first round."""
+        swarm = os.environ.get("RDZV_SWARM") or os.path.join(
+            os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
+        store = Store(4 * n + 64)
+        try:
+            res = subprocess.run([swarm, str(n), "127.0.0.1:%d" % store.port,
+                                  "join_timeout=60,is_host=false", "ext%d" % n],
+                                 env=dict(os.environ, RDZV_SWARM_ROUNDS="1"),
+                                 capture_output=True, text=True, timeout=90)
+        finally:
+            store.close()
+        self.assertEqual(res.returncode, 0, res.stderr[-2000:])
+        lines = {line.split()[0]: dict(kv.split("=", 1) for kv in line.split()[1:])
+                 for line in res.stdout.splitlines() if line.strip()}
+        self.assertEqual(lines["swarm"]["world"], str(n), res.stdout)
+        return int(lines["swarm"]["rchar"]) / n
+
+    def test_bytes_read_per_participant_do_not_grow_with_n(self):
+        # torch's own loop has every node read the whole state, again and
+        # again (O(N) each); with a coordinator elected through the store a
+        # node reads its own assignment key. The coordinator reads O(N), so
+        # the mean carries one O(N)/N share: ten times the nodes, not ten
+        # times the bytes.
+        small = self.swarm_bytes(16)
+        large = self.swarm_bytes(160)
+        print("external store, bytes read per participant: %d B at N=16, %d B at N=160"
+              % (small, large), file=sys.stderr)
+        self.assertLess(large, 2 * small + 512, "per participant: %d B at N=16, %d B at N=160"
+                        % (small, large))
+
+    # -- the coordinator dies ------------------------------------------------------
+
+    def coordinators(self, agents):
+        return [a for a in agents if "coordinates the rendezvous" in a.stderr_text()]
+
+    def test_coordinator_sigkilled_another_takes_over(self):
+        body = 'if [ "$WORLD_SIZE" = 2 ]; then exit 0; fi; sleep 60'
+        evlogs = [self.path("ev%d.jsonl" % i) for i in range(3)]
+        a = [self.agent("2:3", body=body, extra=("--event-log-file", evlogs[i]))
+             for i in range(3)]
+        self.wait_dumps(3, pred=lambda d: d["WORLD_SIZE"] == "3")
+        first = self.coordinators(a)
+        self.assertEqual(len(first), 1, [x.stderr_text()[-800:] for x in a])
+        victim = first[0]
+        rest = [x for x in a if x is not victim]
+        t = time.monotonic()
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
+        results = self.wait_all(rest, timeout=40)
+        self.assertAllRc(results, 0)
+        self.assertLess(time.monotonic() - t, 25)
+        two = [d for d in self.worker_dumps() if d["WORLD_SIZE"] == "2"]
+        self.check_world(two, 2, 2)
+        self.assertNotIn(str(victim.pid), {d["AGENT_PID"] for d in two})
+        # A survivor took the lease over, from where the victim's queue was.
+        self.assertEqual(len([r for r in results if "coordinates the rendezvous" in r.err]), 1,
+                         results)
+        coord = []
+        for i, x in enumerate(a):
+            if x is victim:
+                continue
+            with open(evlogs[i]) as f:
+                coord += [json.loads(line) for line in f
+                          if '"rdzv_c10d.c:_coordinate"' in line]
+        self.assertEqual(len(coord), 1, coord)
+        self.assertRegex(coord[0]["message"], r"coordinates the rendezvous 'job'")
+
+
+if __name__ == "__main__":
+    lib.main()
