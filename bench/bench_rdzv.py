@@ -26,8 +26,10 @@ Figures:
                  agent on the endpoint host does: it coordinates (admits the
                  others, folds their keep-alives); 6 fds per participant
        external  the store is tests/tcpstore_tool serve in its own process,
-                 as a store hosted by torch would be: no coordinator, torch's
-                 own loop with join turns; 3 fds per participant
+                 as a store hosted by torch would be: the participants elect
+                 a coordinator through the store (the lease key), which then
+                 does what the store host does; 3 fds per participant, 4
+                 for the coordinator
   3  torchrun 1.13's c10d rendezvous with N agents on loopback, same worker,
      same measure as 1, at the N it reaches within --torchrun-timeout.
 
@@ -233,8 +235,7 @@ def main():
     ap.add_argument("--slice", type=int, default=2500,
                     help="participants per swarm process")
     ap.add_argument("--external-again", action="store_true",
-                    help="the all-again round for the external store too (torch's own "
-                    "loop: minutes at N = 1000)")
+                    help="the all-again round for the external store too")
     ap.add_argument("--torchrun", default="2,4,8")
     ap.add_argument("--torchrun-timeout", type=int, default=120)
     ap.add_argument("--reps", type=int, default=3)
