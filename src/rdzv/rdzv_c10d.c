@@ -929,4 +929,5 @@ const struct rdzv_backend_ops rdzv_c10d_ops = {
 	.finish = c10d_finish,
 	.snapshot = c10d_snapshot,
 	.degraded = c10d_degraded,
+	.coordinates = c10d_coordinates,
 };

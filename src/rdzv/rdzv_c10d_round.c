@@ -607,7 +607,21 @@ c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 					  (uint64_t)c->settings.keep_alive_max_attempt,
 	};
 	rdzv_state_copy(&ret->st, &c->sync.st);
+	if (c->coordinator) {
+		ret->coordinator = xstrdup(c->me.name);
+	} else if (c->leased && c->lease_len > 0) {
+		ret->coordinator = xstrndup(c->lease, strcspn(c->lease, " "));
+	}
 	return 0;
+}
+
+/* rdzv_backend_ops.coordinates */
+bool
+c10d_coordinates(struct rdzv *r)
+{
+	struct c10d *c = r->backend;
+
+	return c && c->coordinator;
 }
 
 /* rdzv_backend_ops.degraded */

@@ -17,8 +17,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import ectl_nodes  # noqa: E402
 import lib  # noqa: E402
 import rdzv_cases  # noqa: E402
+from test_ctl import curl  # noqa: E402
 
 FAST = ("keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=0.5,"
         "is_host=false")
@@ -105,6 +107,25 @@ class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
               % (small, large), file=sys.stderr)
         self.assertLess(large, 2 * small + 512, "per participant: %d B at N=16, %d B at N=160"
                         % (small, large))
+
+    # -- who coordinates ---------------------------------------------------------------
+
+    def test_nodes_and_metrics_name_the_coordinator(self):
+        # `elasticctl nodes` names the lease holder on every agent, and its
+        # metric is 1 on that agent alone.
+        socks = [self.path("a%d.sock" % i) for i in range(3)]
+        agents = [self.agent("3", body="sleep 60", extra=("--control-socket", s))
+                  for s in socks]
+        ectl_nodes.check_nodes(self, socks, self.BACKEND, self.LIVENESS)
+        got = [ectl_nodes.nodes_json(self, s) for s in socks]
+        names = {g["coordinator"] for g in got}
+        self.assertEqual(len(names), 1, got)
+        coord = names.pop()
+        self.assertIn(coord, {p["node"] for p in got[0]["participants"]})
+        for g, s in zip(got, socks):
+            want = "1" if g["node"] == coord else "0"
+            self.assertIn("\nelasticd_rdzv_coordinator %s\n" % want, curl(s, "/metrics").body)
+        ectl_nodes.stop(agents)
 
     # -- the coordinator dies ------------------------------------------------------
 
