@@ -481,10 +481,32 @@ c10d_coordinated_start(struct c10d *c)
 	}
 }
 
+/* A store nobody hosts: whoever holds the lease coordinates. */
+static void
+state_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+
+	if (err < 0) {
+		c10d_store_gone(c, err);
+		return;
+	}
+	if (rep->status != TCPSTORE_READY) {
+		/* Create the state key as torch's C10dRendezvousBackend does (a
+		 * GET of a missing key ends the connection on torch's stores);
+		 * only when missing: the answer would be the whole state. */
+		tcpstore_client_compare_set(c->cmd, c->key, "", 0, C10D_SENTINEL,
+					    strlen(C10D_SENTINEL), NULL, NULL);
+	}
+	c->leased = true;
+	c10d_lease_start(c);
+}
+
 static void
 coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
+	const char *keys[1];
 
 	if (err < 0) {
 		c10d_store_gone(c, err);
@@ -494,13 +516,8 @@ coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		c10d_coordinated_start(c); /* the store host coordinates */
 		return;
 	}
-	/* A store nobody hosts: whoever holds the lease coordinates. Create
-	 * the state key first as torch's C10dRendezvousBackend does (a GET of
-	 * a missing key ends the connection on torch's stores). */
-	tcpstore_client_compare_set(c->cmd, c->key, "", 0, C10D_SENTINEL, strlen(C10D_SENTINEL),
-				    NULL, NULL);
-	c->leased = true;
-	c10d_lease_start(c);
+	keys[0] = c->key;
+	(void)tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, state_check_cb, c);
 }
 
 void
