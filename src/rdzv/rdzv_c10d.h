@@ -243,8 +243,10 @@ void c10d_lease_tick(struct c10d *c);
  * hb_cache, then c10d_admit_now. Returns false when there is nothing to read
  * that way (we host the store, or no other participant). */
 bool c10d_lease_fold_read(struct c10d *c);
-/* Queue our join request "<node>\n<value>" in "<key>/jq/<i>". */
-void c10d_lease_ask(struct c10d *c, const char *value);
+/* Queue our join request in "<key>/jq/<i>": "<node>\n", then "x<round>"
+ * while a delegated exit from rejoin_round is pending when the slot comes
+ * back. */
+void c10d_lease_ask(struct c10d *c);
 /* Give the lease up at the end (its stamp 0: a successor need not wait). */
 void c10d_lease_release(struct c10d *c);
 /* Free what the lease code holds. */

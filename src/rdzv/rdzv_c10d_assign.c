@@ -305,7 +305,7 @@ c10d_ask_to_join(struct c10d *c)
 		snprintf(v, sizeof(v), "x%" PRId64, c->rejoin_round);
 	}
 	if (c->leased) {
-		c10d_lease_ask(c, v); /* the coordinator reads the queue, not "j/" */
+		c10d_lease_ask(c); /* the coordinator reads the queue, not "j/" */
 	} else {
 		tcpstore_client_set(c->cmd, k, v, strlen(v), NULL, NULL);
 	}

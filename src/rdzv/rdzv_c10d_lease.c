@@ -279,11 +279,10 @@ ask_cb(int err, const struct tcpstore_reply *rep, void *arg)
 }
 
 void
-c10d_lease_ask(struct c10d *c, const char *value)
+c10d_lease_ask(struct c10d *c)
 {
 	char *k = xasprintf("%s/jn", c->key);
 
-	(void)value; /* ask_cb writes the value as it is then */
 	tcpstore_client_add(c->cmd, k, 1, ask_cb, c);
 	free(k);
 }
