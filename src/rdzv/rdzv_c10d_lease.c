@@ -43,9 +43,13 @@
 #include "tcpstore_client.h"
 #include "tcpstore_server.h"
 
-/* How long the coordinator waits for slots whose count it read (a joiner
- * ADDs, then SETs): longer means a joiner that died in between. */
-#define QUEUE_SLOT_WAIT_USEC (2 * USEC_PER_SEC)
+/* How long the coordinator waits for the slots whose count it read (a
+ * joiner ADDs, then SETs), and more per slot: longer means a joiner that
+ * died in between (its slot is skipped), while a live joiner skipped only
+ * asks again after a keep-alive window. A crowd of 2500 joiners on a loaded
+ * machine took 1.9 s to fill theirs. */
+#define QUEUE_SLOT_WAIT_USEC (5 * USEC_PER_SEC)
+#define QUEUE_SLOT_WAIT_PER_SLOT_USEC 1000
 
 static void q_count(struct c10d *c);
 static void q_scan(struct c10d *c);
@@ -245,7 +249,8 @@ q_count_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		keys[i] = slot_key(c, c->q_next + (int64_t)i);
 	}
 	(void)tcpstore_client_keys(c->qcl, TCPSTORE_CMD_WAIT, (const char *const *)keys, n,
-				   QUEUE_SLOT_WAIT_USEC, q_all_cb, c);
+				   QUEUE_SLOT_WAIT_USEC + n * QUEUE_SLOT_WAIT_PER_SLOT_USEC,
+				   q_all_cb, c);
 	strv_free(keys);
 }
 
