@@ -26,8 +26,10 @@ Figures:
                  agent on the endpoint host does: it coordinates (admits the
                  others, folds their keep-alives); 6 fds per participant
        external  the store is tests/tcpstore_tool serve in its own process,
-                 as a store hosted by torch would be: no coordinator, torch's
-                 own loop with join turns; 3 fds per participant
+                 as a store hosted by torch would be: the participants elect
+                 a coordinator through the store (the lease key), which then
+                 does what the store host does; 3 fds per participant, 4
+                 for the coordinator
   3  torchrun 1.13's c10d rendezvous with N agents on loopback, same worker,
      same measure as 1, at the N it reaches within --torchrun-timeout.
 
@@ -146,7 +148,7 @@ def parse_swarm(out):
     return res
 
 
-def swarm_multi(build, mode, n, timeout, slice_size, again=True):
+def swarm_multi(build, mode, n, timeout, slice_size, again=True, stagger=0.0):
     """Run n participants as processes of at most slice_size each against one
     store, twice: the first round, then every participant asks for the next
     one at once (as after a worker failure). Returns (seconds to the last
@@ -185,6 +187,8 @@ def swarm_multi(build, mode, n, timeout, slice_size, again=True):
                 env=dict(env, RDZV_SWARM_SLICE="%d:%d" % (first, count)),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE))
             first += count
+            if stagger and first < n:
+                time.sleep(stagger)
         outs = []
         for p in procs:
             out, err = p.communicate(timeout=timeout + 60)
@@ -217,8 +221,12 @@ def swarm_multi(build, mode, n, timeout, slice_size, again=True):
     if all("reform" in o for o in outs):
         again = max(float(o["reform"]["last_abs"]) for o in outs) - first_end
         rd2 = sum(int(o["reform"]["rchar"]) for o in parts) / k
+    # One process holds the coordinator (O(N) per admission batch): the
+    # least per process is what a participant without it reads.
+    least = min(int(o["swarm"]["rchar"]) / int(o["swarm"]["local"]) for o in parts)
     return (first_end - t0, rd, wr, again, rd2,
-            "%d processes" % (len(procs) + (1 if host else 0)))
+            "%d processes; least read per participant in one process: %.0f B"
+            % (len(procs) + (1 if host else 0), least))
 
 
 def fmt(x):
@@ -232,9 +240,13 @@ def main():
     ap.add_argument("--swarm", default="1000,2000,5000,10000")
     ap.add_argument("--slice", type=int, default=2500,
                     help="participants per swarm process")
+    ap.add_argument("--stagger", type=float, default=0.0,
+                    help="seconds between starting two swarm processes (each one's "
+                    "connections then fit the store's listen queue; counted in the time)")
+    ap.add_argument("--modes", default="hosted,external",
+                    help="figure 2's stores, comma-separated: hosted, external")
     ap.add_argument("--external-again", action="store_true",
-                    help="the all-again round for the external store too (torch's own "
-                    "loop: minutes at N = 1000)")
+                    help="the all-again round for the external store too")
     ap.add_argument("--torchrun", default="2,4,8")
     ap.add_argument("--torchrun-timeout", type=int, default=120)
     ap.add_argument("--reps", type=int, default=3)
@@ -261,7 +273,7 @@ def main():
 
     print("\n2  participants in processes of <= %d, one store process; "
           "start -> every round held, bytes per participant" % args.slice)
-    for mode in ("hosted", "external"):
+    for mode in [m for m in args.modes.split(",") if m]:
         for n in [int(x) for x in args.swarm.split(",") if x]:
             if 3 * n + 64 > hard:
                 print("   %-8s N=%-6d skipped: the store process needs %d fds, the hard "
@@ -269,7 +281,7 @@ def main():
                 continue
             last, rd, wr, again, rd2, note = swarm_multi(
                 args.build, mode, n, 600, args.slice,
-                again=mode == "hosted" or args.external_again)
+                again=mode == "hosted" or args.external_again, stagger=args.stagger)
             extra = "  (target <= 2 s)" if n == 1000 else ""
             if last is None:
                 print("   %-8s N=%-6d failed  [%s]" % (mode, n, note))

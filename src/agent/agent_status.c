@@ -299,6 +299,7 @@ agent_get_stats(struct agent *a, struct ctl_agent_stats *ret)
 	ret->local_world_size = a->local_world_size;
 	ret->remaining_restarts = a->remaining_restarts;
 	ret->rdzv_degraded = rdzv_degraded(a->rdzv, &(uint64_t){0}, &(const char *){NULL});
+	ret->rdzv_coordinator = rdzv_coordinates(a->rdzv);
 	ret->console_dropped_bytes = agent_console_dropped(a);
 	/* Every state of torch's enums, in their order. */
 	for (enum node_state s = NODE_STATE_INIT; s <= NODE_STATE_FAILED; s++) {

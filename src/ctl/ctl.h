@@ -113,6 +113,7 @@ struct ctl_agent_stats {
 	int local_world_size;
 	int remaining_restarts;
 	bool rdzv_degraded;                 /* the status's degraded is not null */
+	bool rdzv_coordinator;              /* this node coordinates the rendezvous */
 	uint64_t console_dropped_bytes;     /* the status's console_dropped_bytes */
 	struct ctl_state_gauge node_state;  /* 1 for the node's NodeState */
 	struct ctl_state_gauge group_state; /* 1 for the group's WorkerState */

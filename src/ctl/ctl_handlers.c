@@ -529,6 +529,10 @@ metrics_agent(struct evbuffer *b, const struct ctl_agent_stats *st)
 	metric_u64(b, "elasticd_rdzv_degraded", "gauge",
 		   "1 while the rendezvous store (or etcd) is out of reach with workers running.",
 		   st->rdzv_degraded);
+	metric_u64(b, "elasticd_rdzv_coordinator", "gauge",
+		   "1 while this agent coordinates the rendezvous (c10d: hosts the store or "
+		   "holds the coordinator lease).",
+		   st->rdzv_coordinator);
 	metric_u64(b, "elasticd_console_dropped_bytes_total", "counter",
 		   "Teed output bytes a slow console could not take (announced on it).",
 		   st->console_dropped_bytes);

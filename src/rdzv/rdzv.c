@@ -177,6 +177,12 @@ rdzv_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why)
 	return r->ops->degraded(r, ret_since_usec, ret_why);
 }
 
+bool
+rdzv_coordinates(struct rdzv *r)
+{
+	return r && r->ops->coordinates && r->ops->coordinates(r);
+}
+
 void
 rdzv_free(struct rdzv *r)
 {

@@ -111,6 +111,10 @@ struct rdzv_backend_ops {
 	 * -EBUSY (another operation is under way: try again later) or
 	 * -ENOTCONN (not connected yet, or finishing). NULL: -EOPNOTSUPP. */
 	int (*run_op)(struct rdzv *r, enum rdzv_op op);
+	/* Optional. Whether this node coordinates the rendezvous (c10d: it
+	 * hosts the store, or holds the coordinator lease of a store nobody
+	 * hosts). NULL: never. */
+	bool (*coordinates)(struct rdzv *r);
 };
 
 struct rdzv {
@@ -204,6 +208,12 @@ int rdzv_snapshot(struct rdzv *r, struct rdzv_snapshot *ret);
  * borrowed until the next loop turn); false for a backend without shared
  * state. Accepts NULL r. */
 bool rdzv_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);
+
+/* Whether this node coordinates the rendezvous: admits the others and
+ * writes their assignments (c10d: the store host, or the holder of the
+ * coordinator lease on a store nobody hosts). False for the other backends.
+ * Accepts NULL r. */
+bool rdzv_coordinates(struct rdzv *r);
 
 /* Before rdzv_finish(r, true) after this node's workers failed for good:
  * the failure the closing records in the shared state (dynamic backends),

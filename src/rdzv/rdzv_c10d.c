@@ -17,10 +17,11 @@
  * the host runs its exit op for it. Liveness stays torch's heartbeats, but nodes
  * keep alive through their own key "<key>/hb/<node>" (a SET, no race for the
  * state) and the host folds those into the state once per keep-alive
- * interval (hb_fold): one write per interval instead of one per node. A store
- * without a coordinator (hosted elsewhere, e.g. by torch) gets torch's own
- * loop, with nodes that arrive together taking turns (tickets) to write
- * their joins.
+ * interval (c10d_hb_fold): one write per interval instead of one per node. On
+ * a store nobody hosts (tcpstore_tool serve, torch's store, an agent on
+ * another host) the participant holding the lease "<key>/lease" coordinates
+ * the same way through its client (rdzv_c10d_lease.c), and another takes
+ * over when it stops renewing it.
  *
  * Waiting never polls: a write that waiting nodes must hear about bumps the
  * state's gen and its writer sets "<key>/gen/<gen>"; every node keeps one WAIT
@@ -74,7 +75,6 @@
 static void admit_soon(struct c10d *c);
 static void joiners_clear(struct c10d *c);
 static void joiners_drop(struct c10d *c, size_t n);
-static size_t hb_fold(struct c10d *c, struct rdzv_state *st);
 
 enum adopt_how {
 	ADOPT_READ, /* a read */
@@ -105,7 +105,7 @@ adopt(struct c10d *c, const uint8_t *value, size_t len, enum adopt_how how)
 		rdzv_sync_fail(&c->sync, -EBADMSG);
 		return;
 	}
-	if (c->coordinator && c->server && hb_fold(c, &st) > 0) {
+	if (c->coordinator && c10d_hb_fold(c, &st) > 0) {
 		c->fold_dirty = true; /* written with our next compare-and-set */
 	}
 	free(c->token);
@@ -238,65 +238,6 @@ store_cas(void *arg, enum rdzv_action a)
 
 /* ---- admission by the store host ------------------------------------------ */
 
-static char *
-hb_key(const struct c10d *c, const char *node)
-{
-	return xasprintf("%s/hb/%s", c->key, node);
-}
-
-/* A node of a coordinated store keeps alive through its own key. */
-void
-c10d_hb_send(struct c10d *c)
-{
-	char *k = hb_key(c, c->me.name), v[32];
-	int64_t now = (int64_t)wall_usec();
-	long i = rdzv_state_find_heartbeat(&c->sync.st, &c->me);
-
-	snprintf(v, sizeof(v), "%" PRId64, now);
-	tcpstore_client_set(c->cmd, k, v, strlen(v), set_done_cb, c);
-	free(k);
-	if (i >= 0) {
-		c->sync.st.heartbeats[i].usec = now; /* the coordinator writes it */
-	}
-}
-
-/* The coordinator: the heartbeats its server holds, into st (its own when
- * due). Returns how many changed. */
-static size_t
-hb_fold(struct c10d *c, struct rdzv_state *st)
-{
-	int64_t now = (int64_t)wall_usec();
-	size_t changed = 0;
-
-	for (size_t i = 0; i < st->n_heartbeats; i++) {
-		struct rdzv_heartbeat *h = &st->heartbeats[i];
-		const uint8_t *v;
-		size_t len;
-		char buf[32], *k;
-		long long usec;
-
-		if (rdzv_node_cmp(&h->node, &c->me) == 0) {
-			if (now - h->usec >= c->settings.keep_alive_interval_usec / 2) {
-				h->usec = now;
-				changed++;
-			}
-			continue;
-		}
-		k = hb_key(c, h->node.name);
-		if (tcpstore_server_get(c->server, k, &v, &len) == 0 && len < sizeof(buf)) {
-			memcpy(buf, v, len);
-			buf[len] = '\0';
-			if (parse_int(buf, 0, now + 60 * (int64_t)USEC_PER_SEC, &usec) == 0 &&
-			    usec > h->usec) {
-				h->usec = usec;
-				changed++;
-			}
-		}
-		free(k);
-	}
-	return changed;
-}
-
 /* Forget the first n requests (requests keep arriving while a write that
  * admits the earlier ones is in flight). */
 static void
@@ -321,6 +262,22 @@ joiners_clear(struct c10d *c)
 	joiners_drop(c, c->n_joiners);
 }
 
+void
+c10d_join_request(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len)
+{
+	if (len > 1 && value[0] == 'x') {
+		c10d_exits_note(c, n, value, len); /* leave its last round for it first */
+	}
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		if (rdzv_node_cmp(&c->joiners[i], n) == 0) {
+			return;
+		}
+	}
+	c->joiners = xrealloc(c->joiners, (c->n_joiners + 1) * sizeof(*c->joiners));
+	rdzv_node_copy(&c->joiners[c->n_joiners++], n);
+	c10d_admit_later(c);
+}
+
 /* Our server stored "<key>/j/<node>": a node asks to join. */
 static void
 join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vlen, void *arg)
@@ -332,18 +289,8 @@ join_request_cb(const uint8_t *key, size_t klen, const uint8_t *value, size_t vl
 	if (klen <= plen || rdzv_node_parse(&n, (const char *)key + plen, klen - plen) < 0) {
 		return;
 	}
-	if (vlen > 1 && value[0] == 'x') {
-		c10d_exits_note(c, &n, value, vlen); /* leave its last round for it first */
-	}
-	for (size_t i = 0; i < c->n_joiners; i++) {
-		if (rdzv_node_cmp(&c->joiners[i], &n) == 0) {
-			rdzv_node_release(&n);
-			return;
-		}
-	}
-	c->joiners = xrealloc(c->joiners, (c->n_joiners + 1) * sizeof(*c->joiners));
-	c->joiners[c->n_joiners++] = n;
-	c10d_admit_later(c);
+	c10d_join_request(c, &n, value, vlen);
+	rdzv_node_release(&n);
 }
 
 /* Apply the admissions of the joiners we hold and of the wait list (a round
@@ -387,8 +334,8 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 /* The coordinator admits what it holds and folds the heartbeats: a fresh
  * read, then one compare-and-set for all (again after a lost race, from its
  * answer). */
-static void
-admit_now(struct c10d *c)
+void
+c10d_admit_now(struct c10d *c)
 {
 	if (!c->coordinator || c->sync.io_pending || c->dead || !c->up || c->finishing ||
 	    (c->n_joiners == 0 && !c->fold_due &&
@@ -407,31 +354,38 @@ admit_now(struct c10d *c)
 static void
 admit_cb(evutil_socket_t fd, short what, void *arg)
 {
-	admit_now(arg);
+	c10d_admit_now(arg);
 }
 
-static void
-fold_timer_cb(evutil_socket_t fd, short what, void *arg)
+void
+c10d_fold_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct c10d *c = arg;
 	int64_t iv = c->settings.keep_alive_interval_usec;
 	struct timeval tv = {(time_t)(iv / 1000000), (suseconds_t)(iv % 1000000)};
 
-	if (c->dead || c->finishing) {
+	if (c->dead || c->finishing || !c->coordinator) {
 		return;
 	}
-	c->fold_due = true;
-	admit_now(c);
 	evtimer_add(c->fold_timer, &tv);
+	if (c->leased) {
+		c10d_lease_tick(c); /* renew the lease (or hear we lost it) */
+	}
+	if (!c10d_lease_fold_read(c)) {
+		c->fold_due = true;
+		c10d_admit_now(c);
+	}
 }
 
-/* After any read: the coordinator looks at what it holds, and at a round
- * that opened with nodes in the wait list. */
+/* After any read: the coordinator looks at what it holds, at a round that
+ * opened with nodes in the wait list, and at a fold that found the store
+ * busy. */
 static void
 admit_soon(struct c10d *c)
 {
-	if (c->coordinator && (c->n_joiners > 0 || (!c->sync.st.complete && !c->sync.st.closed &&
-						    c->sync.st.n_wait_list > 0))) {
+	if (c->coordinator &&
+	    (c->n_joiners > 0 || c->fold_due ||
+	     (!c->sync.st.complete && !c->sync.st.closed && c->sync.st.n_wait_list > 0))) {
 		c10d_admit_later(c);
 	}
 }
@@ -503,9 +457,6 @@ store_synced(void *arg)
 {
 	struct c10d *c = arg;
 
-	if (c->sync.op == RDZV_OP_JOIN) {
-		c10d_turn_release(c);
-	}
 	if (c10d_assign_watching(c)) {
 		/* In, waiting for the round to complete: the coordinator says
 		 * when (our assignment key); the timer only guards. Our own key
@@ -875,7 +826,7 @@ c10d_init(struct rdzv *r, char **reterr)
 		free(e);
 	}
 	c->admit_ev = event_new(r->base, -1, 0, admit_cb, c);
-	c->fold_timer = evtimer_new(r->base, fold_timer_cb, c);
+	c->fold_timer = evtimer_new(r->base, c10d_fold_timer_cb, c);
 	if (c->server) {
 		char *k = xasprintf("%s/coordinator", c->key), *jp = xasprintf("%s/j/", c->key);
 
@@ -883,7 +834,7 @@ c10d_init(struct rdzv *r, char **reterr)
 
 		/* We admit the others: say so before anybody connects. */
 		c->coordinator = true;
-		fold_timer_cb(-1, 0, c); /* arms it */
+		c10d_fold_timer_cb(-1, 0, c); /* arms it */
 		(void)tcpstore_server_put(c->server, k, c->me.name, strlen(c->me.name));
 		tcpstore_server_on_set(c->server, jp, join_request_cb, c);
 		free(k);
@@ -925,6 +876,7 @@ c10d_free(struct rdzv *r)
 	tcpstore_client_free(c->cmd);
 	tcpstore_client_free(c->watch);
 	tcpstore_client_free(c->aux);
+	c10d_lease_free(c);
 	tcpstore_server_free(c->server);
 	tcpstore_server_free(c->worker_server);
 	if (c->ka_timer) {
@@ -978,4 +930,5 @@ const struct rdzv_backend_ops rdzv_c10d_ops = {
 	.snapshot = c10d_snapshot,
 	.degraded = c10d_degraded,
 	.run_op = c10d_run_op,
+	.coordinates = c10d_coordinates,
 };

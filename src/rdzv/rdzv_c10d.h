@@ -67,13 +67,6 @@ struct c10d {
 
 	bool observe_pending; /* a GET outside operations */
 
-	/* Join turns: nodes that arrive together take a ticket and write their
-	 * join one after another instead of all losing compare-and-sets to each
-	 * other (torch's loop collapses near 128 nodes, reference §8). A hint
-	 * only: a node stops waiting for its turn after a bounded time. */
-	int64_t ticket;
-	bool turn_held;
-
 	/* Admission by the store host (the coordinator): a joiner SETs
 	 * "<key>/j/<node>"; the host hears it from its own server, no round
 	 * trip, and admits every requester in one compare-and-set
@@ -92,11 +85,29 @@ struct c10d {
 	 * coordinator folds them into the state's heartbeats from its own
 	 * server, once per interval for everyone (hb_fold). */
 	struct event *fold_timer;
-	bool fold_due;       /* the interval passed: fold and write */
-	bool fold_dirty;     /* the local copy holds folded heartbeats not written yet */
-	bool ever_in;        /* this handler has been a participant (may be in the state) */
-	uint64_t asked;      /* when we last sent our join request */
-	int64_t served_seen; /* the "served" count when we last looked; -1: not yet */
+	bool fold_due;   /* the interval passed: fold and write */
+	bool fold_dirty; /* the local copy holds folded heartbeats not written yet */
+	bool ever_in;    /* this handler has been a participant (may be in the state) */
+	uint64_t asked;  /* when we last sent our join request */
+
+	/* A store nobody hosts (rdzv_c10d_lease.c): the participant holding
+	 * the lease "<key>/lease" coordinates; joiners queue their requests
+	 * as "<key>/jq/<i>" (i from ADD "<key>/jn"), which it reads in order
+	 * with a WAIT on its own connection; it reads "<key>/hb/<node>" by
+	 * client once per keep-alive interval into hb_cache. */
+	bool leased;     /* the store is external: the lease decides */
+	bool lease_next; /* next_rendezvous waits for the lease's verdict */
+	bool lease_busy; /* a lease compare-and-set is out */
+	char *lease;     /* the lease value last seen (our CAS token) */
+	size_t lease_len;
+	struct tcpstore_client *qcl;     /* coordinator: the queue's WAITs and reads */
+	bool q_running;                  /* reading the queue */
+	int64_t q_next;                  /* the first slot not read yet */
+	int64_t q_end;                   /* slots [q_next, q_end) being read */
+	int64_t q_at;                    /* the slot the next reply is about */
+	struct rdzv_heartbeat *hb_cache; /* coordinator: heartbeats read by client */
+	size_t n_hb_cache;
+	size_t hb_left; /* their reads still out */
 
 	/* The gen WAIT on watch. */
 	bool watching;
@@ -155,8 +166,6 @@ gen_key(const struct c10d *c, uint64_t gen)
 void c10d_admit_later(struct c10d *c);
 /* Ask the coordinator to admit us: SET "<key>/j/<node>". */
 void c10d_ask_to_join(struct c10d *c);
-/* Keep alive through our own key "<key>/hb/<node>" (coordinated stores). */
-void c10d_hb_send(struct c10d *c);
 /* Outside operations: read the state to see what changed (no-op while an
  * operation or another such read is under way). */
 void c10d_observe_read(struct c10d *c);
@@ -165,6 +174,14 @@ void c10d_observe_read(struct c10d *c);
 void c10d_watch_update(struct c10d *c);
 /* The store connection is lost (err: -errno): whatever waits fails. */
 void c10d_store_gone(struct c10d *c, int err);
+/* The coordinator heard node n ask to join with value[0..len) ("" or
+ * "x<round>"; n copied): hold it for the next admission. */
+void c10d_join_request(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len);
+/* The coordinator's fold timer (arg: the c10d): every keep-alive interval,
+ * fold the heartbeat keys into the state and write it. */
+void c10d_fold_timer_cb(evutil_socket_t fd, short what, void *arg);
+/* The coordinator: read the state, admit what it holds, fold heartbeats. */
+void c10d_admit_now(struct c10d *c);
 
 /* ---- rdzv_c10d_assign.c: assignment keys ------------------------------------ */
 
@@ -207,6 +224,34 @@ bool c10d_assign_watching(const struct c10d *c);
  * (rdzv_sync_assigned), or read the state when it says anything else. */
 void c10d_assign_fetch(struct c10d *c);
 
+/* ---- rdzv_c10d_lease.c: heartbeat keys, the coordinator lease ------------ */
+
+/* Keep alive through our own key "<key>/hb/<node>" (coordinated stores). */
+void c10d_hb_send(struct c10d *c);
+/* The heartbeat keys of the participants of st into st (ours when due), from
+ * the server we host or the coordinator's hb_cache. Returns how many changed. */
+size_t c10d_hb_fold(struct c10d *c, struct rdzv_state *st);
+/* "<key>/hb/<node>" (malloc'd). */
+char *c10d_hb_key(const struct c10d *c, const char *node);
+/* next_rendezvous on a store without "<key>/coordinator": take the lease if
+ * it is free, then go on as the coordinator or as a coordinated node. */
+void c10d_lease_start(struct c10d *c);
+/* Every keep-alive interval: the holder renews the lease (and steps down
+ * when it lost it), any other node takes it over once it is stale. */
+void c10d_lease_tick(struct c10d *c);
+/* The coordinator fold timer's reads: heartbeat keys by client into
+ * hb_cache, then c10d_admit_now. Returns false when there is nothing to read
+ * that way (we host the store, or no other participant). */
+bool c10d_lease_fold_read(struct c10d *c);
+/* Queue our join request in "<key>/jq/<i>": "<node>\n", then "x<round>"
+ * while a delegated exit from rejoin_round is pending when the slot comes
+ * back. */
+void c10d_lease_ask(struct c10d *c);
+/* Give the lease up at the end (its stamp 0: a successor need not wait). */
+void c10d_lease_release(struct c10d *c);
+/* Free what the lease code holds. */
+void c10d_lease_free(struct c10d *c);
+
 /* ---- rdzv_c10d_round.c: rounds --------------------------------------------- */
 
 /* rdzv_backend_ops of the c10d backend (rdzv.h has their contracts). */
@@ -226,13 +271,16 @@ void c10d_join_done(void *arg, int err, enum rdzv_action a);
 void c10d_next_fail(struct c10d *c, int err, const char *msg);
 /* Start next_rendezvous once the store is reachable. */
 void c10d_start_next(struct c10d *c);
-/* Our join is written: let the next ticket holder go. */
-void c10d_turn_release(struct c10d *c);
+/* A store with a coordinator that is not us: keep alive through our own
+ * key, then leave the last round by delegation (or, never a participant,
+ * ask to join at once). */
+void c10d_coordinated_start(struct c10d *c);
 /* Arm the keep-alive timer just after our heartbeat falls due. */
 void c10d_keep_alive_arm(struct c10d *c);
 /* libevent callbacks of the keep-alive and linger timers (arg: the c10d). */
 void c10d_ka_timer_cb(evutil_socket_t fd, short what, void *arg);
 void c10d_linger_cb(evutil_socket_t fd, short what, void *arg);
-/* rdzv_backend_ops.snapshot and .degraded (rdzv.h). */
+/* rdzv_backend_ops.snapshot, .degraded and .coordinates (rdzv.h). */
 int c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret);
 bool c10d_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);
+bool c10d_coordinates(struct rdzv *r);

@@ -1,7 +1,8 @@
 /* rdzv_c10d_assign.c — how a node of a coordinated c10d store learns its
  * round without reading the state: the coordinator (the store host) SETs
  * "<key>/a/<node>" = "<round> <rank> <world> <gen>" for every participant
- * once a round completes, in one MULTI_SET; a joiner that asked to join
+ * once a round completes, in one MULTI_SET (one SET each on a store it does
+ * not host); a joiner that asked to join
  * WAITs on its own key (its watch connection) and ends its join from those
  * few bytes (rdzv_sync_assigned). The state, whose size grows with the
  * number of nodes, is read by the coordinator alone; a joiner reads it only
@@ -24,13 +25,18 @@ c10d_assign_key(const struct c10d *c, const char *node)
 	return xasprintf("%s/a/%s", c->key, node);
 }
 
-/* One MULTI_SET of keys[i] = vals[i], i < n (both freed). */
+/* One MULTI_SET of keys[i] = vals[i], i < n (both freed); one SET each on a
+ * store we do not host (torch < 2.4 has no MULTI_SET). */
 static void
 multi_set(struct c10d *c, char **keys, char **vals, size_t n)
 {
 	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET, .n = n};
 
-	if (n > 0) {
+	if (!c->server) {
+		for (size_t i = 0; i < n; i++) {
+			tcpstore_client_set(c->cmd, keys[i], vals[i], strlen(vals[i]), NULL, NULL);
+		}
+	} else if (n > 0) {
 		req.keys = xcalloc(n, sizeof(*req.keys));
 		req.values = xcalloc(n, sizeof(*req.values));
 		for (size_t i = 0; i < n; i++) {
@@ -298,7 +304,11 @@ c10d_ask_to_join(struct c10d *c)
 	if (c->rejoin_round >= 0) {
 		snprintf(v, sizeof(v), "x%" PRId64, c->rejoin_round);
 	}
-	tcpstore_client_set(c->cmd, k, v, strlen(v), NULL, NULL);
+	if (c->leased) {
+		c10d_lease_ask(c); /* the coordinator reads the queue, not "j/" */
+	} else {
+		tcpstore_client_set(c->cmd, k, v, strlen(v), NULL, NULL);
+	}
 	free(k);
 	c->asked = now_usec();
 }

@@ -1,6 +1,7 @@
 /* rdzv_c10d_round.c — the c10d backend's rounds (rdzv_c10d.c has the
- * store under the operation loop): next_rendezvous (exit, then join, with
- * join turns on a store without a coordinator), the rank exchange of torch
+ * store under the operation loop): next_rendezvous (exit, then join, as the
+ * coordinator or through it; rdzv_c10d_lease.c elects one on a store nobody
+ * hosts), the rank exchange of torch
  * 2.x's agent and group rank 0's worker store, keep-alive while a round runs,
  * the exit barrier, and closing or leaving at the end. */
 #include <arpa/inet.h>
@@ -51,7 +52,6 @@ round_key(const struct c10d *c, const char *what)
 void
 c10d_next_fail(struct c10d *c, int err, const char *msg)
 {
-	c10d_turn_release(c);
 	c->sync.next_active = false;
 	c10d_set_state(c, NODE_STATE_FAILED, "next_rendezvous", msg);
 	rdzv_tell(c->r, RDZV_TELL_DONE, err, 0, msg);
@@ -431,7 +431,6 @@ c10d_join_done(void *arg, int err, enum rdzv_action a)
 		free(msg);
 		return;
 	}
-	c10d_turn_release(c);
 	if (a == RDZV_ACTION_FINISH) {
 		exchange_start(c);
 		return;
@@ -470,129 +469,55 @@ c10d_exit_done(void *arg, int err, enum rdzv_action a)
 }
 
 void
-c10d_turn_release(struct c10d *c)
+c10d_coordinated_start(struct c10d *c)
 {
-	char *k;
-
-	if (!c->turn_held || c->dead) {
-		c->turn_held = false;
-		return;
+	c->coordinated = true;
+	c10d_keep_alive_arm(c); /* through our own key from now on */
+	if (c->ever_in) {
+		c10d_rejoin(c); /* the coordinator takes us out of the last round */
+	} else {
+		/* Never a participant: nothing to leave. */
+		c10d_exit_done(c, 0, RDZV_ACTION_FINISH);
 	}
-	c->turn_held = false;
-	k = xasprintf("%s/served", c->key);
-	tcpstore_client_add(c->cmd, k, 1, NULL, NULL);
-	free(k);
-	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket + 1);
-	tcpstore_client_set(c->cmd, k, "", 0, NULL, NULL);
-	free(k);
-	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket);
-	tcpstore_client_delete(c->cmd, k, NULL, NULL);
-	free(k);
 }
 
+/* A store nobody hosts: whoever holds the lease coordinates. */
 static void
-turn_go(struct c10d *c)
-{
-	if (!c->sync.next_active) {
-		return;
-	}
-	c->turn_held = true;
-	rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, c10d_exit_done);
-}
-
-static void served_cb(int err, const struct tcpstore_reply *rep, void *arg);
-
-static void
-turn_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
+state_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
-	char *k;
-
-	if (err < 0 && err != -ETIMEDOUT) {
-		c10d_store_gone(c, err);
-		return;
-	}
-	if (err == 0) {
-		turn_go(c);
-		return;
-	}
-	/* Timed out: go unless the queue moved meanwhile (a crowd's turns
-	 * take a while; only a stuck one is skipped). */
-	k = xasprintf("%s/served", c->key);
-	tcpstore_client_add(c->cmd, k, 0, served_cb, c);
-	free(k);
-}
-
-static void
-served_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	int64_t ahead;
-	char *k;
-	const char *keys[1];
 
 	if (err < 0) {
 		c10d_store_gone(c, err);
 		return;
 	}
-	ahead = c->ticket - 1 - rep->i64;
-	if (ahead <= 0 || (c->served_seen >= 0 && rep->i64 == c->served_seen)) {
-		/* Our turn, or nobody went ahead for a whole wait. */
-		turn_go(c);
-		return;
+	if (rep->status != TCPSTORE_READY) {
+		/* Create the state key as torch's C10dRendezvousBackend does (a
+		 * GET of a missing key ends the connection on torch's stores);
+		 * only when missing: the answer would be the whole state. */
+		tcpstore_client_compare_set(c->cmd, c->key, "", 0, C10D_SENTINEL,
+					    strlen(C10D_SENTINEL), NULL, NULL);
 	}
-	c->served_seen = rep->i64;
-	/* Wait for the node before us, a little longer the further back we are. */
-	k = xasprintf("%s/turn/%" PRId64, c->key, c->ticket);
-	keys[0] = k;
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, keys, 1,
-				   USEC_PER_SEC + (uint64_t)ahead * 10 * USEC_PER_MSEC,
-				   turn_wait_cb, c);
-	free(k);
-}
-
-static void
-ticket_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	char *k;
-
-	if (err < 0) {
-		c10d_store_gone(c, err);
-		return;
-	}
-	c->ticket = rep->i64;
-	c->served_seen = -1;
-	k = xasprintf("%s/served", c->key);
-	tcpstore_client_add(c->cmd, k, 0, served_cb, c);
-	free(k);
+	c->leased = true;
+	c10d_lease_start(c);
 }
 
 static void
 coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d *c = arg;
-	char *k;
+	const char *keys[1];
 
 	if (err < 0) {
 		c10d_store_gone(c, err);
 		return;
 	}
 	if (rep->status == TCPSTORE_READY) {
-		c->coordinated = true;
-		c10d_keep_alive_arm(c); /* through our own key from now on */
-		if (c->ever_in) {
-			c10d_rejoin(c); /* the coordinator takes us out of the last round */
-		} else {
-			/* Never a participant: nothing to leave. */
-			c10d_exit_done(c, 0, RDZV_ACTION_FINISH);
-		}
+		c10d_coordinated_start(c); /* the store host coordinates */
 		return;
 	}
-	/* A store without a coordinator (not hosted by an agent): turns. */
-	k = xasprintf("%s/ticket", c->key);
-	tcpstore_client_add(c->cmd, k, 1, ticket_cb, c);
-	free(k);
+	keys[0] = c->key;
+	(void)tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, state_check_cb, c);
 }
 
 void
@@ -601,8 +526,12 @@ c10d_start_next(struct c10d *c)
 	char *k;
 	const char *keys[1];
 
-	if (c->coordinator) {
+	if (c->coordinator && !c->leased) {
 		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, c10d_exit_done);
+		return;
+	}
+	if (c->leased) {
+		c10d_lease_start(c); /* known external: ask the lease again */
 		return;
 	}
 	k = xasprintf("%s/coordinator", c->key);
@@ -695,7 +624,21 @@ c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 					  (uint64_t)c->settings.keep_alive_max_attempt,
 	};
 	rdzv_state_copy(&ret->st, &c->sync.st);
+	if (c->coordinator) {
+		ret->coordinator = xstrdup(c->me.name);
+	} else if (c->leased && c->lease_len > 0) {
+		ret->coordinator = xstrndup(c->lease, strcspn(c->lease, " "));
+	}
 	return 0;
+}
+
+/* rdzv_backend_ops.coordinates */
+bool
+c10d_coordinates(struct rdzv *r)
+{
+	struct c10d *c = r->backend;
+
+	return c && c->coordinator;
 }
 
 /* rdzv_backend_ops.degraded */
@@ -719,6 +662,9 @@ c10d_ka_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (c->dead || c->finishing) {
 		return;
+	}
+	if (c->leased && !c->coordinator) {
+		c10d_lease_tick(c); /* take the lease over when it is stale */
 	}
 	if (c->coordinated) {
 		/* Our own key, no read of the state: the coordinator folds it. */
@@ -952,7 +898,7 @@ c10d_finish(struct rdzv *r, bool close)
 	c->sync.next_active = false;
 	c->finishing = true;
 	evtimer_del(c->ka_timer);
-	c10d_turn_release(c);
+	c10d_lease_release(c);
 	if (c->watch && c->watching) {
 		(void)tcpstore_client_cancel_wait(c->watch);
 		c->watching = false;

@@ -11,6 +11,7 @@ void
 rdzv_snapshot_release(struct rdzv_snapshot *s)
 {
 	free(s->self);
+	free(s->coordinator);
 	rdzv_state_release(&s->st);
 	for (size_t i = 0; s->dead && s->dead[i]; i++) {
 		free(s->dead[i]);
@@ -159,6 +160,8 @@ rdzv_snapshot_json(const struct rdzv_snapshot *s, int64_t now_usec)
 	json_object_set_new(o, "state_age_s",
 			    s->read_usec < 0 ? json_null() : seconds(now_usec - s->read_usec));
 	json_object_set_new(o, "liveness", json_string(liveness_name(s->liveness)));
+	json_object_set_new(o, "coordinator",
+			    s->coordinator ? json_string(s->coordinator) : json_null());
 	json_object_set_new(o, "participants", participants_json(s, now_usec));
 	json_object_set_new(o, "wait_list",
 			    list_json(s, s->st.wait_list, s->st.n_wait_list, now_usec));

@@ -32,6 +32,10 @@ struct rdzv_snapshot {
 	/* LEASE: the nodes known to have lost their lease, owned, NULL-terminated
 	 * (NULL: none). */
 	char **dead;
+	/* The node that admits the others as this node knows it (c10d: the
+	 * store host, or the holder of the coordinator lease), owned; NULL: none
+	 * or not known here. */
+	char *coordinator;
 };
 
 /* Free every member and zero *s. Accepts a zeroed snapshot. */
@@ -39,7 +43,8 @@ void rdzv_snapshot_release(struct rdzv_snapshot *s);
 
 /* The JSON object of the `nodes` handler (elasticd-ctl(7)), a new reference:
  * backend, node (self), round, complete, closed, state_age_s (now - read_usec,
- * null when never read), liveness ("heartbeat" or "lease"), participants
+ * null when never read), liveness ("heartbeat" or "lease"), coordinator
+ * (null when not known), participants
  * (with group_rank, in rank order), wait_list, spares (the redundancy list),
  * quarantined (the hosts --quarantine took out, as the state records them:
  * {node, host, until, remaining_s, count, active}); each member {node,

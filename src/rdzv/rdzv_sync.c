@@ -465,3 +465,36 @@ rdzv_sync_step(struct rdzv_sync *s)
 	}
 	rdzv_sync_end(s, 0, a);
 }
+
+/* ---- the coordinator lease ------------------------------------------------ */
+
+enum rdzv_lease_verdict
+rdzv_lease_judge(const char *value, size_t len, const char *me, int64_t now_wall,
+		 int64_t window_usec, int64_t *ret_cursor)
+{
+	char buf[512], node[256];
+	long long stamp, cursor;
+	int end = 0;
+
+	*ret_cursor = 0;
+	if (len == 0 || len >= sizeof(buf)) {
+		return RDZV_LEASE_FREE;
+	}
+	memcpy(buf, value, len);
+	buf[len] = '\0';
+	if (sscanf(buf, "%255s %lld %lld%n", node, &stamp, &cursor, &end) != 3 ||
+	    (size_t)end != len || cursor < 0) {
+		return RDZV_LEASE_FREE;
+	}
+	*ret_cursor = cursor;
+	if (strcmp(node, me) == 0) {
+		return RDZV_LEASE_MINE;
+	}
+	return now_wall - stamp < window_usec ? RDZV_LEASE_HELD : RDZV_LEASE_FREE;
+}
+
+char *
+rdzv_lease_format(const char *me, int64_t now_wall, int64_t cursor)
+{
+	return xasprintf("%s %" PRId64 " %" PRId64, me, now_wall, cursor);
+}

@@ -213,3 +213,27 @@ uint64_t rdzv_sync_mono(const struct rdzv_sync *s);
 
 /* Begin next_rendezvous: its deadline and progress bookkeeping reset. */
 void rdzv_sync_next_begin(struct rdzv_sync *s);
+
+/* ---- the coordinator lease of a store nobody hosts -------------------------
+ * On a store no agent hosts, one participant coordinates (admits the crowd,
+ * folds heartbeats, writes assignments) while it holds a lease key: a value
+ * "<node> <wall usec> <cursor>" taken and renewed with compare-and-set every
+ * keep-alive interval, and free for anyone once its stamp is older than
+ * keep_alive_interval x keep_alive_max_attempt (torch's rule for a dead
+ * node's heartbeat). cursor: the first join request (queue slot) the holder
+ * has not read yet, where a successor starts. */
+enum rdzv_lease_verdict {
+	RDZV_LEASE_MINE, /* me holds it */
+	RDZV_LEASE_HELD, /* another node holds it and renewed it within the window */
+	RDZV_LEASE_FREE, /* absent (len 0), malformed, or stale: take it */
+};
+
+/* Judge the lease value[0..len) for node name me at now_wall (usec) with the
+ * staleness window window_usec; *ret_cursor gets its cursor (0 when absent
+ * or malformed). Pure. */
+enum rdzv_lease_verdict rdzv_lease_judge(const char *value, size_t len, const char *me,
+					 int64_t now_wall, int64_t window_usec,
+					 int64_t *ret_cursor);
+
+/* The lease value for me at now_wall (usec) with cursor (malloc'd). */
+char *rdzv_lease_format(const char *me, int64_t now_wall, int64_t cursor);

@@ -513,14 +513,116 @@ test_jitter(void **state)
 	event_base_free(base);
 }
 
+/* The coordinator lease's verdicts (rdzv_lease_judge): absent, malformed or
+ * stale is free, our own is ours whatever its age, another node's is held
+ * within the window (keep_alive_interval x keep_alive_max_attempt). */
+static void
+test_lease_judge(void **state)
+{
+	static const struct {
+		const char *value, *me;
+		int64_t now;
+		enum rdzv_lease_verdict want;
+		int64_t cursor;
+	} rows[] = {
+		{"", "a_1_0", WALL0, RDZV_LEASE_FREE, 0},
+		{"a_1_0 1000000000 7", "a_1_0", WALL0, RDZV_LEASE_MINE, 7},
+		{"a_1_0 1 7", "a_1_0", WALL0, RDZV_LEASE_MINE, 7},
+		{"b_1_0 1000000000 3", "a_1_0", WALL0, RDZV_LEASE_HELD, 3},
+		{"b_1_0 1000000000 3", "a_1_0", WALL0 + 15 * S - 1, RDZV_LEASE_HELD, 3},
+		{"b_1_0 1000000000 3", "a_1_0", WALL0 + 15 * S, RDZV_LEASE_FREE, 3},
+		{"b_1_0 0 12", "a_1_0", WALL0, RDZV_LEASE_FREE, 12},      /* released */
+		{"b_1_0 1000000000", "a_1_0", WALL0, RDZV_LEASE_FREE, 0}, /* malformed */
+		{"b_1_0 1000000000 -1", "a_1_0", WALL0, RDZV_LEASE_FREE, 0},
+		{"b_1_0 1000000000 3 x", "a_1_0", WALL0, RDZV_LEASE_FREE, 0},
+		{"b_1_0", "a_1_0", WALL0, RDZV_LEASE_FREE, 0},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		int64_t cursor = -5;
+
+		assert_int_equal(rdzv_lease_judge(rows[i].value, strlen(rows[i].value), rows[i].me,
+						  rows[i].now, 15 * S, &cursor),
+				 rows[i].want);
+		assert_int_equal(cursor, rows[i].cursor);
+	}
+}
+
+/* TCPStore's compare_set on one key: set when it holds expected (an absent
+ * key holds ""), answer what it holds then. */
+static void
+lease_cas(char **key, const char *expected, const char *desired)
+{
+	if (strcmp(*key ? *key : "", expected) == 0) {
+		free(*key);
+		*key = xstrdup(desired);
+	}
+}
+
+/* One node's turn as rdzv_c10d_lease.c takes it: the holder renews with its
+ * cursor, any other node asks (a compare-and-set from "") and takes a stale
+ * lease over from the value it saw, keeping its cursor. Returns the verdict
+ * it ends with. */
+static enum rdzv_lease_verdict
+lease_turn(char **key, const char *me, int64_t now, const char *last_seen, int64_t cursor)
+{
+	char *v = rdzv_lease_format(me, now, cursor);
+	enum rdzv_lease_verdict verdict;
+	int64_t c;
+
+	lease_cas(key, last_seen ? last_seen : "", v);
+	free(v);
+	verdict = rdzv_lease_judge(*key, strlen(*key), me, now, 15 * S, &c);
+	if (verdict == RDZV_LEASE_FREE) {
+		char *seen = xstrdup(*key);
+
+		v = rdzv_lease_format(me, now, c);
+		lease_cas(key, seen, v);
+		free(v);
+		free(seen);
+		verdict = rdzv_lease_judge(*key, strlen(*key), me, now, 15 * S, &c);
+	}
+	return verdict;
+}
+
+/* An election: the first node takes an absent lease, the others see it
+ * held; the holder stops renewing (SIGKILL) and after the window exactly one
+ * node takes it over, from the holder's cursor; the old holder, back,
+ * finds it lost. */
+static void
+test_lease_election(void **state)
+{
+	char *key = NULL, *a_last;
+	int64_t cursor;
+
+	assert_int_equal(lease_turn(&key, "a_1_0", WALL0, NULL, 0), RDZV_LEASE_MINE);
+	assert_int_equal(lease_turn(&key, "b_1_0", WALL0 + S, NULL, 0), RDZV_LEASE_HELD);
+	/* a renews every interval, with the requests it read so far. */
+	a_last = xstrdup(key);
+	assert_int_equal(lease_turn(&key, "a_1_0", WALL0 + 5 * S, a_last, 42), RDZV_LEASE_MINE);
+	free(a_last);
+	a_last = xstrdup(key);
+	assert_int_equal(lease_turn(&key, "b_1_0", WALL0 + 19 * S, NULL, 0), RDZV_LEASE_HELD);
+	/* a is gone: a window after its last renewal, b takes over, c sees b. */
+	assert_int_equal(lease_turn(&key, "b_1_0", WALL0 + 20 * S, NULL, 0), RDZV_LEASE_MINE);
+	assert_int_equal(
+		rdzv_lease_judge(key, strlen(key), "b_1_0", WALL0 + 20 * S, 15 * S, &cursor),
+		RDZV_LEASE_MINE);
+	assert_int_equal(cursor, 42);
+	assert_int_equal(lease_turn(&key, "c_1_0", WALL0 + 20 * S, NULL, 0), RDZV_LEASE_HELD);
+	/* a's renewal from its last value fails: it steps down. */
+	assert_int_equal(lease_turn(&key, "a_1_0", WALL0 + 21 * S, a_last, 50), RDZV_LEASE_HELD);
+	free(a_last);
+	free(key);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cases),
-		cmocka_unit_test(test_store_error_each_step),
-		cmocka_unit_test(test_jitter),
-		cmocka_unit_test(test_assigned),
+		cmocka_unit_test(test_cases),       cmocka_unit_test(test_store_error_each_step),
+		cmocka_unit_test(test_jitter),      cmocka_unit_test(test_assigned),
+		cmocka_unit_test(test_lease_judge), cmocka_unit_test(test_lease_election),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
