@@ -29,6 +29,8 @@ struct creq {
 	tcpstore_reply_fn fn;
 	void *arg;
 	bool internal;     /* handshake PING */
+	bool background;   /* a WAIT any other request may interrupt (mux) */
+	uint64_t deadline; /* a WAIT's timeout, absolute, set at its first send */
 	int err;           /* completion status of an entry on the done list */
 	struct creq *then; /* sent next when this one succeeds (a blocking pop) */
 };
@@ -75,8 +77,11 @@ struct tcpstore_client {
 	struct creq_list queue; /* not sent yet */
 	struct creq_list done;  /* sent, no reply expected: complete from kick */
 	struct creq *inflight;
+	bool mux; /* one connection for all: WAITs step aside (see the header) */
 	bool cancelling;
-	int cancel_err; /* what the cancelled WAIT completes with */
+	int cancel_err; /* what the cancelled WAIT completes with; 0: it steps
+			 * aside and is sent again later (mux) */
+	bool fired;     /* the WAIT being cancelled completed meanwhile */
 
 	int busy;
 	bool free_pending;
@@ -197,13 +202,89 @@ client_die(struct tcpstore_client *c, int err)
 	}
 }
 
+/* Who goes first on a multiplexed connection: anything but a WAIT, then a
+ * WAIT, then a background WAIT. */
+static int
+creq_priority(const struct creq *q)
+{
+	return q->cmd != TCPSTORE_CMD_WAIT ? 2 : q->background ? 0 : 1;
+}
+
+/* The request to send next: the first queued one, or on a multiplexed
+ * connection the first of the highest priority. */
+static struct creq *
+client_pick(struct tcpstore_client *c)
+{
+	struct creq *q, *best = TAILQ_FIRST(&c->queue);
+
+	if (!c->mux) {
+		return best;
+	}
+	TAILQ_FOREACH(q, &c->queue, link)
+	{
+		if (creq_priority(q) > creq_priority(best)) {
+			best = q;
+		}
+	}
+	return best;
+}
+
+/* A WAIT goes out: arm its timeout (counted from its first send). Returns
+ * false when that already passed (it completed with -ETIMEDOUT). */
+static bool
+wait_arm(struct tcpstore_client *c, struct creq *q)
+{
+	uint64_t now = now_usec(), left;
+	struct timeval tv;
+
+	if (q->timeout_usec == 0) {
+		return true;
+	}
+	if (q->deadline == 0) {
+		q->deadline = now + q->timeout_usec;
+	}
+	if (now >= q->deadline) {
+		q->err = -ETIMEDOUT; /* completed from kick, never inside a request call */
+		TAILQ_INSERT_TAIL(&c->done, q, link);
+		event_active(c->kick, EV_TIMEOUT, 0);
+		return false;
+	}
+	left = q->deadline - now;
+	tv.tv_sec = (time_t)(left / USEC_PER_SEC);
+	tv.tv_usec = (suseconds_t)(left % USEC_PER_SEC);
+	evtimer_add(c->timeout, &tv);
+	return true;
+}
+
+static void cancel_inflight(struct tcpstore_client *c, int err);
+
+/* Multiplexed: the WAIT in flight steps aside (CANCEL_WAIT, sent again once
+ * the connection is free) when something of a higher priority is queued. */
+static void
+client_preempt(struct tcpstore_client *c)
+{
+	struct creq *q = c->inflight;
+
+	if (!c->mux || c->state != CLIENT_UP || !q || q->cmd != TCPSTORE_CMD_WAIT ||
+	    c->cancelling || TAILQ_EMPTY(&c->queue)) {
+		return;
+	}
+	if (creq_priority(client_pick(c)) > creq_priority(q)) {
+		cancel_inflight(c, 0);
+	}
+}
+
 static void
 client_send_next(struct tcpstore_client *c)
 {
-	while (c->state == CLIENT_UP && !c->inflight && !TAILQ_EMPTY(&c->queue)) {
-		struct creq *q = TAILQ_FIRST(&c->queue);
+	while (c->state == CLIENT_UP && !c->inflight && !c->free_pending &&
+	       !TAILQ_EMPTY(&c->queue)) {
+		struct creq *q = client_pick(c);
 
 		TAILQ_REMOVE(&c->queue, q, link);
+		if (q->cmd == TCPSTORE_CMD_WAIT && !wait_arm(c, q)) {
+			continue;
+		}
 		bufferevent_write(c->bev, q->frame, q->len);
 		if (!tcpstore_cmd_has_reply(q->cmd)) {
 			TAILQ_INSERT_TAIL(&c->done, q, link);
@@ -211,13 +292,8 @@ client_send_next(struct tcpstore_client *c)
 			continue;
 		}
 		c->inflight = q;
-		if (q->cmd == TCPSTORE_CMD_WAIT && q->timeout_usec > 0) {
-			struct timeval tv = {(time_t)(q->timeout_usec / USEC_PER_SEC),
-					     (suseconds_t)(q->timeout_usec % USEC_PER_SEC)};
-
-			evtimer_add(c->timeout, &tv);
-		}
 	}
+	client_preempt(c);
 }
 
 static void
@@ -235,7 +311,8 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
 	client_leave(c);
 }
 
-/* Abandon the in-flight WAIT; it completes with err. Inside client_enter. */
+/* Abandon the in-flight WAIT; it completes with err (< 0), or with err 0
+ * steps aside to be sent again (mux, v2 only). Inside client_enter. */
 static void
 cancel_inflight(struct tcpstore_client *c, int err)
 {
@@ -244,12 +321,16 @@ cancel_inflight(struct tcpstore_client *c, int err)
 
 	evtimer_del(c->timeout);
 	if (c->cancelling) {
+		if (err < 0) {
+			c->cancel_err = err; /* given up on while stepping aside */
+		}
 		return;
 	}
 	if (c->dialect == TCPSTORE_DIALECT_V2) {
 		/* The server answers 01 (after 00 if the wait completed meanwhile). */
 		c->cancelling = true;
 		c->cancel_err = err;
+		c->fired = false;
 		(void)tcpstore_req_encode(&b, c->dialect, &req);
 		bufferevent_write(c->bev, b.data, b.len);
 		tcpstore_buf_release(&b);
@@ -313,15 +394,16 @@ timeout_cb(evutil_socket_t fd, short what, void *arg)
 	client_leave(c);
 }
 
-int
-tcpstore_client_cancel_wait(struct tcpstore_client *c)
+/* Cancel the WAITs (only the background ones when bg_only). */
+static int
+cancel_waits(struct tcpstore_client *c, bool bg_only)
 {
 	struct creq *q, *next;
 	int r = -ENOENT;
 
 	for (q = TAILQ_FIRST(&c->queue); q; q = next) {
 		next = TAILQ_NEXT(q, link);
-		if (q->cmd == TCPSTORE_CMD_WAIT) {
+		if (q->cmd == TCPSTORE_CMD_WAIT && (q->background || !bg_only)) {
 			TAILQ_REMOVE(&c->queue, q, link);
 			q->err = -ECANCELED;
 			TAILQ_INSERT_TAIL(&c->done, q, link);
@@ -329,13 +411,36 @@ tcpstore_client_cancel_wait(struct tcpstore_client *c)
 			r = 0;
 		}
 	}
-	if (c->inflight && c->inflight->cmd == TCPSTORE_CMD_WAIT && c->state == CLIENT_UP) {
+	if (c->inflight && c->inflight->cmd == TCPSTORE_CMD_WAIT && c->state == CLIENT_UP &&
+	    (c->inflight->background || !bg_only)) {
 		client_enter(c);
 		cancel_inflight(c, -ECANCELED);
 		client_leave(c);
 		r = 0;
 	}
 	return r;
+}
+
+int
+tcpstore_client_cancel_wait(struct tcpstore_client *c)
+{
+	return cancel_waits(c, false);
+}
+
+int
+tcpstore_client_cancel_background(struct tcpstore_client *c)
+{
+	return cancel_waits(c, true);
+}
+
+int
+tcpstore_client_set_mux(struct tcpstore_client *c, bool on)
+{
+	if (on && c->dialect != TCPSTORE_DIALECT_V2) {
+		return -EINVAL;
+	}
+	c->mux = on;
+	return 0;
 }
 
 static void
@@ -406,14 +511,22 @@ read_cb(struct bufferevent *bev, void *arg)
 		}
 		p = evbuffer_pullup(in, -1);
 		if (c->cancelling) {
+			struct tcpstore_reply fired = {.status = TCPSTORE_STOP_WAITING};
+
+			evbuffer_drain(in, 1);
 			if (p[0] == TCPSTORE_STOP_WAITING) {
-				evbuffer_drain(in, 1);
+				c->fired = true;
 				continue;
 			}
 			c->cancelling = false;
 			c->inflight = NULL;
-			evbuffer_drain(in, 1);
-			complete(c, q, c->cancel_err, NULL);
+			if (c->cancel_err < 0) {
+				complete(c, q, c->cancel_err, NULL);
+			} else if (c->fired) {
+				complete(c, q, 0, &fired); /* it stepped aside too late */
+			} else {
+				TAILQ_INSERT_HEAD(&c->queue, q, link);
+			}
 			client_send_next(c);
 			continue;
 		}
@@ -645,9 +758,20 @@ creq_new(struct tcpstore_client *c, const struct tcpstore_req *req, uint64_t tim
 	return 0;
 }
 
-int
-tcpstore_client_request(struct tcpstore_client *c, const struct tcpstore_req *req,
-			uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
+/* Queue q and send what can go. */
+static void
+client_push(struct tcpstore_client *c, struct creq *q)
+{
+	TAILQ_INSERT_TAIL(&c->queue, q, link);
+	client_enter(c);
+	client_send_next(c);
+	client_leave(c);
+}
+
+/* Queue req (a background WAIT when background) and send what can go. */
+static int
+client_enqueue(struct tcpstore_client *c, const struct tcpstore_req *req, uint64_t timeout_usec,
+	       bool background, tcpstore_reply_fn fn, void *arg)
 {
 	struct creq *q;
 	int r;
@@ -659,9 +783,16 @@ tcpstore_client_request(struct tcpstore_client *c, const struct tcpstore_req *re
 	if (r < 0) {
 		return r;
 	}
-	TAILQ_INSERT_TAIL(&c->queue, q, link);
-	client_send_next(c);
+	q->background = background;
+	client_push(c, q);
 	return 0;
+}
+
+int
+tcpstore_client_request(struct tcpstore_client *c, const struct tcpstore_req *req,
+			uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
+{
+	return client_enqueue(c, req, timeout_usec, false, fn, arg);
 }
 
 static struct tcpstore_bytes
@@ -672,57 +803,9 @@ str_bytes(const char *s)
 	return b;
 }
 
-int
-tcpstore_client_set(struct tcpstore_client *c, const char *key, const void *value, size_t len,
-		    tcpstore_reply_fn fn, void *arg)
-{
-	struct tcpstore_req req = {
-		.cmd = TCPSTORE_CMD_SET, .key = str_bytes(key), .value = {value, len}};
-
-	return tcpstore_client_request(c, &req, 0, fn, arg);
-}
-
-int
-tcpstore_client_get(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn, void *arg)
-{
-	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_GET, .key = str_bytes(key)};
-
-	return tcpstore_client_request(c, &req, 0, fn, arg);
-}
-
-int
-tcpstore_client_add(struct tcpstore_client *c, const char *key, int64_t delta, tcpstore_reply_fn fn,
-		    void *arg)
-{
-	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_ADD, .key = str_bytes(key), .delta = delta};
-
-	return tcpstore_client_request(c, &req, 0, fn, arg);
-}
-
-int
-tcpstore_client_compare_set(struct tcpstore_client *c, const char *key, const void *expected,
-			    size_t explen, const void *desired, size_t deslen, tcpstore_reply_fn fn,
-			    void *arg)
-{
-	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_COMPARE_SET,
-				   .key = str_bytes(key),
-				   .value = {expected, explen},
-				   .desired = {desired, deslen}};
-
-	return tcpstore_client_request(c, &req, 0, fn, arg);
-}
-
-int
-tcpstore_client_delete(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn, void *arg)
-{
-	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_DELETE_KEY, .key = str_bytes(key)};
-
-	return tcpstore_client_request(c, &req, 0, fn, arg);
-}
-
-int
-tcpstore_client_keys(struct tcpstore_client *c, enum tcpstore_cmd cmd, const char *const *keys,
-		     size_t n, uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
+static int
+client_keys(struct tcpstore_client *c, enum tcpstore_cmd cmd, const char *const *keys, size_t n,
+	    uint64_t timeout_usec, bool background, tcpstore_reply_fn fn, void *arg)
 {
 	struct tcpstore_bytes *k = n ? xcalloc(n, sizeof(*k)) : NULL;
 	struct tcpstore_req req = {.cmd = cmd, .n = n, .keys = k};
@@ -731,28 +814,23 @@ tcpstore_client_keys(struct tcpstore_client *c, enum tcpstore_cmd cmd, const cha
 	for (size_t i = 0; i < n; i++) {
 		k[i] = str_bytes(keys[i]);
 	}
-	r = tcpstore_client_request(c, &req, timeout_usec, fn, arg);
+	r = client_enqueue(c, &req, timeout_usec, background, fn, arg);
 	free(k);
 	return r;
 }
 
 int
-tcpstore_client_queue_push(struct tcpstore_client *c, const char *key, const void *value,
-			   size_t len, tcpstore_reply_fn fn, void *arg)
+tcpstore_client_keys(struct tcpstore_client *c, enum tcpstore_cmd cmd, const char *const *keys,
+		     size_t n, uint64_t timeout_usec, tcpstore_reply_fn fn, void *arg)
 {
-	struct tcpstore_req req = {
-		.cmd = TCPSTORE_CMD_QUEUE_PUSH, .key = str_bytes(key), .value = {value, len}};
-
-	return tcpstore_client_request(c, &req, 0, fn, arg);
+	return client_keys(c, cmd, keys, n, timeout_usec, false, fn, arg);
 }
 
 int
-tcpstore_client_queue_len(struct tcpstore_client *c, const char *key, tcpstore_reply_fn fn,
-			  void *arg)
+tcpstore_client_wait_background(struct tcpstore_client *c, const char *const *keys, size_t n,
+				tcpstore_reply_fn fn, void *arg)
 {
-	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_QUEUE_LEN, .key = str_bytes(key)};
-
-	return tcpstore_client_request(c, &req, 0, fn, arg);
+	return client_keys(c, TCPSTORE_CMD_WAIT, keys, n, 0, true, fn, arg);
 }
 
 int
@@ -778,8 +856,7 @@ tcpstore_client_queue_pop(struct tcpstore_client *c, const char *key, bool block
 	}
 	(void)creq_new(c, &wait, timeout_usec, NULL, NULL, &w);
 	w->then = q;
-	TAILQ_INSERT_TAIL(&c->queue, w, link);
-	client_send_next(c);
+	client_push(c, w);
 	return 0;
 }
 

@@ -1,7 +1,9 @@
 /* tcpstore_client.h — an asynchronous c10d TCPStore client in the event loop.
  *
  * One TCP connection, requests queued and sent one at a time (as torch's own
- * client: a WAIT's late reply must never be mistaken for the next request's).
+ * client: a WAIT's late reply must never be mistaken for the next request's);
+ * multiplexed (tcpstore_client_set_mux), a pending WAIT steps aside for the
+ * requests queued behind it.
  * Works against elasticd's server (either dialect) and against a real torch
  * TCPStore server of the matching dialect (1.13: legacy; >= 2.2: v2, with the
  * VALIDATE + PING handshake). Each frame goes out in one write: the 1.13
@@ -100,6 +102,31 @@ int tcpstore_client_queue_len(struct tcpstore_client *c, const char *key, tcpsto
  * (v2: CANCEL_WAIT, the connection stays usable; legacy: the connection is
  * closed). Returns 0, or -ENOENT when there was none. */
 int tcpstore_client_cancel_wait(struct tcpstore_client *c);
+
+/* Multiplex (v2 only; off by default): one connection does the work of
+ * several, so that a store serving N clients holds N sockets, not 3 N. A
+ * WAIT in flight steps aside whenever a request of a higher priority is
+ * queued (anything but a WAIT, over a WAIT, over a background WAIT): the
+ * client sends CANCEL_WAIT, runs the queued requests, and sends the WAIT
+ * again, transparently to its caller (a WAIT whose keys appeared while it
+ * stepped aside completes as usual: the server answers 00 before 01, or at
+ * once when it is sent again). Requests of one priority keep their order;
+ * a request other than a WAIT never waits behind a WAIT. A WAIT's timeout
+ * counts from its first send. Torch's own clients never multiplex: they
+ * send one request at a time and never share a connection. Returns 0, or
+ * -EINVAL for a legacy (1.13) client, which cannot cancel a WAIT. */
+int tcpstore_client_set_mux(struct tcpstore_client *c, bool on);
+
+/* A WAIT for n string keys that yields to every other request of a
+ * multiplexed client (e.g. a watch that may last the whole job); without
+ * mux, an ordinary WAIT without timeout. fn as tcpstore_client_keys. Returns
+ * 0 or -ENOTCONN. */
+int tcpstore_client_wait_background(struct tcpstore_client *c, const char *const *keys, size_t n,
+				    tcpstore_reply_fn fn, void *arg);
+
+/* Give up the background WAITs only (as tcpstore_client_cancel_wait: each
+ * completes with -ECANCELED). Returns 0, or -ENOENT when there was none. */
+int tcpstore_client_cancel_background(struct tcpstore_client *c);
 
 /* Requests queued or in flight. */
 size_t tcpstore_client_pending(const struct tcpstore_client *c);
