@@ -37,9 +37,12 @@
  * the workers (TORCHELASTIC_USE_AGENT_STORE=True) unless
  * TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1.
  *
- * Three connections per node: cmd (short requests), watch (the gen WAIT) and
- * aux (long WAITs: rank exchange, exit barrier), so heartbeats never queue
- * behind a wait. */
+ * One connection per node, multiplexed (tcpstore_client_set_mux), so that
+ * the store host holds one socket per node (10 000 nodes fit its fd limit):
+ * cmd (short requests), watch (the gen WAIT, in the background) and aux
+ * (long WAITs: rank exchange, exit barrier) name the same client by what
+ * each request is for; a WAIT steps aside for every other request, so
+ * heartbeats never queue behind a wait. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -572,12 +575,12 @@ c10d_watch_update(struct c10d *c)
 		return;
 	}
 	if (c->watching) {
-		(void)tcpstore_client_cancel_wait(c->watch);
+		(void)tcpstore_client_cancel_background(c->watch);
 	}
 	k = assign ? c10d_assign_key(c, c->me.name) : gen_key(c, want);
 	keys[0] = k;
-	if (tcpstore_client_keys(c->watch, TCPSTORE_CMD_WAIT, keys, 1, 0,
-				 assign ? watch_assign_cb : watch_cb, c) == 0) {
+	if (tcpstore_client_wait_background(c->watch, keys, 1, assign ? watch_assign_cb : watch_cb,
+					    c) == 0) {
 		c->watching = true;
 		c->watch_gen = want;
 		c->watch_assign = assign;
@@ -652,13 +655,11 @@ client_connected_cb(struct tcpstore_client *cl, int err, void *arg)
 		free(msg);
 		return;
 	}
-	if (++c->n_up == 3) {
-		c->up = true;
-		evtimer_del(c->connect_log_timer);
-		if (c->next_pending) {
-			c->next_pending = false;
-			c10d_start_next(c);
-		}
+	c->up = true;
+	evtimer_del(c->connect_log_timer);
+	if (c->next_pending) {
+		c->next_pending = false;
+		c10d_start_next(c);
 	}
 }
 
@@ -855,13 +856,10 @@ c10d_init(struct rdzv *r, char **reterr)
 	c->ka_timer = evtimer_new(r->base, c10d_ka_timer_cb, c);
 	c->linger_timer = evtimer_new(r->base, c10d_linger_cb, c);
 	c->connect_log_timer = evtimer_new(r->base, connect_log_cb, c);
-	c->cmd = new_client(c);
-	c->watch = new_client(c);
-	c->aux = new_client(c);
+	c->cmd = c->watch = c->aux = new_client(c);
+	(void)tcpstore_client_set_mux(c->cmd, true);
 	deadline = now_usec() + c->join_timeout;
 	tcpstore_client_connect(c->cmd, deadline);
-	tcpstore_client_connect(c->watch, deadline);
-	tcpstore_client_connect(c->aux, deadline);
 	return 0;
 }
 
@@ -873,9 +871,7 @@ c10d_free(struct rdzv *r)
 	if (!c) {
 		return;
 	}
-	tcpstore_client_free(c->cmd);
-	tcpstore_client_free(c->watch);
-	tcpstore_client_free(c->aux);
+	tcpstore_client_free(c->cmd); /* watch and aux are the same client */
 	c10d_lease_free(c);
 	tcpstore_server_free(c->server);
 	tcpstore_server_free(c->worker_server);

@@ -47,8 +47,8 @@ struct c10d {
 	int connect_port;
 	struct tcpstore_server *server;        /* the rendezvous store, when hosting */
 	struct tcpstore_server *worker_server; /* MASTER_ADDR:MASTER_PORT, group rank 0 */
+	/* One multiplexed client under three names (rdzv_c10d.c). */
 	struct tcpstore_client *cmd, *watch, *aux;
-	int n_up;
 	bool up;
 	bool dead; /* the store connection is gone */
 	char *dead_msg;

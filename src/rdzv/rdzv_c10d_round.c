@@ -802,9 +802,7 @@ c10d_linger_cb(evutil_socket_t fd, short what, void *arg)
 static void
 linger_start(struct c10d *c)
 {
-	tcpstore_client_free(c->cmd);
-	tcpstore_client_free(c->watch);
-	tcpstore_client_free(c->aux);
+	tcpstore_client_free(c->cmd); /* watch and aux are the same client */
 	c->cmd = c->watch = c->aux = NULL;
 	c->up = false;
 	c->dead = true;
@@ -900,7 +898,7 @@ c10d_finish(struct rdzv *r, bool close)
 	evtimer_del(c->ka_timer);
 	c10d_lease_release(c);
 	if (c->watch && c->watching) {
-		(void)tcpstore_client_cancel_wait(c->watch);
+		(void)tcpstore_client_cancel_background(c->watch);
 		c->watching = false;
 	}
 	if (c->dead || !c->up) {
