@@ -68,7 +68,8 @@ struct tcpstore_client {
 	uint32_t nonce;
 	uint8_t answer[32]; /* the first bytes of a failed handshake's reply */
 	size_t answer_len;
-	int silent; /* handshakes in a row the peer accepted and left unanswered */
+	int silent;  /* handshakes in a row the peer accepted and left unanswered */
+	int unacked; /* handshake timeouts the peer's kernel took none of our bytes */
 
 	struct event *retry;   /* next connect attempt */
 	struct event *timeout; /* the in-flight WAIT's timeout */
@@ -368,11 +369,42 @@ handshake_refused(struct tcpstore_client *c)
 	client_die(c, -EPROTO);
 }
 
+/* Whether the peer's kernel has yet to acknowledge our handshake: a store
+ * whose listen queue overflowed in a burst of connections drops them until it
+ * accepts, and the retransmissions get them in later (an idle program that
+ * accepted and does not answer acknowledges them at once). */
+static bool
+handshake_unacked(const struct tcpstore_client *c)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int fd = c->bev ? bufferevent_getfd(c->bev) : -1;
+
+	return fd >= 0 && getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	       ti.tcpi_unacked > 0;
+}
+
 static void
 timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcpstore_client *c = arg;
+	uint64_t now = now_usec();
 
+	if (c->state == CLIENT_HANDSHAKE && c->answer_len == 0 && now < c->deadline &&
+	    handshake_unacked(c)) {
+		/* Keep the connection (another would queue behind it): wait on,
+		 * until the deadline. */
+		uint64_t left = c->deadline - now;
+		struct timeval tv = {HANDSHAKE_TIMEOUT_SEC, 0};
+
+		if (left < (uint64_t)HANDSHAKE_TIMEOUT_SEC * USEC_PER_SEC) {
+			tv.tv_sec = (time_t)(left / USEC_PER_SEC);
+			tv.tv_usec = (suseconds_t)(left % USEC_PER_SEC);
+		}
+		c->unacked++;
+		evtimer_add(c->timeout, &tv);
+		return;
+	}
 	if (c->state == CLIENT_HANDSHAKE) {
 		client_enter(c);
 		if (c->answer_len > 0 || ++c->silent >= HANDSHAKE_SILENT_MAX) {
@@ -661,6 +693,7 @@ client_attempt(struct tcpstore_client *c)
 
 	c->state = CLIENT_CONNECTING;
 	c->answer_len = 0;
+	c->unacked = 0;
 	snprintf(port, sizeof(port), "%d", c->port);
 	rc = getaddrinfo(c->host, port, &hints, &res);
 	if (rc != 0) {
@@ -928,7 +961,8 @@ tcpstore_client_handshake_trouble(const struct tcpstore_client *c)
 		free(said);
 		return msg;
 	}
-	if (c->silent > 0) {
+	if (c->silent > 0 && c->unacked == 0) {
+		/* (Bytes never acknowledged: a store too busy, not another program.) */
 		return xasprintf("it accepted the connection but answered nothing to the TCPStore "
 				 "handshake in %d s",
 				 c->silent * HANDSHAKE_TIMEOUT_SEC);

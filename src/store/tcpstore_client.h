@@ -37,8 +37,11 @@ struct tcpstore_client_callbacks {
 	 * answered the handshake with bytes that are not the PING's echo, or
 	 * accepted and answered nothing within 5 s, 3 times in a row; see
 	 * tcpstore_client_handshake_trouble); or the last connect error
-	 * (-ECONNREFUSED, -ETIMEDOUT, ...) once the deadline passed. May free
-	 * the client. */
+	 * (-ECONNREFUSED, -ETIMEDOUT, ...) once the deadline passed. A peer
+	 * whose kernel has not acknowledged the handshake's bytes (a store
+	 * whose listen queue overflowed in a burst of connections) is not
+	 * silent: the client waits on that connection until the deadline. May
+	 * free the client. */
 	void (*connected)(struct tcpstore_client *c, int err, void *arg);
 	/* A connected client lost its connection (EOF, error, protocol error):
 	 * every queued request has been completed with an error first. May free
