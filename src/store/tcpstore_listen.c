@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -59,7 +60,9 @@ listen_fd_once(const char *host, int port, int *ret_port, bool *ret_raced, char 
 			close(fd);
 			continue;
 		}
-		if (listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		/* The longest accept queue the kernel allows (net.core.somaxconn:
+		 * a larger backlog is cut to it): a job's nodes connect at once. */
+		if (listen(fd, INT_MAX) < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
 			err = -errno;
 			/* Bound, yet the port is taken at listen: another process bound it
 			 * (SO_REUSEADDR) at the same moment, and then both listens can fail. */
