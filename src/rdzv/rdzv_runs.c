@@ -54,16 +54,18 @@ rdzv_runs_decode(const json_t *runs, size_t n, struct ranks_node **ret_nodes, ch
 		return -EBADMSG;
 	}
 	nodes = xcalloc(n + 1, sizeof(*nodes));
-	roles = xcalloc(n + 1, sizeof(*roles));
+	roles = xcalloc(json_array_size(runs) + 1, sizeof(*roles));
 	json_array_foreach(runs, i, run)
 	{
 		size_t count = (size_t)json_integer_value(json_array_get(run, 2));
+		int lws = (int)json_integer_value(json_array_get(run, 1));
 
+		/* One string per run: a member decodes a job of alike nodes
+		 * with one allocation for the role, not one per node. */
+		roles[i] = xstrdup(json_string_value(json_array_get(run, 0)));
 		for (size_t k = 0; k < count; k++, at++) {
-			roles[at] = xstrdup(json_string_value(json_array_get(run, 0)));
-			nodes[at].role = roles[at];
-			nodes[at].local_world_size =
-				(int)json_integer_value(json_array_get(run, 1));
+			nodes[at].role = roles[i];
+			nodes[at].local_world_size = lws;
 		}
 	}
 	*ret_nodes = nodes;
