@@ -21,3 +21,8 @@ struct ranks_info {
 /* Compute the bases of agent `me` (its group rank) among nodes[0..n), me < n.
  * Writes *ret; cannot fail. */
 void ranks_assign(const struct ranks_node *nodes, size_t n, size_t me, struct ranks_info *ret);
+
+/* ranks_assign for every agent at once, ret[0..n) (n entries, caller's), in
+ * O(n x roles) rather than n calls' O(n^2): what group rank 0 publishes for
+ * a job of 10 000 nodes. Cannot fail (aborts on out-of-memory, as xmalloc). */
+void ranks_assign_all(const struct ranks_node *nodes, size_t n, struct ranks_info *ret);

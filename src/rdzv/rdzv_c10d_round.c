@@ -260,16 +260,19 @@ leader_publish(struct c10d *c, const char *addr, const char *port, bool agent_st
 				  rdzv_runs_encode(c->result.nodes, (size_t)c->sync.world),
 				  "use_agent_store", agent_store);
 
+	struct ranks_info *ri = xcalloc((size_t)nr + 1, sizeof(*ri));
+
+	ranks_assign_all(c->result.nodes, (size_t)nr, ri);
 	for (int i = 0; i < nr; i++) {
-		struct ranks_info ri;
 		char what[64];
 
-		ranks_assign(c->result.nodes, (size_t)c->sync.world, (size_t)i, &ri);
 		snprintf(what, sizeof(what), "torchelastic/assigned_ranks/%d", i);
 		keys[i] = round_key(c, what);
-		vals[i] = xasprintf("[%d, %d, %d, %d]", ri.base_global_rank, ri.global_world_size,
-				    ri.base_role_rank, ri.role_world_size);
+		vals[i] = xasprintf("[%d, %d, %d, %d]", ri[i].base_global_rank,
+				    ri[i].global_world_size, ri[i].base_role_rank,
+				    ri[i].role_world_size);
 	}
+	free(ri);
 	keys[nr] = round_key(c, "MASTER_ADDR");
 	vals[nr] = xstrdup(addr);
 	keys[nr + 1] = round_key(c, "MASTER_PORT");

@@ -63,11 +63,29 @@ test_ranks_table(void **state)
 	}
 }
 
+/* Every node at once gives what each node's own call gives. */
+static void
+test_ranks_all(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct ranks_case *c = &cases[i];
+		struct ranks_info all[8], one;
+
+		assert_true(c->n <= ARRAY_SIZE(all));
+		ranks_assign_all(c->nodes, c->n, all);
+		for (size_t k = 0; k < c->n; k++) {
+			ranks_assign(c->nodes, c->n, k, &one);
+			assert_memory_equal(&all[k], &one, sizeof(one));
+		}
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ranks_table),
+		cmocka_unit_test(test_ranks_all),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
