@@ -83,6 +83,7 @@ struct tcpstore_client {
 	int cancel_err; /* what the cancelled WAIT completes with; 0: it steps
 			 * aside and is sent again later (mux) */
 	bool fired;     /* the WAIT being cancelled completed meanwhile */
+	bool bg_go;     /* kick_cb: a background WAIT may go out now */
 
 	int busy;
 	bool free_pending;
@@ -282,6 +283,12 @@ client_send_next(struct tcpstore_client *c)
 	       !TAILQ_EMPTY(&c->queue)) {
 		struct creq *q = client_pick(c);
 
+		if (c->mux && q->background && !c->bg_go) {
+			/* Once the callbacks of this turn of the loop are done: what
+			 * they queue goes first, and the WAIT need not step aside. */
+			event_active(c->kick, EV_TIMEOUT, 0);
+			break;
+		}
 		TAILQ_REMOVE(&c->queue, q, link);
 		if (q->cmd == TCPSTORE_CMD_WAIT && !wait_arm(c, q)) {
 			continue;
@@ -308,6 +315,11 @@ kick_cb(evutil_socket_t fd, short what, void *arg)
 	while (!c->free_pending && (q = TAILQ_FIRST(&c->done))) {
 		TAILQ_REMOVE(&c->done, q, link);
 		complete(c, q, q->err, &none);
+	}
+	if (!c->free_pending) {
+		c->bg_go = true;
+		client_send_next(c);
+		c->bg_go = false;
 	}
 	client_leave(c);
 }

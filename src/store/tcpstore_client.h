@@ -121,8 +121,10 @@ int tcpstore_client_cancel_wait(struct tcpstore_client *c);
 int tcpstore_client_set_mux(struct tcpstore_client *c, bool on);
 
 /* A WAIT for n string keys that yields to every other request of a
- * multiplexed client (e.g. a watch that may last the whole job); without
- * mux, an ordinary WAIT without timeout. fn as tcpstore_client_keys. Returns
+ * multiplexed client (e.g. a watch that may last the whole job), and goes
+ * out only once the callbacks of the current turn of the event loop have
+ * run (what they queue goes first, without a CANCEL_WAIT); without mux, an
+ * ordinary WAIT without timeout. fn as tcpstore_client_keys. Returns
  * 0 or -ENOTCONN. */
 int tcpstore_client_wait_background(struct tcpstore_client *c, const char *const *keys, size_t n,
 				    tcpstore_reply_fn fn, void *arg);
