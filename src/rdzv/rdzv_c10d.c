@@ -271,11 +271,9 @@ c10d_join_request(struct c10d *c, const struct rdzv_node *n, const uint8_t *valu
 	if (len > 1 && value[0] == 'x') {
 		c10d_exits_note(c, n, value, len); /* leave its last round for it first */
 	}
-	for (size_t i = 0; i < c->n_joiners; i++) {
-		if (rdzv_node_cmp(&c->joiners[i], n) == 0) {
-			return;
-		}
-	}
+	/* No search for an earlier request of the same node (O(N) each, O(N^2)
+	 * for a crowd): a node asks again only after a keep-alive window without
+	 * word, and admission is idempotent (a node in already takes no action). */
 	c->joiners = xrealloc(c->joiners, (c->n_joiners + 1) * sizeof(*c->joiners));
 	rdzv_node_copy(&c->joiners[c->n_joiners++], n);
 	c10d_admit_later(c);
