@@ -25,7 +25,7 @@
  *
  * Waiting never polls: a write that waiting nodes must hear about bumps the
  * state's gen and its writer sets "<key>/gen/<gen>"; every node keeps one WAIT
- * on "<key>/gen/<gen+1>" (its watch connection), plus a timer for the next
+ * on "<key>/gen/<gen+1>" (its background WAIT), plus a timer for the next
  * moment its own decision can change (heartbeat due, last-call deadline, join
  * deadline, another node's heartbeat expiring).
  *
@@ -556,7 +556,7 @@ watch_assign_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	}
 }
 
-/* One WAIT on the watch connection: our assignment key during a blind join,
+/* One background WAIT (watch): our assignment key during a blind join,
  * else the next gen key. */
 void
 c10d_watch_update(struct c10d *c)
