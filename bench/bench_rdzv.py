@@ -183,7 +183,8 @@ def swarm_multi(build, mode, n, timeout, slice_size, again=True, stagger=0.0):
                 env=dict(env, RDZV_SWARM_HOST="1", RDZV_SWARM_SLICE="0:1", RDZV_SWARM_HOLD="1"),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             first = 1
-            time.sleep(0.2)
+            # No pause for the host to listen: the others start with it, as
+            # agents do, and retry a refused connection (20 ms backoff, up).
             conf += ",is_host=false"
         while first < n:
             count = min(slice_size, n - first)
