@@ -327,7 +327,8 @@ def main():
                 continue
             print("   %-8s N=%-6d %s%s  read %.0f B, written %.0f B per participant; "
                   "all again: %s, read %s B  [%s, load %.2f]" % (
-                      mode, n, fmt(last), extra, rd, wr, fmt(again),
+                      mode, n, fmt(last), extra, rd, wr,
+                      fmt(again) if mode == "hosted" or args.external_again else "not run",
                       "-" if rd2 is None else "%.0f" % rd2, note, os.getloadavg()[0]))
             sys.stdout.flush()
     somaxconn_restore(old_somaxconn)
