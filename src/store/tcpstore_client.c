@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tcpstore_listen.h"
 #include "util.h"
 
 struct creq {
@@ -293,7 +294,7 @@ client_send_next(struct tcpstore_client *c)
 		if (q->cmd == TCPSTORE_CMD_WAIT && !wait_arm(c, q)) {
 			continue;
 		}
-		bufferevent_write(c->bev, q->frame, q->len);
+		tcpstore_bev_write(c->bev, q->frame, q->len);
 		if (!tcpstore_cmd_has_reply(q->cmd)) {
 			TAILQ_INSERT_TAIL(&c->done, q, link);
 			event_active(c->kick, EV_TIMEOUT, 0);
@@ -345,7 +346,7 @@ cancel_inflight(struct tcpstore_client *c, int err)
 		c->cancel_err = err;
 		c->fired = false;
 		(void)tcpstore_req_encode(&b, c->dialect, &req);
-		bufferevent_write(c->bev, b.data, b.len);
+		tcpstore_bev_write(c->bev, b.data, b.len);
 		tcpstore_buf_release(&b);
 	} else {
 		/* 1.13 cannot cancel: a late 00 would desync the stream. */

@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -80,6 +82,24 @@ listen_fd_once(const char *host, int port, int *ret_port, bool *ret_raced, char 
 	*reterr = xasprintf("cannot listen on %s port %d: %s", any ? "every address" : host, port,
 			    strerror(-err));
 	return err;
+}
+
+void
+tcpstore_bev_write(struct bufferevent *bev, const void *data, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(bev);
+	evutil_socket_t fd = bufferevent_getfd(bev);
+	ssize_t n = 0;
+
+	if (fd >= 0 && len > 0 && evbuffer_get_length(out) == 0) {
+		n = send(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			n = 0; /* full (EAGAIN), or an error the next write reports */
+		}
+	}
+	if ((size_t)n < len) {
+		evbuffer_add(out, (const uint8_t *)data + n, len - (size_t)n);
+	}
 }
 
 /* listen_fd_once, again while it lost a bind race: two agents that start

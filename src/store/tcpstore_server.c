@@ -127,8 +127,8 @@ conn_write(struct conn *c, const void *data, size_t len)
 	if (c->closing) {
 		return;
 	}
+	tcpstore_bev_write(c->bev, data, len);
 	out = bufferevent_get_output(c->bev);
-	evbuffer_add(out, data, len);
 	if (evbuffer_get_length(out) > c->s->lim.max_output) {
 		/* A peer that does not read its replies. */
 		tcpstore_conn_close(c, true);
@@ -154,18 +154,12 @@ reply_i64(struct conn *c, int64_t v)
 static void
 reply_vec(struct conn *c, const uint8_t *data, size_t len)
 {
-	struct evbuffer *out;
 	struct tcpstore_buf b = {0};
 
-	if (c->closing) {
-		return;
-	}
-	/* Length and data in one evbuffer, so one write: no corked empty vec. */
-	tcpstore_buf_put_u64(&b, len);
-	out = bufferevent_get_output(c->bev);
-	evbuffer_add(out, b.data, b.len);
+	/* Length and data in one write: no corked empty vec. */
+	tcpstore_buf_put_bytes(&b, data, len);
+	conn_write(c, b.data, b.len);
 	tcpstore_buf_release(&b);
-	conn_write(c, data, len);
 }
 
 /* The oldest waiter on e: one key fewer to wait for. Returns true when that
