@@ -26,6 +26,7 @@
  * running until stdin reaches EOF.
  * Exit 0, or 1 on any rendezvous error. */
 #include <event2/event.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,7 @@ main(int argc, char **argv)
 	double start_abs;
 	struct rdzv **rs;
 
+	signal(SIGPIPE, SIG_IGN); /* a peer gone: an error, as in elasticd */
 	if (argc < 3) {
 		fprintf(stderr, "usage: rdzv_swarm N HOST:PORT [RDZV_CONF [RUN_ID]]\n");
 		return 2;

@@ -92,7 +92,10 @@ tcpstore_bev_write(struct bufferevent *bev, const void *data, size_t len)
 	ssize_t n = 0;
 
 	if (fd >= 0 && len > 0 && evbuffer_get_length(out) == 0) {
-		n = send(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		/* write(2) as libevent's own writes (a broken pipe is the
+		 * caller's SIGPIPE either way; /proc/<pid>/io counts it), on a
+		 * socket the bufferevent made non-blocking. */
+		n = write(fd, data, len);
 		if (n < 0) {
 			n = 0; /* full (EAGAIN), or an error the next write reports */
 		}
