@@ -15,7 +15,8 @@ json_t *rdzv_runs_encode(const struct ranks_node *nodes, size_t n);
 
 /* The n nodes that runs describes: *ret_nodes (n entries, malloc'd) and
  * *ret_roles (a NULL-terminated strv of one string per run, malloc'd: the
- * nodes' role pointers point into it; free it after the nodes). Returns 0, or -EBADMSG when runs is not an array of
- * [string, 1..2^20, count >= 1] whose counts sum to n (nothing allocated). */
+ * nodes' role pointers point into it; free it after the nodes). Returns 0,
+ * or -EBADMSG when runs is not an array of [string, 1..2^20, count >= 1]
+ * whose counts sum to n (nothing allocated). */
 int rdzv_runs_decode(const json_t *runs, size_t n, struct ranks_node **ret_nodes,
 		     char ***ret_roles);
