@@ -240,6 +240,11 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 {
 	struct etcdr *c = arg;
 
+	if (err == -ENOENT && c->boot == BOOT_CLEAN) {
+		/* Our lease ran out before etcd took our a/ key (an etcd too busy
+		 * for its TTL): a new one. */
+		c->boot = BOOT_LEASE;
+	}
 	if (err < 0) {
 		boot_failed_try(c, err, errmsg);
 		return;
