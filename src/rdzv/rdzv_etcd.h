@@ -252,9 +252,9 @@ void etcdr_blind_read(struct etcdr *c);
  * (its copy is the store's), "spare" for new spares, "closed" for all who
  * wait, in txns of ASSIGN_TXN_OPS puts. */
 void etcdr_assign_publish(struct etcdr *c);
-/* The coordinator: delete the j/ requests of the joiners it just admitted
- * (in txns of ASSIGN_TXN_OPS), so that a request is read once, and none is
- * left once a node is in. */
+/* The coordinator, after a write: forget the joiners now in the state and
+ * delete their j/ requests (in txns of ASSIGN_TXN_OPS), so that a request is
+ * read once and none is left once a node is in; the others stay held. */
 void etcdr_assign_drop_requests(struct etcdr *c);
 /* Put the watches this node needs now: n/<node> while blind, w/ and a/
  * (deaths) otherwise (later, from the loop: not inside a watch callback). */

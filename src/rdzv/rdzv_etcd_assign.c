@@ -303,15 +303,25 @@ void
 etcdr_assign_drop_requests(struct etcdr *c)
 {
 	struct etcd_op *ops = xcalloc(ASSIGN_TXN_OPS + 1, sizeof(*ops));
+	const struct rdzv_state *st = &c->sync.st;
 	char **keys = NULL;
-	size_t n = 0;
+	size_t n = 0, kept = 0;
 
 	for (size_t i = 0; i < c->n_joiners; i++) {
-		if (strcmp(c->joiners[i].name, c->me.name) != 0) {
-			strv_consume(&keys, xasprintf("%s%s", c->join_prefix, c->joiners[i].name));
+		struct rdzv_node *j = &c->joiners[i];
+
+		if (rdzv_state_find_participant(st, j) < 0 && rdzv_state_find_wait(st, j) < 0 &&
+		    rdzv_state_find_redundant(st, j) < 0) {
+			c->joiners[kept++] = *j; /* not in (yet): held for the next look */
+			continue;
+		}
+		if (strcmp(j->name, c->me.name) != 0) {
+			strv_consume(&keys, xasprintf("%s%s", c->join_prefix, j->name));
 			n++;
 		}
+		rdzv_node_release(j);
 	}
+	c->n_joiners = kept;
 	for (size_t first = 0; first < n; first += ASSIGN_TXN_OPS) {
 		size_t k = n - first < ASSIGN_TXN_OPS ? n - first : ASSIGN_TXN_OPS;
 		char *body;

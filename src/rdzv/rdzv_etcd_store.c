@@ -422,10 +422,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		if (drops_intent) {
 			c->intent = false;
 		}
-		if (c->cas_admits) {
-			etcdr_assign_drop_requests(c);
-		}
-		etcdr_joiners_clear(c); /* all of them are in the state written */
+		etcdr_assign_drop_requests(c); /* and forget those now in */
 		intent_check(c);
 		rdzv_sync_written(&c->sync);
 	} else if (absorb(c, resp, true) < 0) {
