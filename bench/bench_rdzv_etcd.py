@@ -2,16 +2,18 @@
 """bench_rdzv_etcd.py -- the etcd rendezvous backend at scale.
 
     /usr/bin/python3 bench/bench_rdzv_etcd.py [--build build] [--agents 2,16,64]
-        [--swarm 16,64,256] [--reps 3]
+        [--swarm 16,64,256] [--reps 3] [--slice 2500]
 
 Figures (one single-member etcd on loopback, data on /dev/shm, started here):
   1  N real elasticd processes (`--nnodes N --rdzv-backend etcd`, one
      `--no-python` worker each): time from launching the first agent to the
      moment the last worker runs (each worker stamps CLOCK_REALTIME).
-  2  N rendezvous participants in one process (tests/rdzv_swarm with
+  2  N rendezvous participants (tests/rdzv_swarm with
      RDZV_SWARM_BACKEND=etcd: elasticd's real etcd backend, one handler per
-     participant): time until every participant has its round, rank exchange
-     included.
+     participant) in processes of at most --slice each, started at once: time
+     until every participant has its round, rank exchange included, and the
+     bytes read and written per participant (/proc/<pid>/io rchar/wchar of the
+     swarm processes; etcd's own traffic is not in it).
 
 Standard library only; informational (exit 0 unless a run misbehaves badly).
 """
@@ -58,15 +60,49 @@ def agents_once(elasticd, etcd, n, run_id, tmp):
     return last - t0
 
 
-def swarm_once(build, etcd, n, run_id):
+def parse_swarm(out):
+    """rdzv_swarm's "swarm k=v ..." line as a dict."""
+    for line in out.decode().splitlines():
+        if line.startswith("swarm "):
+            return dict(kv.split("=", 1) for kv in line.split()[1:])
+    return None
+
+
+def swarm_once(build, etcd, n, run_id, slice_size):
+    """n participants in processes of at most slice_size each (the fd limit
+    is per process), all started at once. Returns (seconds from the first
+    start to the last participant holding its round, bytes read and written
+    per participant: /proc/<pid>/io of the swarm processes, the coordinator's
+    O(N) included), or None."""
     env = dict(os.environ, RDZV_SWARM_BACKEND="etcd")
-    r = subprocess.run([os.path.join(build, "tests", "rdzv_swarm"), str(n), etcd.endpoints,
-                        "join_timeout=300,last_call_timeout=0.5", run_id],
-                       env=env, capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        return None
-    fields = dict(kv.split("=") for kv in r.stdout.split()[1:])
-    return float(fields["last"])
+    conf = "join_timeout=300,last_call_timeout=0.5"
+    driver = os.path.join(build, "tests", "rdzv_swarm")
+    procs = []
+    first = 0
+    t0 = time.time()
+    while first < n:
+        count = min(slice_size, n - first)
+        procs.append(subprocess.Popen([driver, str(n), etcd.endpoints, conf, run_id],
+                                      env=dict(env, RDZV_SWARM_SLICE="%d:%d" % (first, count)),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        first += count
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=600)
+            if p.returncode != 0:
+                sys.stderr.write(err.decode()[-500:])
+                return None
+            outs.append(parse_swarm(out))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    last = max(float(o["last_abs"]) for o in outs)
+    rd = sum(int(o["rchar"]) for o in outs) / n
+    wr = sum(int(o["wchar"]) for o in outs) / n
+    return last - t0, rd, wr
 
 
 def main():
@@ -75,6 +111,8 @@ def main():
     ap.add_argument("--agents", default="2,16,64")
     ap.add_argument("--swarm", default="16,64,256")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--slice", type=int, default=2500,
+                    help="participants per swarm process (each holds ~3 fds per participant)")
     args = ap.parse_args()
     elasticd = os.path.join(args.build, "src", "elasticd")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -94,17 +132,22 @@ def main():
             print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)" % (
                 n, statistics.median(times) if times else float("nan"),
                 min(times) if times else float("nan"), len(times), args.reps), flush=True)
-        print("2  N participants in one process (rdzv_swarm), start -> last round (s)")
+        print("2  N participants (rdzv_swarm, processes of at most %d), start -> last round "
+              "held (s), bytes read / written per participant" % args.slice)
         for n in [int(x) for x in args.swarm.split(",") if x]:
-            times = []
+            res = []
             for _ in range(args.reps):
                 runs += 1
-                t = swarm_once(args.build, etcd, n, "swarm%d" % runs)
-                if t is not None:
-                    times.append(t)
-            print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)" % (
+                r = swarm_once(args.build, etcd, n, "swarm%d" % runs, args.slice)
+                if r is not None:
+                    res.append(r)
+            times = [r[0] for r in res]
+            print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)  read %s B  written %s B  load %s" % (
                 n, statistics.median(times) if times else float("nan"),
-                min(times) if times else float("nan"), len(times), args.reps), flush=True)
+                min(times) if times else float("nan"), len(times), args.reps,
+                "%.0f" % statistics.median(r[1] for r in res) if res else "-",
+                "%.0f" % statistics.median(r[2] for r in res) if res else "-",
+                open("/proc/loadavg").read().split()[0]), flush=True)
     finally:
         etcd.stop()
         shutil.rmtree(tmp, ignore_errors=True)

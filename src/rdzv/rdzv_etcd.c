@@ -33,6 +33,13 @@
  *                    agent: rank 0 gathers, everyone reads one answer): roles,
  *                    local world sizes, MASTER_ADDR and a free MASTER_PORT
  *   w/b/<round>/<rank> exit barrier
+ *   n/<node>         the coordinator's word to one node: "<round> <rank>
+ *                    <world> <gen> <rev>" once a round completes (rev: the state write that
+ * completed it), "spare" or "closed" (rdzv_etcd_assign.c); a joiner that does not coordinate
+ * watches only this key and never reads the state unless the word is not an assignment, the
+ *                    coordinator changed, or its join deadline passed
+ *   closed           put with a closed state: what such a joiner and a
+ *                    booting node look at instead of the state
  *
  * Admission: the coordinator, the node whose a/ key is the oldest (every read
  * asks for it, limit 1), watches j/ and reads the requests since its last
@@ -493,9 +500,13 @@ exchange_start(struct etcdr *c)
 	rdzv_result_release(&c->result);
 	strv_free(c->roles);
 	c->roles = NULL;
-	c->sync.round = c->sync.st.round;
-	c->sync.rank = c->sync.st.participants[me].rank;
-	c->sync.world = (int)c->sync.st.n_participants;
+	if (!c->sync.stale) {
+		/* Else rdzv_sync_assigned set them from our n/<node> key. */
+		c->sync.round = c->sync.st.round;
+		c->sync.rank = c->sync.st.participants[me].rank;
+		c->sync.world = (int)c->sync.st.n_participants;
+	}
+	c->ran_round = c->sync.round;
 	c->exchanging = true;
 	c->published = false;
 	etcdr_range_release(&c->infos);
@@ -508,8 +519,8 @@ exchange_start(struct etcdr *c)
 		c->master_port = port > 0 ? port : 29500;
 	}
 	timer_usec(c->aux_timer, c->sync.next_deadline > now ? c->sync.next_deadline - now : 1);
-	if (c->sync.rank == 0 && !rdzv_worker_identical()) {
-		etcdr_read_all(c); /* the i/ keys */
+	if (c->sync.rank == 0 && (!rdzv_worker_identical() || c->sync.stale)) {
+		etcdr_read_all(c); /* the i/ keys, the participants in rank order */
 	} else {
 		etcdr_exchange_check(
 			c); /* the assignment may be in already; else the watch brings it */
@@ -522,8 +533,8 @@ etcdr_exchange_check(struct etcdr *c)
 	const struct config *cfg = c->r->cfg;
 	char *msg;
 
-	if (c->sync.st.closed || c->sync.st.round != c->sync.round ||
-	    rdzv_state_find_participant(&c->sync.st, &c->me) < 0) {
+	if (!c->sync.stale && (c->sync.st.closed || c->sync.st.round != c->sync.round ||
+			       rdzv_state_find_participant(&c->sync.st, &c->me) < 0)) {
 		/* The round went on without us: join the next one. */
 		c->exchanging = false;
 		evtimer_del(c->aux_timer);
@@ -532,7 +543,7 @@ etcdr_exchange_check(struct etcdr *c)
 		}
 		return;
 	}
-	if (c->sync.rank == 0 && !c->published && exchange_publish(c) == 0) {
+	if (c->sync.rank == 0 && !c->published && (c->sync.stale || exchange_publish(c) == 0)) {
 		return;
 	}
 	if (!c->assignment || c->assignment_round != c->sync.round) {
@@ -596,6 +607,12 @@ void
 etcdr_start_next(struct etcdr *c)
 {
 	c->next_pending = false;
+	if (c->ran_round < 0) {
+		/* Never in a round: the exit op has nothing to do (and would read
+		 * the whole state). */
+		etcdr_op_start(c, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
+		return;
+	}
 	etcdr_op_start(c, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
 }
 
@@ -695,11 +712,18 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->adm_key = xasprintf("%sw/adm", c->prefix);
 	c->watch_prefix = xasprintf("%sw/", c->prefix);
 	c->watch_end = etcd_prefix_end(c->watch_prefix, strlen(c->watch_prefix), &len);
+	c->assign_prefix = xasprintf("%sn/", c->prefix);
+	c->assign_key = xasprintf("%s%s", c->assign_prefix, c->me.name);
+	c->closed_key = xasprintf("%sclosed", c->prefix);
+	c->ran_round = -1;
+	c->assigned_round = -1;
+	c->watch_ev = event_new(r->base, -1, 0, etcdr_watch_ev_cb, c);
 	c->alive_end = etcd_prefix_end(c->alive_prefix, strlen(c->alive_prefix), &len);
 	c->alive_key = xasprintf("%s%s", c->alive_prefix, c->me.name);
 	c->retry_timer = evtimer_new(r->base, etcdr_retry_cb, c);
 	c->ka_timer = evtimer_new(r->base, etcdr_ka_timer_cb, c);
 	c->aux_timer = evtimer_new(r->base, etcdr_aux_timer_cb, c);
+	c->admit_timer = evtimer_new(r->base, etcdr_admit_timer_cb, c);
 	c->boot_deadline = now_usec() + c->join_timeout;
 	c->boot_timer = evtimer_new(r->base, etcdr_boot_retry_cb, c);
 	c->boot = BOOT_LEASE;
@@ -718,7 +742,11 @@ etcdr_free(struct rdzv *r)
 	etcd_watch_free(c->watch);
 	etcd_watch_free(c->deaths);
 	etcd_watch_free(c->jwatch);
+	etcd_watch_free(c->awatch);
 	etcd_client_free(c->cl);
+	if (c->watch_ev) {
+		event_free(c->watch_ev);
+	}
 	if (c->retry_timer) {
 		event_free(c->retry_timer);
 	}
@@ -730,6 +758,9 @@ etcdr_free(struct rdzv *r)
 	}
 	if (c->aux_timer) {
 		event_free(c->aux_timer);
+	}
+	if (c->admit_timer) {
+		event_free(c->admit_timer);
 	}
 	etcdr_range_release(&c->infos);
 	etcdr_joiners_clear(c);
@@ -759,6 +790,10 @@ etcdr_free(struct rdzv *r)
 	free(c->adm_key);
 	free(c->watch_prefix);
 	free(c->watch_end);
+	free(c->assign_prefix);
+	free(c->assign_key);
+	free(c->closed_key);
+	strv_free(c->spares_told);
 	free(c);
 	r->backend = NULL;
 }
@@ -770,6 +805,10 @@ etcdr_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 	struct etcdr *c = backend(r);
 	size_t n = 0;
 
+	if (c->sync.stale && c->boot == BOOT_READY && c->fin == FIN_NONE) {
+		/* Learnt from our n/ key: refresh for the next look. */
+		etcdr_read_all(c);
+	}
 	*ret = (struct rdzv_snapshot){
 		.backend = "etcd",
 		.self = xstrdup(c->me.name),

@@ -23,6 +23,8 @@
  * it looks again and then writes itself (the coordinator's lease expiring
  * wakes it sooner). */
 #define BEHIND_USEC (2 * USEC_PER_SEC)
+/* The most puts of one txn: etcd's --max-txn-ops defaults to 128. */
+#define ASSIGN_TXN_OPS 100
 /* At most one "cannot reach etcd" line per this span. */
 #define ERR_LOG_USEC (10 * USEC_PER_SEC)
 
@@ -66,10 +68,14 @@ struct etcdr {
 	char *adm_key;      /* put by a write that admits others: joiners re-read */
 	char *watch_prefix; /* "w/": everything but the state itself */
 	char *watch_end;
+	char *assign_prefix; /* "n/": the coordinator's word to each node */
+	char *assign_key;    /* n/<node> */
+	char *closed_key;    /* put with a closed state */
 	struct rdzv_node me;
 
 	enum boot boot;
 	uint64_t boot_deadline;
+	int64_t deaths_from; /* the deaths watch's start revision */
 	int64_t lease;
 	struct event *retry_timer;
 	struct event *boot_timer;
@@ -103,6 +109,18 @@ struct etcdr {
 	bool cas_admits;           /* it admits other joiners: put adm_key */
 	uint64_t behind_since;     /* waiting for the coordinator to admit us */
 	bool behind_looked;        /* read again after waiting long */
+	/* A coordinated joiner waits for its n/<node> key (rdzv_etcd_assign.c)
+	 * instead of reading the state, whose size grows with N. */
+	struct etcd_watch *awatch; /* on n/<node>, while blind */
+	bool blind_off;            /* this join reads the state */
+	uint64_t blind_asked;      /* when the blind join last asked (mono usec) */
+	int64_t ran_round;         /* the last round this node ran, -1: none */
+	struct event *watch_ev;    /* moves the watches (not from their callbacks) */
+	int64_t watch_from;        /* the w/ watch starts here (0: at c->rev + 1) */
+	/* The coordinator's word to the others (n/<node> keys). */
+	int64_t assigned_round; /* the round it published, -1: none */
+	char **spares_told;
+	bool closed_fanned;
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
 	int rd_state, rd_alive, rd_oldest, rd_join, rd_exch, rd_barrier;
@@ -126,7 +144,8 @@ struct etcdr {
 	int64_t assignment_round;
 	bool *arrived; /* exit barrier: group ranks seen in w/b/<round>/ */
 	int n_arrived;
-	struct event *aux_timer; /* exchange / barrier deadline */
+	struct event *aux_timer;   /* exchange / barrier deadline */
+	struct event *admit_timer; /* the coordinator lets requests gather */
 
 	enum fin fin;
 	bool fin_close;
@@ -207,6 +226,9 @@ void etcdr_after_io(struct etcdr *c);
 /* One txn reading the state and what the node waits for (later, when the
  * I/O lane is busy). */
 void etcdr_read_all(struct etcdr *c);
+/* Take up or leave the coordinator's work (watch j/); rev: the revision
+ * just read. */
+void etcdr_coordinator_set(struct etcdr *c, bool on, int64_t rev);
 /* Note the arrival that a w/b/<round>/<rank> key names. */
 void etcdr_barrier_mark(struct etcdr *c, const char *key);
 /* Delete our join request j/<node> (not while its put is in flight). */
@@ -217,6 +239,30 @@ void etcdr_op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done
 void etcdr_set_assignment(struct etcdr *c, int64_t round, const char *value, size_t len);
 /* libevent timer callbacks (arg: the etcdr). */
 void etcdr_retry_cb(evutil_socket_t fd, short what, void *arg);
+void etcdr_admit_timer_cb(evutil_socket_t fd, short what, void *arg);
+
+/* ---- rdzv_etcd_assign.c: n/<node>, the coordinator's word to each node */
+
+/* Whether the next read of the join under way is blind: n/<node>, the
+ * closed key and who coordinates, not the state. */
+bool etcdr_blind(const struct etcdr *c);
+/* The blind read (one txn, with the join request on the first). */
+void etcdr_blind_read(struct etcdr *c);
+/* The coordinator: n/<node> for every participant of a round that completed
+ * (its copy is the store's), "spare" for new spares, "closed" for all who
+ * wait, in txns of ASSIGN_TXN_OPS puts. */
+void etcdr_assign_publish(struct etcdr *c);
+/* The coordinator, after a write: forget the joiners now in the state and
+ * delete their j/ requests (in txns of ASSIGN_TXN_OPS), so that a request is
+ * read once and none is left once a node is in; the others stay held. */
+void etcdr_assign_drop_requests(struct etcdr *c);
+/* Put the watches this node needs now: n/<node> while blind, w/ and a/
+ * (deaths) otherwise (later, from the loop: not inside a watch callback). */
+void etcdr_watches_update(struct etcdr *c);
+void etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg);
+/* Add the join request puts (j/<node>, i/<node>) to ops at *n; returns the
+ * i/ value to free after encoding. */
+char *etcdr_intent_ops(struct etcdr *c, struct etcd_op *ops, size_t *n);
 
 /* ---- rdzv_etcd_lease.c: lease, boot, exit barrier, leaving */
 

@@ -155,19 +155,23 @@ boot_failed_try(struct etcdr *c, int err, const char *msg)
  * before it belong to an earlier job under the same run id, whose node names
  * may come back (same host, same pid). */
 static void
-boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from)
+boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from, const struct etcd_range *oldest)
 {
 	c->rev = rev;
 	c->boot = BOOT_READY;
 	c->err_logged = 0;
+	/* Deletions from the creation of the state found on (a node that died
+	 * before we came may still be in it), else from now: those before belong
+	 * to an earlier job under the same run id. */
+	c->deaths_from = deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1;
 	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
-	c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, c->rev + 1, false,
-				  etcdr_watch_cb, c);
-	/* Only deletions come; a compacted history resets it (then the a/
-	 * range is read once). */
-	c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end,
-				   deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1,
-				   true, etcdr_deaths_cb, c);
+	/* Who coordinates: a joiner that does not waits for its n/<node> key
+	 * (rdzv_etcd_assign.c); the watches follow (etcdr_watch_ev_cb). */
+	c->coordinator_known = !oldest || oldest->n_kvs == 1;
+	etcdr_coordinator_set(
+		c, !oldest || (oldest->n_kvs == 1 && strcmp(oldest->kvs[0].key, c->alive_key) == 0),
+		rev);
+	etcdr_watches_update(c);
 	if (c->next_pending) {
 		etcdr_start_next(c);
 	}
@@ -182,7 +186,53 @@ clean_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 		boot_failed_try(c, err, errmsg);
 		return;
 	}
-	boot_ready(c, resp->revision, 0);
+	boot_ready(c, resp->revision, 0, NULL); /* alone: we coordinate */
+}
+
+/* Remove a closed rendezvous nobody is in (a finished job with the same run
+ * id), unless somebody wrote its state (mod_rev) meanwhile. */
+static void
+boot_clean(struct etcdr *c, int64_t mod_rev)
+{
+	struct etcd_cmp cmp = {.key = c->state_key, .target = ETCD_CMP_MOD, .revision = mod_rev};
+	/* Everything but a/: ours is in, and the others' went with their
+	 * leases. */
+	struct etcd_op del[2] = {
+		{.kind = ETCD_OP_DELETE, .key = c->prefix, .range_end = c->alive_prefix},
+		{.kind = ETCD_OP_DELETE, .key = c->alive_end, .range_end = c->prefix_end}};
+	char *body = etcd_encode_txn(&cmp, 1, del, 2, NULL, 0);
+
+	rdzv_progress(c->r, "removing the closed rendezvous '%s' left in etcd by an earlier job",
+		      c->r->cfg->rdzv_id);
+	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, clean_cb, c);
+	free(body);
+}
+
+/* The state's value, when we found it alone (the only node in): closed? */
+static void
+peek_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+	const struct etcd_kv *kv;
+	struct rdzv_state st;
+	bool closed;
+
+	if (err < 0) {
+		boot_failed_try(c, err, errmsg);
+		return;
+	}
+	if (resp->n_ranges < 1 || resp->ranges[0].n_kvs != 1) {
+		boot_ready(c, resp->revision, 0, NULL); /* gone meanwhile */
+		return;
+	}
+	kv = &resp->ranges[0].kvs[0];
+	closed = rdzv_state_decode(kv->value, kv->value_len, &st) == 0 && st.closed;
+	rdzv_state_release(&st);
+	if (closed) {
+		boot_clean(c, kv->mod_revision);
+		return;
+	}
+	boot_ready(c, resp->revision, kv->create_revision, NULL);
 }
 
 static void
@@ -190,6 +240,11 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 {
 	struct etcdr *c = arg;
 
+	if (err == -ENOENT && c->boot == BOOT_CLEAN) {
+		/* Our lease ran out before etcd took our a/ key (an etcd too busy
+		 * for its TTL): a new one. */
+		c->boot = BOOT_LEASE;
+	}
 	if (err < 0) {
 		boot_failed_try(c, err, errmsg);
 		return;
@@ -204,49 +259,29 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		c->boot = BOOT_CLEAN;
 		break;
 	case BOOT_CLEAN:
-		/* [put a/<node>, the state, a/ (count)] */
-		if (resp->n_ranges >= 3 && resp->ranges[1].n_kvs == 1 &&
-		    resp->ranges[2].count <= 1) {
-			struct rdzv_state st;
-			bool closed =
-				rdzv_state_decode(resp->ranges[1].kvs[0].value,
-						  resp->ranges[1].kvs[0].value_len, &st) == 0 &&
-				st.closed;
+		/* [put a/<node>, the state (keys only), a/ (count), the closed
+		 * key, the oldest a/] */
+		if (resp->n_ranges < 5) {
+			boot_failed_try(c, -EPROTO, "the boot txn answered too few ranges");
+			return;
+		}
+		if (resp->ranges[1].n_kvs == 1 && resp->ranges[2].count <= 1) {
+			/* Alone with a state: closed (the closed key, or the
+			 * state of an earlier version says so)? */
+			if (resp->ranges[3].n_kvs == 1) {
+				boot_clean(c, resp->ranges[1].kvs[0].mod_revision);
+			} else {
+				struct etcd_op get = {.kind = ETCD_OP_RANGE, .key = c->state_key};
+				char *body = etcd_encode_op(&get);
 
-			rdzv_state_release(&st);
-			if (closed) {
-				/* A closed rendezvous nobody is in: a finished job
-				 * with the same run id. Start clean (unless somebody
-				 * wrote it meanwhile). */
-				struct etcd_cmp cmp = {
-					.key = c->state_key,
-					.target = ETCD_CMP_MOD,
-					.revision = resp->ranges[1].kvs[0].mod_revision,
-				};
-				/* Everything but a/: ours is in, and the others'
-				 * went with their leases. */
-				struct etcd_op del[2] = {{.kind = ETCD_OP_DELETE,
-							  .key = c->prefix,
-							  .range_end = c->alive_prefix},
-							 {.kind = ETCD_OP_DELETE,
-							  .key = c->alive_end,
-							  .range_end = c->prefix_end}};
-				char *body = etcd_encode_txn(&cmp, 1, del, 2, NULL, 0);
-
-				rdzv_progress(
-					c->r,
-					"removing the closed rendezvous '%s' left in etcd by an "
-					"earlier job",
-					c->r->cfg->rdzv_id);
-				(void)etcd_client_call(c->cl, "/v3/kv/txn", body, clean_cb, c);
+				(void)etcd_client_call(c->cl, "/v3/kv/range", body, peek_cb, c);
 				free(body);
-				return;
 			}
+			return;
 		}
 		boot_ready(c, resp->revision,
-			   resp->n_ranges >= 2 && resp->ranges[1].n_kvs == 1
-				   ? resp->ranges[1].kvs[0].create_revision
-				   : 0);
+			   resp->ranges[1].n_kvs == 1 ? resp->ranges[1].kvs[0].create_revision : 0,
+			   &resp->ranges[4]);
 		return;
 	case BOOT_READY:
 	case BOOT_FAILED:
@@ -267,22 +302,30 @@ etcdr_boot_step(struct etcdr *c)
 		path = "/v3/lease/grant";
 		break;
 	case BOOT_CLEAN: {
-		/* In, and a look for a closed rendezvous nobody else is in. */
-		struct etcd_op ops[3] = {
+		/* In, a look for a closed rendezvous nobody else is in, and
+		 * who coordinates; O(1) bytes: not the state's value. */
+		struct etcd_op ops[5] = {
 			{.kind = ETCD_OP_PUT,
 			 .key = c->alive_key,
 			 .value = "1",
 			 .value_len = 1,
 			 .lease = c->lease},
-			{.kind = ETCD_OP_RANGE, .key = c->state_key},
+			{.kind = ETCD_OP_RANGE, .key = c->state_key, .keys_only = true},
 			{.kind = ETCD_OP_RANGE,
 			 .key = c->alive_prefix,
 			 .range_end = c->alive_end,
 			 .keys_only = true,
 			 .limit = 1},
+			{.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true},
+			{.kind = ETCD_OP_RANGE,
+			 .key = c->alive_prefix,
+			 .range_end = c->alive_end,
+			 .keys_only = true,
+			 .limit = 1,
+			 .oldest_first = true},
 		};
 
-		body = etcd_encode_txn(NULL, 0, ops, 3, NULL, 0);
+		body = etcd_encode_txn(NULL, 0, ops, 5, NULL, 0);
 		break;
 	}
 	case BOOT_READY:
@@ -412,6 +455,8 @@ fin_step(struct etcdr *c, int err)
 		c->deaths = NULL;
 		etcd_watch_free(c->jwatch);
 		c->jwatch = NULL;
+		etcd_watch_free(c->awatch);
+		c->awatch = NULL;
 		if (c->lease == 0) {
 			c->fin = FIN_NONE;
 			rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);

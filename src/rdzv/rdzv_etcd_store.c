@@ -103,6 +103,39 @@ intent_check(struct etcdr *c)
 	}
 }
 
+/* Microseconds the coordinator lets join requests gather per participant of
+ * the state, and at most: one admission (a read and a compare-and-set of the
+ * whole state) costs O(N), so a crowd arriving over a while must not cost
+ * one admission each (as rdzv_c10d_assign.c). */
+#define ADMIT_GATHER_PER_NODE_USEC 10
+#define ADMIT_GATHER_MAX_USEC (50 * 1000)
+
+void
+etcdr_admit_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcdr *c = arg;
+
+	if (c->coordinator && c->fin == FIN_NONE) {
+		etcdr_read_all(c);
+	}
+}
+
+/* Look at the requests soon: at once while the state is small. */
+static void
+admit_later(struct etcdr *c)
+{
+	uint64_t usec = (uint64_t)c->sync.st.n_participants * ADMIT_GATHER_PER_NODE_USEC;
+
+	if (usec < 1000) {
+		etcdr_read_all(c);
+		return;
+	}
+	if (!evtimer_pending(c->admit_timer, NULL)) {
+		timer_usec(c->admit_timer,
+			   usec < ADMIT_GATHER_MAX_USEC ? usec : ADMIT_GATHER_MAX_USEC);
+	}
+}
+
 /* The coordinator's watch on j/: a new request, a look. */
 static void
 jwatch_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
@@ -121,13 +154,12 @@ jwatch_cb(int err, const struct etcd_response *resp, bool reset, const char *err
 		put = !resp->events[i].is_delete;
 	}
 	if (put && c->coordinator && c->fin == FIN_NONE) {
-		etcdr_read_all(c);
+		admit_later(c);
 	}
 }
 
-/* Take up or leave the coordinator's work; rev: the revision just read. */
-static void
-coordinator_set(struct etcdr *c, bool on, int64_t rev)
+void
+etcdr_coordinator_set(struct etcdr *c, bool on, int64_t rev)
 {
 	if (on == c->coordinator) {
 		return;
@@ -181,8 +213,8 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 	}
 	if ((r = planned(resp, c->rd_oldest))) {
 		c->coordinator_known = r->n_kvs == 1;
-		coordinator_set(c, r->n_kvs == 1 && strcmp(r->kvs[0].key, c->alive_key) == 0,
-				resp->revision);
+		etcdr_coordinator_set(c, r->n_kvs == 1 && strcmp(r->kvs[0].key, c->alive_key) == 0,
+				      resp->revision);
 	}
 	if ((r = planned(resp, c->rd_join)) && c->coordinator) {
 		etcdr_take_joiners(c, r);
@@ -307,24 +339,24 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 
 /* Ask to join, at the head of a read: j/<node> and i/<node> (role, local
  * world size), on our lease. Returns the i/ value, to free after encoding. */
-static char *
-intent_ops(struct etcdr *c, struct read_plan *p)
+char *
+etcdr_intent_ops(struct etcdr *c, struct etcd_op *ops, size_t *n)
 {
 	json_t *o = json_pack("{sssi}", "role", c->r->cfg->role, "local_world_size",
 			      c->r->local_world_size);
 	char *info = json_dumps(o, JSON_COMPACT);
 
 	json_decref(o);
-	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_PUT,
-					  .key = c->join_key,
-					  .value = "1",
-					  .value_len = 1,
-					  .lease = c->lease};
-	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_PUT,
-					  .key = c->info_key,
-					  .value = info,
-					  .value_len = strlen(info),
-					  .lease = c->lease};
+	ops[(*n)++] = (struct etcd_op){.kind = ETCD_OP_PUT,
+				       .key = c->join_key,
+				       .value = "1",
+				       .value_len = 1,
+				       .lease = c->lease};
+	ops[(*n)++] = (struct etcd_op){.kind = ETCD_OP_PUT,
+				       .key = c->info_key,
+				       .value = info,
+				       .value_len = strlen(info),
+				       .lease = c->lease};
 	c->intent = true;
 	c->intent_pending = true;
 	return info;
@@ -345,12 +377,21 @@ etcdr_read_all(struct etcdr *c)
 	c->sync.lost = false;
 	evtimer_del(c->sync.timer);
 	evtimer_del(c->retry_timer);
+	if (etcdr_blind(c)) {
+		etcdr_blind_read(c); /* O(1): our n/ key, not the state */
+		return;
+	}
+	etcdr_watches_update(c);
+	if (!c->deaths) {
+		/* Out of a blind join: nobody told us of deaths so far. */
+		c->alive_stale = true;
+	}
 	if (c->sync.op_active && c->sync.op == RDZV_OP_JOIN && !c->intent && !c->intent_asked &&
 	    rdzv_state_find_participant(&c->sync.st, &c->me) < 0) {
 		/* Once per join: deleted again once we are in, a request must
 		 * not come back (the coordinator would read it again). */
 		c->intent_asked = true;
-		info = intent_ops(c, &p);
+		info = etcdr_intent_ops(c, p.ops, &p.n);
 	}
 	read_plan(c, &p);
 	body = etcd_encode_txn(NULL, 0, p.ops, p.n, NULL, 0);
@@ -381,7 +422,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		if (drops_intent) {
 			c->intent = false;
 		}
-		etcdr_joiners_clear(c); /* all of them are in the state written */
+		etcdr_assign_drop_requests(c); /* and forget those now in */
 		intent_check(c);
 		rdzv_sync_written(&c->sync);
 	} else if (absorb(c, resp, true) < 0) {
@@ -408,7 +449,7 @@ cas_write(struct etcdr *c, enum rdzv_action a)
 		.target = c->mod_rev ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
 		.revision = c->mod_rev,
 	};
-	struct etcd_op put[5] = {{.kind = ETCD_OP_PUT, .key = c->state_key}};
+	struct etcd_op put[6] = {{.kind = ETCD_OP_PUT, .key = c->state_key}};
 	struct read_plan p = {0};
 	char *value, *body, gen[32];
 	size_t len, n = 1, n_hb;
@@ -444,6 +485,11 @@ cas_write(struct etcdr *c, enum rdzv_action a)
 					    .value = "1",
 					    .value_len = 1,
 					    .lease = c->lease};
+	}
+	if (c->sync.st.closed) {
+		/* Blind joiners and booting nodes look for it, not the state. */
+		put[n++] = (struct etcd_op){
+			.kind = ETCD_OP_PUT, .key = c->closed_key, .value = "1", .value_len = 1};
 	}
 	if (c->cas_admits) {
 		put[n++] = (struct etcd_op){
@@ -482,6 +528,7 @@ admit_now(struct etcdr *c)
 void
 etcdr_after_io(struct etcdr *c)
 {
+	etcdr_assign_publish(c); /* the copy is the store's, before any change */
 	rdzv_sync_step(&c->sync);
 	if (!c->sync.io_pending) {
 		admit_now(c);
@@ -621,5 +668,7 @@ etcdr_op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn d
 	c->behind_since = 0;
 	c->behind_looked = false;
 	c->intent_asked = false;
+	c->blind_off = false;
+	c->blind_asked = 0;
 	rdzv_sync_start(&c->sync, op, deadline, done);
 }

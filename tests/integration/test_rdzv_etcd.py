@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -60,6 +61,47 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
     def start_etcd(self, n=1):
         self.etcd = Etcd(n)
         return self.etcd
+
+    # -- cost per participant ------------------------------------------------------
+
+    def swarm_bytes(self, n):
+        """n participants (tests/rdzv_swarm, the real etcd backend): participant
+        0 alone in a process started first (its a/ key is the oldest: the
+        coordinator), the others in a second process; returns the bytes that
+        second process read per participant until every one held its round,
+        rank assignment included."""
+        swarm = os.environ.get("RDZV_SWARM") or os.path.join(
+            os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
+        endpoints = self.rdzv_endpoint()
+        conf = "join_timeout=60,last_call_timeout=0.5"
+        run_id = "bytes%d" % n
+        env = dict(os.environ, RDZV_SWARM_BACKEND="etcd")
+        first = subprocess.Popen([swarm, str(n), endpoints, conf, run_id],
+                                 env=dict(env, RDZV_SWARM_SLICE="0:1", RDZV_SWARM_HOLD="1"),
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        try:
+            time.sleep(0.5)
+            rest = subprocess.run([swarm, str(n), endpoints, conf, run_id],
+                                  env=dict(env, RDZV_SWARM_SLICE="1:%d" % (n - 1)),
+                                  capture_output=True, text=True, timeout=90)
+            self.assertEqual(rest.returncode, 0, rest.stderr[-2000:])
+        finally:
+            first.communicate(b"", timeout=30)
+        fields = dict(kv.split("=", 1) for kv in rest.stdout.split()[1:])
+        self.assertEqual(fields["world"], str(n), rest.stdout)
+        return int(fields["rchar"]) / (n - 1)
+
+    def test_bytes_read_per_participant_do_not_grow_with_n(self):
+        # A joiner learns its round, rank and world size from its own
+        # assignment key (n/<node>) and the exchange's runs, never from the
+        # whole state: twenty times the nodes, not twenty times the bytes each.
+        small = self.swarm_bytes(10)
+        large = self.swarm_bytes(200)
+        print("bytes read per participant: %d B at N=10, %d B at N=200" % (small, large),
+              file=sys.stderr)
+        self.assertLess(large, 1.5 * small + 512,
+                        "per participant: %d B at N=10, %d B at N=200" % (small, large))
 
     # -- what only etcd has ------------------------------------------------------
 

@@ -1,0 +1,422 @@
+/* rdzv_etcd_assign.c — how a coordinated etcd joiner learns its round
+ * without reading the state (issue #14): the coordinator (the oldest a/ key)
+ * puts "n/<node>" = "<round> <rank> <world> <gen> <rev>" (rev: the state's
+ * mod_revision, the write that completed the round) for every participant once
+ * a round completes, "spare" for a node it put in the redundancy list and
+ * "closed" for everyone who waits when the rendezvous closes, in txns of
+ * ASSIGN_TXN_OPS puts (etcd's --max-txn-ops is 128 by default). A joiner
+ * whose a/ key is not the oldest watches only its own n/<node> key and reads,
+ * in one txn with its join request, that key, the closed key and who
+ * coordinates: O(1) bytes, whatever N. It reads the state (whose size grows
+ * with N) only when the rendezvous closed, it is a spare, it coordinates now,
+ * or its join deadline passed; it watches w/ and the a/ deletions only from
+ * its assignment on (the rank exchange, the round's changes, deaths). */
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd_client.h"
+#include "rdzv.h"
+#include "rdzv_sync.h"
+#include "util.h"
+#include "rdzv_etcd.h"
+
+/* ---- the joiner ---------------------------------------------------------- */
+
+/* The keep-alive window: a blind joiner with no word for this long looks
+ * again at who coordinates (a new coordinator reads every join request). */
+static uint64_t
+blind_window(const struct etcdr *c)
+{
+	return (uint64_t)c->ttl * USEC_PER_SEC;
+}
+
+bool
+etcdr_blind(const struct etcdr *c)
+{
+	return c->boot == BOOT_READY && c->fin == FIN_NONE && c->sync.op_active &&
+	       c->sync.op == RDZV_OP_JOIN && c->coordinator_known && !c->coordinator &&
+	       !c->blind_off && now_usec() < c->sync.op_deadline;
+}
+
+/* The coordinator's word v (len bytes) for
+ * the join under way: an assignment of a round later than the last we ran
+ * ends it. Returns 1 when it did, 0 for no word yet, -1 for "closed",
+ * "spare" or anything else (the state tells). */
+static int
+assign_take(struct etcdr *c, const char *v, size_t len)
+{
+	char buf[128];
+	long long round, gen, rev;
+	int rank, world, end = 0;
+
+	if (len == 0 || len >= sizeof(buf)) {
+		return len == 0 ? 0 : -1;
+	}
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	if (sscanf(buf, "%lld %d %d %lld %lld%n", &round, &rank, &world, &gen, &rev, &end) != 5 ||
+	    (size_t)end != len || world <= 0 || rank < 0 || rank >= world || gen < 0 || rev <= 0) {
+		return -1;
+	}
+	if (round <= c->ran_round) {
+		return 0; /* the round we ran last: the new word comes */
+	}
+	if (!c->sync.op_active || c->sync.op != RDZV_OP_JOIN) {
+		return 0;
+	}
+	evtimer_del(c->retry_timer);
+	/* w/ from the write that completed the round: group rank 0 may
+	 * publish the exchange's answer before our key is put. */
+	c->watch_from = rev + 1;
+	if (!c->intent_pending) {
+		c->intent = false; /* the coordinator deleted j/<node> */
+	}
+	rdzv_sync_assigned(&c->sync, round, rank, world, (uint64_t)gen);
+	etcdr_watches_update(c);
+	return 1;
+}
+
+/* The word is not an assignment: read the state for the rest of the join. */
+static void
+blind_end(struct etcdr *c)
+{
+	c->blind_off = true;
+	etcdr_watches_update(c);
+	etcdr_read_all(c);
+}
+
+static void
+blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+	const struct etcd_range *own, *closed, *oldest;
+	uint64_t now = now_usec(), wait;
+	int took;
+
+	c->sync.io_pending = false;
+	if (c->intent_pending) {
+		c->intent_pending = false;
+		c->intent = err == 0;
+		c->intent_asked = c->intent;
+	}
+	if (err < 0) {
+		etcdr_io_failed(c, err, errmsg);
+		return;
+	}
+	if ((size_t)c->rd_oldest >= resp->n_ranges) {
+		rdzv_sync_fail(&c->sync, -EBADMSG);
+		return;
+	}
+	own = &resp->ranges[c->rd_state];
+	closed = &resp->ranges[c->rd_barrier];
+	oldest = &resp->ranges[c->rd_oldest];
+	c->rev = resp->revision;
+	c->coordinator_known = oldest->n_kvs == 1;
+	etcdr_coordinator_set(c,
+			      oldest->n_kvs == 1 && strcmp(oldest->kvs[0].key, c->alive_key) == 0,
+			      resp->revision);
+	if (!c->sync.op_active || c->sync.op != RDZV_OP_JOIN) {
+		etcdr_after_io(c); /* assigned meanwhile, through the watch */
+		return;
+	}
+	took = own->n_kvs == 1 ? assign_take(c, own->kvs[0].value, own->kvs[0].value_len) : 0;
+	if (took > 0) {
+		etcdr_after_io(c);
+		return;
+	}
+	if (took < 0 || closed->n_kvs > 0) {
+		blind_end(c);
+		return;
+	}
+	if (!etcdr_blind(c) || c->kick_pending) {
+		etcdr_watches_update(c);
+		etcdr_read_all(c);
+		return;
+	}
+	/* No word yet: the watch on n/<node> brings it; look again after a
+	 * keep-alive window (who coordinates) or at the join deadline. */
+	wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
+	c->sync.in_sync = true;
+	timer_usec(c->retry_timer, wait < blind_window(c) ? wait : blind_window(c));
+	etcdr_watches_update(c);
+}
+
+void
+etcdr_blind_read(struct etcdr *c)
+{
+	struct etcd_op ops[8];
+	size_t n = 0;
+	char *info = NULL, *body;
+
+	if ((!c->intent && !c->intent_asked) ||
+	    (c->blind_asked && now_usec() - c->blind_asked >= blind_window(c))) {
+		/* Once per join, and again after a window with no word (a
+		 * coordinator that started clean, or lost our request). */
+		c->intent_asked = true;
+		c->blind_asked = now_usec();
+		info = etcdr_intent_ops(c, ops, &n);
+	}
+	/* rd_state: n/<node>; rd_barrier: the closed key; rd_oldest: a/. */
+	c->rd_alive = c->rd_join = c->rd_exch = -1;
+	c->rd_state = (int)n;
+	ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->assign_key};
+	c->rd_barrier = (int)n;
+	ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true};
+	c->rd_oldest = (int)n;
+	ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
+				    .key = c->alive_prefix,
+				    .range_end = c->alive_end,
+				    .keys_only = true,
+				    .limit = 1,
+				    .oldest_first = true};
+	body = etcd_encode_txn(NULL, 0, ops, n, NULL, 0);
+	c->sync.io_pending = true;
+	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, blind_cb, c);
+	free(body);
+	free(info);
+	etcdr_watches_update(c);
+}
+
+/* The watch on n/<node>. */
+static void
+assign_watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
+		void *arg)
+{
+	struct etcdr *c = arg;
+	int took = 0;
+
+	if (err < 0) {
+		rdzv_progress(c->r, "%s; reconnecting", errmsg);
+		return;
+	}
+	if (c->boot != BOOT_READY || c->fin != FIN_NONE) {
+		return;
+	}
+	for (size_t i = 0; i < resp->n_events && took == 0; i++) {
+		const struct etcd_event *ev = &resp->events[i];
+
+		if (!ev->is_delete && etcdr_blind(c)) {
+			took = assign_take(c, ev->kv.value, ev->kv.value_len);
+		}
+	}
+	if (took < 0) {
+		blind_end(c);
+	} else if (reset && etcdr_blind(c)) {
+		etcdr_read_all(c);
+	}
+}
+
+/* ---- the watches --------------------------------------------------------- */
+
+void
+etcdr_watches_update(struct etcdr *c)
+{
+	event_active(c->watch_ev, EV_TIMEOUT, 0);
+}
+
+void
+etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct etcdr *c = arg;
+	bool blind = etcdr_blind(c);
+	int64_t from;
+
+	if (c->boot != BOOT_READY || c->fin != FIN_NONE) {
+		return;
+	}
+	if (blind && !c->awatch) {
+		c->awatch = etcd_watch_new(c->cl, c->assign_key, NULL, c->rev + 1, false,
+					   assign_watch_cb, c);
+	} else if (!blind && c->awatch) {
+		etcd_watch_free(c->awatch);
+		c->awatch = NULL;
+	}
+	if (!blind && !c->watch) {
+		/* From our assignment on: the rank exchange's answer may be in
+		 * already, the round's earlier changes are not ours. */
+		from = c->watch_from > 0 ? c->watch_from : c->rev + 1;
+		c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, from, false,
+					  etcdr_watch_cb, c);
+		/* Only deletions come; a compacted history resets it (then the
+		 * a/ range is read once). */
+		c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end, c->deaths_from,
+					   true, etcdr_deaths_cb, c);
+	}
+}
+
+/* ---- the coordinator ----------------------------------------------------- */
+
+static void
+assign_put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	if (err < 0) {
+		/* Those nodes look again after a keep-alive window, and read
+		 * the state at their join deadline. */
+		rdzv_progress(((struct etcdr *)arg)->r, "telling the nodes their round: %s",
+			      errmsg);
+	}
+}
+
+/* Put keys[i] = vals[i] in txns of ASSIGN_TXN_OPS (both freed). */
+static void
+put_all(struct etcdr *c, char **keys, char **vals)
+{
+	size_t n = keys ? strv_length(keys) : 0;
+	struct etcd_op *ops = xcalloc(ASSIGN_TXN_OPS + 1, sizeof(*ops));
+
+	for (size_t first = 0; first < n; first += ASSIGN_TXN_OPS) {
+		size_t k = n - first < ASSIGN_TXN_OPS ? n - first : ASSIGN_TXN_OPS;
+		char *body;
+
+		for (size_t i = 0; i < k; i++) {
+			ops[i] = (struct etcd_op){.kind = ETCD_OP_PUT,
+						  .key = keys[first + i],
+						  .value = vals[first + i],
+						  .value_len = strlen(vals[first + i])};
+		}
+		body = etcd_encode_txn(NULL, 0, ops, k, NULL, 0);
+		(void)etcd_client_call(c->cl, "/v3/kv/txn", body, assign_put_cb, c);
+		free(body);
+	}
+	free(ops);
+	strv_free(keys);
+	strv_free(vals);
+}
+
+/* Add node's key with value (taken) to the lists, not for ourselves. */
+static void
+push(struct etcdr *c, char ***keys, char ***vals, const char *node, char *value)
+{
+	if (strcmp(node, c->me.name) == 0) {
+		free(value);
+		return;
+	}
+	strv_consume(keys, xasprintf("%s%s", c->assign_prefix, node));
+	strv_consume(vals, value);
+}
+
+void
+etcdr_assign_drop_requests(struct etcdr *c)
+{
+	struct etcd_op *ops = xcalloc(ASSIGN_TXN_OPS + 1, sizeof(*ops));
+	const struct rdzv_state *st = &c->sync.st;
+	char **keys = NULL;
+	size_t n = 0, kept = 0;
+
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		struct rdzv_node *j = &c->joiners[i];
+
+		if (rdzv_state_find_participant(st, j) < 0 && rdzv_state_find_wait(st, j) < 0 &&
+		    rdzv_state_find_redundant(st, j) < 0) {
+			c->joiners[kept++] = *j; /* not in (yet): held for the next look */
+			continue;
+		}
+		if (strcmp(j->name, c->me.name) != 0) {
+			strv_consume(&keys, xasprintf("%s%s", c->join_prefix, j->name));
+			n++;
+		}
+		rdzv_node_release(j);
+	}
+	c->n_joiners = kept;
+	for (size_t first = 0; first < n; first += ASSIGN_TXN_OPS) {
+		size_t k = n - first < ASSIGN_TXN_OPS ? n - first : ASSIGN_TXN_OPS;
+		char *body;
+
+		for (size_t i = 0; i < k; i++) {
+			ops[i] = (struct etcd_op){.kind = ETCD_OP_DELETE, .key = keys[first + i]};
+		}
+		body = etcd_encode_txn(NULL, 0, ops, k, NULL, 0);
+		(void)etcd_client_call(c->cl, "/v3/kv/txn", body, assign_put_cb, c);
+		free(body);
+	}
+	free(ops);
+	strv_free(keys);
+}
+
+/* "closed" to everyone who may wait on its key. */
+static void
+fan_closed(struct etcdr *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+	char **keys = NULL, **vals = NULL;
+
+	for (size_t i = 0; !st->complete && i < st->n_participants; i++) {
+		push(c, &keys, &vals, st->participants[i].node.name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < st->n_wait_list; i++) {
+		push(c, &keys, &vals, st->wait_list[i].name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		push(c, &keys, &vals, st->redundancy_list[i].name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		push(c, &keys, &vals, c->joiners[i].name, xstrdup("closed"));
+	}
+	put_all(c, keys, vals);
+}
+
+static bool
+strv_has(char *const *v, const char *s)
+{
+	for (size_t i = 0; v && v[i]; i++) {
+		if (strcmp(v[i], s) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* "spare" to every node newly in the redundancy list: it reads the state
+ * from then on (a spare takes a slot that frees up by itself). */
+static void
+tell_spares(struct etcdr *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+	char **keys = NULL, **vals = NULL, **now = NULL;
+
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		const char *name = st->redundancy_list[i].name;
+
+		if (!strv_has(c->spares_told, name)) {
+			push(c, &keys, &vals, name, xstrdup("spare"));
+		}
+		strv_push(&now, name);
+	}
+	strv_free(c->spares_told);
+	c->spares_told = now;
+	put_all(c, keys, vals);
+}
+
+void
+etcdr_assign_publish(struct etcdr *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+	char **keys = NULL, **vals = NULL;
+
+	if (!c->coordinator || c->sync.notable || c->sync.stale || c->boot != BOOT_READY ||
+	    c->fin != FIN_NONE) {
+		return; /* not ours, or the copy differs from the store's */
+	}
+	if (st->closed) {
+		if (!c->closed_fanned) {
+			c->closed_fanned = true;
+			fan_closed(c);
+		}
+		return;
+	}
+	tell_spares(c);
+	if (!st->complete || st->round == c->assigned_round) {
+		return;
+	}
+	c->assigned_round = st->round;
+	for (size_t i = 0; i < st->n_participants; i++) {
+		push(c, &keys, &vals, st->participants[i].node.name,
+		     xasprintf("%" PRId64 " %d %zu %" PRIu64 " %" PRId64, st->round,
+			       st->participants[i].rank, st->n_participants, st->gen, c->mod_rev));
+	}
+	put_all(c, keys, vals);
+}
