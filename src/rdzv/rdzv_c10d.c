@@ -800,7 +800,7 @@ c10d_init(struct rdzv *r, char **reterr)
 	r->backend = c;
 	c->r = r;
 	c->node_state = NODE_STATE_INIT;
-	c->assigned_round = -1;
+	rdzv_assign_memo_init(&c->told);
 	c->rejoin_round = -1;
 	rdzv_state_init(&c->sync.st);
 	if ((is_host = c10d_settings(c, cfg, reterr)) == -EINVAL) {
@@ -894,7 +894,7 @@ c10d_free(struct rdzv *r)
 	}
 	free(c->exiters);
 	free(c->exit_rounds);
-	strv_free(c->spares_told);
+	rdzv_assign_memo_reset(&c->told);
 	if (c->admit_ev) {
 		event_free(c->admit_ev);
 	}

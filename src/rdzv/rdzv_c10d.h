@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "rdzv.h"
+#include "rdzv_assign.h"
 #include "rdzv_dynamic.h"
 #include "rdzv_state.h"
 #include "rdzv_sync.h"
@@ -119,17 +120,15 @@ struct c10d {
 	 * participant once a round completes (and "closed" for those waiting
 	 * when the rendezvous closes); a coordinated joiner WAITs on its own
 	 * key instead of reading the whole state. */
-	int64_t assigned_round; /* coordinator: the last round published */
-	bool closed_fanned;     /* coordinator: "closed" sent to those waiting */
-	bool closed_marked;     /* "<key>/closed" set by us */
-	bool blind;             /* the next JOIN read is the assignment wait */
-	bool assign_off;        /* this join watches gen keys again ("closed" seen) */
+	struct rdzv_assign_memo told; /* coordinator: what it said (rdzv_assign.h) */
+	bool closed_marked;           /* "<key>/closed" set by us */
+	bool blind;                   /* the next JOIN read is the assignment wait */
+	bool assign_off;              /* this join watches gen keys again ("closed" seen) */
 	/* Delegated exits: a node of the last round asks to join with "x"
 	 * ("<key>/j/<node>" = "x"): the coordinator takes it out of the old
 	 * round (torch's exit op, on its behalf) in the write that admits it,
 	 * instead of every node racing to write the whole state. */
 	int64_t rejoin_round;      /* the round we left by "x", -1: none */
-	char **spares_told;        /* coordinator: "spare" sent to these (the redundancy list) */
 	struct rdzv_node *exiters; /* coordinator: "x<round>" requests */
 	int64_t *exit_rounds;      /* ... the round each one leaves */
 	size_t n_exiters;

@@ -16,6 +16,7 @@
 
 #include <event2/event.h>
 
+#include "rdzv_assign.h"
 #include "rdzv_c10d.h"
 #include "tcpstore_client.h"
 
@@ -53,98 +54,21 @@ multi_set(struct c10d *c, char **keys, char **vals, size_t n)
 	strv_free(vals);
 }
 
-/* Add node's key with value to the lists (not for ourselves). */
-static void
-push(struct c10d *c, char ***keys, char ***vals, const char *node, char *value)
-{
-	if (strcmp(node, c->me.name) == 0) {
-		free(value);
-		return;
-	}
-	strv_consume(keys, c10d_assign_key(c, node));
-	strv_consume(vals, value);
-}
-
-/* "closed" to everyone who may wait on its key. */
-static void
-fan_closed(struct c10d *c)
-{
-	const struct rdzv_state *st = &c->sync.st;
-	char **keys = NULL, **vals = NULL;
-	size_t n = 0;
-
-	for (size_t i = 0; !st->complete && i < st->n_participants; i++, n++) {
-		push(c, &keys, &vals, st->participants[i].node.name, xstrdup("closed"));
-	}
-	for (size_t i = 0; i < st->n_wait_list; i++, n++) {
-		push(c, &keys, &vals, st->wait_list[i].name, xstrdup("closed"));
-	}
-	for (size_t i = 0; i < st->n_redundancy_list; i++, n++) {
-		push(c, &keys, &vals, st->redundancy_list[i].name, xstrdup("closed"));
-	}
-	for (size_t i = 0; i < c->n_joiners; i++, n++) {
-		push(c, &keys, &vals, c->joiners[i].name, xstrdup("closed"));
-	}
-	multi_set(c, keys, vals, keys ? strv_length(keys) : 0);
-}
-
-static bool
-strv_has(char *const *v, const char *s)
-{
-	for (size_t i = 0; v && v[i]; i++) {
-		if (strcmp(v[i], s) == 0) {
-			return true;
-		}
-	}
-	return false;
-}
-
-/* "spare" to every node newly in the redundancy list: it watches the state
- * itself from then on (a spare takes a slot that frees up by itself). */
-static void
-tell_spares(struct c10d *c)
-{
-	const struct rdzv_state *st = &c->sync.st;
-	char **keys = NULL, **vals = NULL, **now = NULL;
-
-	for (size_t i = 0; i < st->n_redundancy_list; i++) {
-		const char *name = st->redundancy_list[i].name;
-
-		if (!strv_has(c->spares_told, name)) {
-			push(c, &keys, &vals, name, xstrdup("spare"));
-		}
-		strv_push(&now, name);
-	}
-	strv_free(c->spares_told);
-	c->spares_told = now;
-	multi_set(c, keys, vals, keys ? strv_length(keys) : 0);
-}
-
 void
 c10d_assign_publish(struct c10d *c)
 {
-	const struct rdzv_state *st = &c->sync.st;
 	char **keys = NULL, **vals = NULL;
 
 	if (!c->coordinator || c->dead || !c->up || c->sync.notable) {
 		return; /* not ours, or the copy differs from the store's */
 	}
-	if (st->closed) {
-		if (!c->closed_fanned) {
-			c->closed_fanned = true;
-			fan_closed(c);
-		}
-		return;
-	}
-	tell_spares(c);
-	if (!st->complete || st->round == c->assigned_round) {
-		return;
-	}
-	c->assigned_round = st->round;
-	for (size_t i = 0; i < st->n_participants; i++) {
-		push(c, &keys, &vals, st->participants[i].node.name,
-		     xasprintf("%" PRId64 " %d %zu %" PRIu64, st->round, st->participants[i].rank,
-			       st->n_participants, st->gen));
+	rdzv_assign_plan(&c->told, &c->sync.st, c->joiners, c->n_joiners, c->me.name, "", &keys,
+			 &vals);
+	for (size_t i = 0; keys && keys[i]; i++) {
+		char *k = c10d_assign_key(c, keys[i]);
+
+		free(keys[i]);
+		keys[i] = k;
 	}
 	multi_set(c, keys, vals, keys ? strv_length(keys) : 0);
 }

@@ -716,7 +716,7 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->assign_key = xasprintf("%s%s", c->assign_prefix, c->me.name);
 	c->closed_key = xasprintf("%sclosed", c->prefix);
 	c->ran_round = -1;
-	c->assigned_round = -1;
+	rdzv_assign_memo_init(&c->told);
 	c->watch_ev = event_new(r->base, -1, 0, etcdr_watch_ev_cb, c);
 	c->alive_end = etcd_prefix_end(c->alive_prefix, strlen(c->alive_prefix), &len);
 	c->alive_key = xasprintf("%s%s", c->alive_prefix, c->me.name);
@@ -793,7 +793,7 @@ etcdr_free(struct rdzv *r)
 	free(c->assign_prefix);
 	free(c->assign_key);
 	free(c->closed_key);
-	strv_free(c->spares_told);
+	rdzv_assign_memo_reset(&c->told);
 	free(c);
 	r->backend = NULL;
 }

@@ -12,6 +12,7 @@
 
 #include "etcd_client.h"
 #include "rdzv.h"
+#include "rdzv_assign.h"
 #include "rdzv_dynamic.h"
 #include "rdzv_state.h"
 #include "rdzv_sync.h"
@@ -118,9 +119,7 @@ struct etcdr {
 	struct event *watch_ev;    /* moves the watches (not from their callbacks) */
 	int64_t watch_from;        /* the w/ watch starts here (0: at c->rev + 1) */
 	/* The coordinator's word to the others (n/<node> keys). */
-	int64_t assigned_round; /* the round it published, -1: none */
-	char **spares_told;
-	bool closed_fanned;
+	struct rdzv_assign_memo told; /* rdzv_assign.h */
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
 	int rd_state, rd_alive, rd_oldest, rd_join, rd_exch, rd_barrier;

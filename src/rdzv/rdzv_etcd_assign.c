@@ -287,18 +287,6 @@ put_all(struct etcdr *c, char **keys, char **vals)
 	strv_free(vals);
 }
 
-/* Add node's key with value (taken) to the lists, not for ourselves. */
-static void
-push(struct etcdr *c, char ***keys, char ***vals, const char *node, char *value)
-{
-	if (strcmp(node, c->me.name) == 0) {
-		free(value);
-		return;
-	}
-	strv_consume(keys, xasprintf("%s%s", c->assign_prefix, node));
-	strv_consume(vals, value);
-}
-
 void
 etcdr_assign_drop_requests(struct etcdr *c)
 {
@@ -337,86 +325,25 @@ etcdr_assign_drop_requests(struct etcdr *c)
 	strv_free(keys);
 }
 
-/* "closed" to everyone who may wait on its key. */
-static void
-fan_closed(struct etcdr *c)
-{
-	const struct rdzv_state *st = &c->sync.st;
-	char **keys = NULL, **vals = NULL;
-
-	for (size_t i = 0; !st->complete && i < st->n_participants; i++) {
-		push(c, &keys, &vals, st->participants[i].node.name, xstrdup("closed"));
-	}
-	for (size_t i = 0; i < st->n_wait_list; i++) {
-		push(c, &keys, &vals, st->wait_list[i].name, xstrdup("closed"));
-	}
-	for (size_t i = 0; i < st->n_redundancy_list; i++) {
-		push(c, &keys, &vals, st->redundancy_list[i].name, xstrdup("closed"));
-	}
-	for (size_t i = 0; i < c->n_joiners; i++) {
-		push(c, &keys, &vals, c->joiners[i].name, xstrdup("closed"));
-	}
-	put_all(c, keys, vals);
-}
-
-static bool
-strv_has(char *const *v, const char *s)
-{
-	for (size_t i = 0; v && v[i]; i++) {
-		if (strcmp(v[i], s) == 0) {
-			return true;
-		}
-	}
-	return false;
-}
-
-/* "spare" to every node newly in the redundancy list: it reads the state
- * from then on (a spare takes a slot that frees up by itself). */
-static void
-tell_spares(struct etcdr *c)
-{
-	const struct rdzv_state *st = &c->sync.st;
-	char **keys = NULL, **vals = NULL, **now = NULL;
-
-	for (size_t i = 0; i < st->n_redundancy_list; i++) {
-		const char *name = st->redundancy_list[i].name;
-
-		if (!strv_has(c->spares_told, name)) {
-			push(c, &keys, &vals, name, xstrdup("spare"));
-		}
-		strv_push(&now, name);
-	}
-	strv_free(c->spares_told);
-	c->spares_told = now;
-	put_all(c, keys, vals);
-}
-
 void
 etcdr_assign_publish(struct etcdr *c)
 {
-	const struct rdzv_state *st = &c->sync.st;
 	char **keys = NULL, **vals = NULL;
+	char *rev;
 
 	if (!c->coordinator || c->sync.notable || c->sync.stale || c->boot != BOOT_READY ||
 	    c->fin != FIN_NONE) {
 		return; /* not ours, or the copy differs from the store's */
 	}
-	if (st->closed) {
-		if (!c->closed_fanned) {
-			c->closed_fanned = true;
-			fan_closed(c);
-		}
-		return;
-	}
-	tell_spares(c);
-	if (!st->complete || st->round == c->assigned_round) {
-		return;
-	}
-	c->assigned_round = st->round;
-	for (size_t i = 0; i < st->n_participants; i++) {
-		push(c, &keys, &vals, st->participants[i].node.name,
-		     xasprintf("%" PRId64 " %d %zu %" PRIu64 " %" PRId64, st->round,
-			       st->participants[i].rank, st->n_participants, st->gen, c->mod_rev));
+	rev = xasprintf(" %" PRId64, c->mod_rev);
+	rdzv_assign_plan(&c->told, &c->sync.st, c->joiners, c->n_joiners, c->me.name, rev, &keys,
+			 &vals);
+	free(rev);
+	for (size_t i = 0; keys && keys[i]; i++) {
+		char *k = xasprintf("%s%s", c->assign_prefix, keys[i]);
+
+		free(keys[i]);
+		keys[i] = k;
 	}
 	put_all(c, keys, vals);
 }

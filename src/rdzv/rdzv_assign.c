@@ -1,0 +1,104 @@
+/* rdzv_assign.c — the coordinator's words to each node's assignment key
+ * (rdzv_assign.h); the backends only write them. */
+#include "rdzv_assign.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "util.h"
+
+void
+rdzv_assign_memo_init(struct rdzv_assign_memo *m)
+{
+	*m = (struct rdzv_assign_memo){.round = -1};
+}
+
+void
+rdzv_assign_memo_reset(struct rdzv_assign_memo *m)
+{
+	strv_free(m->spares_told);
+	rdzv_assign_memo_init(m);
+}
+
+/* Add node's value (taken), unless node is me. */
+static void
+say(char ***nodes, char ***vals, const char *me, const char *node, char *value)
+{
+	if (strcmp(node, me) == 0) {
+		free(value);
+		return;
+	}
+	strv_push(nodes, node);
+	strv_consume(vals, value);
+}
+
+static void
+say_closed(const struct rdzv_state *st, const struct rdzv_node *joiners, size_t n_joiners,
+	   const char *me, char ***nodes, char ***vals)
+{
+	for (size_t i = 0; !st->complete && i < st->n_participants; i++) {
+		say(nodes, vals, me, st->participants[i].node.name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < st->n_wait_list; i++) {
+		say(nodes, vals, me, st->wait_list[i].name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		say(nodes, vals, me, st->redundancy_list[i].name, xstrdup("closed"));
+	}
+	for (size_t i = 0; i < n_joiners; i++) {
+		say(nodes, vals, me, joiners[i].name, xstrdup("closed"));
+	}
+}
+
+static bool
+strv_has(char *const *v, const char *s)
+{
+	for (size_t i = 0; v && v[i]; i++) {
+		if (strcmp(v[i], s) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+say_spares(struct rdzv_assign_memo *m, const struct rdzv_state *st, const char *me, char ***nodes,
+	   char ***vals)
+{
+	char **now = NULL;
+
+	for (size_t i = 0; i < st->n_redundancy_list; i++) {
+		const char *name = st->redundancy_list[i].name;
+
+		if (!strv_has(m->spares_told, name)) {
+			say(nodes, vals, me, name, xstrdup("spare"));
+		}
+		strv_push(&now, name);
+	}
+	strv_free(m->spares_told);
+	m->spares_told = now;
+}
+
+void
+rdzv_assign_plan(struct rdzv_assign_memo *m, const struct rdzv_state *st,
+		 const struct rdzv_node *joiners, size_t n_joiners, const char *me,
+		 const char *suffix, char ***nodes, char ***vals)
+{
+	if (st->closed) {
+		if (!m->closed_told) {
+			m->closed_told = true;
+			say_closed(st, joiners, n_joiners, me, nodes, vals);
+		}
+		return;
+	}
+	say_spares(m, st, me, nodes, vals);
+	if (!st->complete || st->round == m->round) {
+		return;
+	}
+	m->round = st->round;
+	for (size_t i = 0; i < st->n_participants; i++) {
+		say(nodes, vals, me, st->participants[i].node.name,
+		    xasprintf("%" PRId64 " %d %zu %" PRIu64 "%s", st->round,
+			      st->participants[i].rank, st->n_participants, st->gen, suffix));
+	}
+}

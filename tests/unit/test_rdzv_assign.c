@@ -1,0 +1,143 @@
+/* What a rendezvous coordinator writes to the nodes' assignment keys
+ * (rdzv_assign.h), the same for c10d and etcd: one row per situation, each
+ * with what the coordinator told before and what it says now. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "rdzv_assign.h"
+#include "util.h"
+
+#define MAX_NODES 4
+
+struct row {
+	const char *what;
+	/* the state */
+	bool closed, complete;
+	int64_t round;
+	uint64_t gen;
+	const char *participants[MAX_NODES]; /* rank = index */
+	const char *wait_list[MAX_NODES];
+	const char *redundancy_list[MAX_NODES];
+	const char *joiners[MAX_NODES];
+	/* the memo before */
+	int64_t told_round;
+	bool closed_told;
+	const char *spares_told[MAX_NODES];
+	const char *suffix;
+	/* what it says: "node=value", in order */
+	const char *said[2 * MAX_NODES + 1];
+	int64_t round_after;
+};
+
+static const struct row rows[] = {
+	{"a completed round to every participant but me", .complete = true, .round = 3, .gen = 9,
+	 .participants = {"me", "b", "c"}, .told_round = -1, .suffix = "",
+	 .said = {"b=3 1 3 9", "c=3 2 3 9"}, .round_after = 3},
+	{"etcd's suffix: the state revision", .complete = true, .round = 3, .gen = 9,
+	 .participants = {"b"}, .told_round = -1, .suffix = " 77", .said = {"b=3 0 1 9 77"},
+	 .round_after = 3},
+	{"a round is said once", .complete = true, .round = 3, .participants = {"b"},
+	 .told_round = 3, .suffix = "", .round_after = 3},
+	{"an incomplete round: nothing yet", .round = 4, .participants = {"b"}, .told_round = 3,
+	 .suffix = "", .round_after = 3},
+	{"new spares hear it once, then the round", .complete = true, .round = 5,
+	 .participants = {"b"}, .redundancy_list = {"s1", "s2"}, .spares_told = {"s1"},
+	 .told_round = 4, .suffix = "", .said = {"s2=spare", "b=5 0 1 0"}, .round_after = 5},
+	{"closed: everyone who may wait, once", .closed = true, .round = 6,
+	 .participants = {"b", "me"}, .wait_list = {"w"}, .redundancy_list = {"s"},
+	 .joiners = {"j"}, .told_round = 5, .suffix = "",
+	 .said = {"b=closed", "w=closed", "s=closed", "j=closed"}, .round_after = 5},
+	{"closed after a complete round: its participants hold theirs", .closed = true,
+	 .complete = true, .round = 6, .participants = {"b"}, .wait_list = {"w"}, .told_round = 6,
+	 .suffix = "", .said = {"w=closed"}, .round_after = 6},
+	{"closed, told already: nothing", .closed = true, .round = 6, .participants = {"b"},
+	 .told_round = 5, .closed_told = true, .suffix = "", .round_after = 5},
+};
+
+static size_t
+count(const char *const *v)
+{
+	size_t n = 0;
+
+	while (n < MAX_NODES && v[n]) {
+		n++;
+	}
+	return n;
+}
+
+static void
+test_plan(void **state)
+{
+	for (size_t r = 0; r < ARRAY_SIZE(rows); r++) {
+		const struct row *row = &rows[r];
+		struct rdzv_participant parts[MAX_NODES] = {0};
+		struct rdzv_node wait[MAX_NODES] = {0}, spare[MAX_NODES] = {0},
+				 joiners[MAX_NODES] = {0};
+		struct rdzv_state st = {.closed = row->closed,
+					.complete = row->complete,
+					.round = row->round,
+					.gen = row->gen,
+					.participants = parts,
+					.n_participants = count(row->participants),
+					.wait_list = wait,
+					.n_wait_list = count(row->wait_list),
+					.redundancy_list = spare,
+					.n_redundancy_list = count(row->redundancy_list)};
+		struct rdzv_assign_memo m;
+		char **nodes = NULL, **vals = NULL;
+		size_t n_said = 0;
+
+		for (size_t i = 0; i < MAX_NODES; i++) {
+			parts[i] = (struct rdzv_participant){
+				.node.name = (char *)row->participants[i], .rank = (int)i};
+			wait[i].name = (char *)row->wait_list[i];
+			spare[i].name = (char *)row->redundancy_list[i];
+			joiners[i].name = (char *)row->joiners[i];
+		}
+		rdzv_assign_memo_init(&m);
+		m.round = row->told_round;
+		m.closed_told = row->closed_told;
+		for (size_t i = 0; i < count(row->spares_told); i++) {
+			strv_push(&m.spares_told, row->spares_told[i]);
+		}
+		rdzv_assign_plan(&m, &st, joiners, count(row->joiners), "me", row->suffix, &nodes,
+				 &vals);
+		for (; nodes && nodes[n_said]; n_said++) {
+			char *got = xasprintf("%s=%s", nodes[n_said], vals[n_said]);
+
+			if (!row->said[n_said] || strcmp(got, row->said[n_said]) != 0) {
+				fail_msg("%s: said #%zu %s, want %s", row->what, n_said, got,
+					 row->said[n_said] ? row->said[n_said] : "nothing");
+			}
+			free(got);
+		}
+		if (row->said[n_said]) {
+			fail_msg("%s: said %zu things, want also %s", row->what, n_said,
+				 row->said[n_said]);
+		}
+		assert_int_equal(m.round, row->round_after);
+		assert_true(m.closed_told == (row->closed || row->closed_told));
+		/* The spares told are now exactly the redundancy list (unless closed). */
+		if (!row->closed) {
+			assert_int_equal(m.spares_told ? strv_length(m.spares_told) : 0,
+					 st.n_redundancy_list);
+		}
+		strv_free(nodes);
+		strv_free(vals);
+		rdzv_assign_memo_reset(&m);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plan),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
