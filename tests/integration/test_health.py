@@ -85,6 +85,13 @@ def events(path, name):
     return [ev["metadata"] for ev in evs if ev.get("name") == name]
 
 
+def quarantine_flags(n, f, cooldown, *extra):
+    """--quarantine F/60 and a cooldown (seconds) for agent n, on a host of its
+    own (127.0.0.<n+1>): a quarantine is a host's."""
+    return ("--quarantine", "%d/60" % f, "--quarantine-cooldown", str(cooldown), *extra,
+            "--local-addr", "127.0.0.%d" % (n + 1))
+
+
 class HealthBase(lib.ElasticdTestCase):
     """Agents of one job on the backend this class names."""
 
@@ -132,6 +139,17 @@ class HealthBase(lib.ElasticdTestCase):
             self.assertEqual(st["group_world_size"], world, st)
             self.assertEqual(st["worker_state"], "HEALTHY", st)
         return two
+
+    def quarantine_one_of_three(self, q):
+        """Agents 0 and 1 run; agent 2's workers crash until it is
+        quarantined. q(n): agent n's flags. Returns (the two, agent 2)."""
+        a = [self.agent(0, extra=q(0))]
+        time.sleep(0.5)  # the first one hosts the c10d store
+        a += [self.agent(1, extra=q(1))]
+        bad = self.agent(2, "crash", extra=q(2))
+        self.assertTrue(lib.wait_until(
+            lambda: events(bad.events, "elasticd.node.quarantined"), 40), bad.stderr_text())
+        return a, bad
 
     def failing_check_keeps_a_node_out(self):
         facts = self.path("facts")
@@ -199,17 +217,10 @@ class HealthBase(lib.ElasticdTestCase):
 
 
     def quarantine_with_a_spare(self):
-        # A host per agent (127.0.0.N): a quarantine is a host's.
         def q(n):
-            return ("--quarantine", "2/60", "--quarantine-cooldown", "4",
-                    "--local-addr", "127.0.0.%d" % (n + 1))
-        a = [self.agent(0, extra=q(0))]
-        time.sleep(0.5)  # the first one hosts the c10d store
-        a += [self.agent(1, extra=q(1))]
-        bad = self.agent(2, "crash", extra=q(2))
+            return quarantine_flags(n, 2, 4)
         # Node 2's workers fail twice: quarantined; a spare takes its place.
-        self.assertTrue(lib.wait_until(
-            lambda: events(bad.events, "elasticd.node.quarantined"), 40), bad.stderr_text())
+        a, bad = self.quarantine_one_of_three(q)
         spare = self.agent(3, extra=q(3))
         q_ev = events(bad.events, "elasticd.node.quarantined")[0]
         self.assertEqual(q_ev["failures"], 2, q_ev)

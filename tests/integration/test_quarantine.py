@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lib  # noqa: E402
 from test_ctl import curl, post  # noqa: E402
-from test_health import ELASTICCTL, HealthBase, events  # noqa: E402
+from test_health import ELASTICCTL, HealthBase, events, quarantine_flags  # noqa: E402
 
 
 class QuarantineBase(HealthBase):
@@ -23,15 +23,7 @@ class QuarantineBase(HealthBase):
     def readmit_from_another_agent(self):
         # A long cooldown: only the readmit verb, sent to another agent,
         # can end it in time.
-        def q(n):
-            return ("--quarantine", "1/60", "--quarantine-cooldown", "60",
-                    "--local-addr", "127.0.0.%d" % (n + 1))
-        a = [self.agent(0, extra=q(0))]
-        time.sleep(0.5)  # the first one hosts the c10d store
-        a += [self.agent(1, extra=q(1))]
-        bad = self.agent(2, "crash", extra=q(2))
-        self.assertTrue(lib.wait_until(
-            lambda: events(bad.events, "elasticd.node.quarantined"), 40), bad.stderr_text())
+        a, bad = self.quarantine_one_of_three(lambda n: quarantine_flags(n, 1, 60))
         st = curl(bad.sock, "/handler/status").json()
         self.assertEqual(st["phase"], "quarantined", st)
         self.assertEqual(st["quarantine"]["watch_s"], 2, st)
@@ -80,8 +72,7 @@ class QuarantineBase(HealthBase):
         # Node 2's workers crash; node 1's die of it a little later. Only
         # node 2 was the root cause: it alone is quarantined.
         def q(n):
-            return ("--quarantine", "2/60", "--quarantine-cooldown", "60",
-                    "--max-restarts", "6", "--local-addr", "127.0.0.%d" % (n + 1))
+            return quarantine_flags(n, 2, 60, "--max-restarts", "6")
         a = [self.agent(0, extra=q(0))]
         time.sleep(0.5)  # the first one hosts the c10d store
         victim = self.agent(1, "victim", extra=q(1))
@@ -116,14 +107,8 @@ class QuarantineBase(HealthBase):
         # The quarantined node's agent is restarted: the new one reads the
         # host's count from the shared state, and its cooldown keeps doubling.
         def q(n):
-            return ("--quarantine", "1/60", "--quarantine-cooldown", "2",
-                    "--local-addr", "127.0.0.%d" % (n + 1))
-        a = [self.agent(0, extra=q(0))]
-        time.sleep(0.5)  # the first one hosts the c10d store
-        a += [self.agent(1, extra=q(1))]
-        bad = self.agent(2, "crash", extra=q(2))
-        self.assertTrue(lib.wait_until(
-            lambda: events(bad.events, "elasticd.node.quarantined"), 40), bad.stderr_text())
+            return quarantine_flags(n, 1, 2)
+        a, bad = self.quarantine_one_of_three(q)
         # Its leave wrote the entry (a SIGTERM before that would cut it short).
         self.assertTrue(lib.wait_until(lambda: [
             x for x in curl(a[1].sock, "/handler/nodes").json()["quarantined"]
