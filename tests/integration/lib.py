@@ -72,6 +72,36 @@ def _free_port():
 MASTER_PORT = str(_free_port())
 
 
+TCPSTORE_TOOL = os.environ.get("TCPSTORE_TOOL") or os.path.join(
+    SOURCE_ROOT, "build", "tests", "tcpstore_tool")
+
+
+class StoreServer:
+    """tcpstore_tool serve on an ephemeral port; stops when stdin closes."""
+
+    def __init__(self, max_conns=None, stall_ms=None, merge_attempts=False):
+        args = [TCPSTORE_TOOL, "serve", "0"] + ([str(max_conns)] if max_conns else [])
+        env = dict(os.environ)
+        if stall_ms:
+            env["TCPSTORE_STALL_MS"] = str(stall_ms)
+        if merge_attempts:
+            env["TCPSTORE_MERGE_ATTEMPTS"] = "1"
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env)
+        line = self.proc.stdout.readline().decode()
+        assert line.startswith("port "), line
+        self.port = int(line.split()[1])
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def clean_env(**extra):
     """os.environ without anything that steers elasticd, plus this test
     process's PET_MASTER_PORT and extra (None removes)."""

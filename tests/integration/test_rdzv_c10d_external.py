@@ -24,28 +24,6 @@ from test_ctl import curl  # noqa: E402
 
 FAST = ("keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=0.5,"
         "is_host=false")
-TOOL = os.environ.get("TCPSTORE_TOOL") or os.path.join(
-    os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "tcpstore_tool")
-
-class Store:
-    """tcpstore_tool serve on an ephemeral port; stops when stdin closes."""
-
-    def __init__(self, max_conns=None):
-        self.proc = subprocess.Popen([TOOL, "serve", "0"] + ([str(max_conns)] if max_conns
-                                                              else []),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        line = self.proc.stdout.readline().decode()
-        assert line.startswith("port "), line
-        self.port = int(line.split()[1])
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.stdout.close()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
@@ -57,7 +35,7 @@ class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
 
     def setUp(self):
         super().setUp()
-        self.store = Store()
+        self.store = lib.StoreServer()
 
     def tearDown(self):
         super().tearDown()
@@ -68,7 +46,7 @@ class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
 
     def fresh_rendezvous(self):
         self.store.close()
-        self.store = Store()
+        self.store = lib.StoreServer()
 
     def host_conf(self, host):
         return ",is_host=false"
@@ -84,7 +62,7 @@ class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         the first round."""
         swarm = os.environ.get("RDZV_SWARM") or os.path.join(
             os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
-        store = Store(4 * n + 64)
+        store = lib.StoreServer(4 * n + 64)
         procs = []
         try:
             for first in (0, n // 2):

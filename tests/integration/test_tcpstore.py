@@ -32,8 +32,7 @@ import lib  # noqa: E402
 
 import torch.distributed as dist  # noqa: E402
 
-TOOL = os.environ.get("TCPSTORE_TOOL") or os.path.join(
-    lib.SOURCE_ROOT, "build", "tests", "tcpstore_tool")
+TOOL = lib.TCPSTORE_TOOL
 MAGIC = struct.pack("<I", 0x3C85F7CE)
 
 
@@ -43,32 +42,6 @@ def s_(b):
 
 def u64(n):
     return struct.pack("<Q", n & 0xFFFFFFFFFFFFFFFF)
-
-
-class Server:
-    """tcpstore_tool serve on an ephemeral port; stops when stdin closes."""
-
-    def __init__(self, max_conns=None, stall_ms=None, merge_attempts=False):
-        args = [TOOL, "serve", "0"] + ([str(max_conns)] if max_conns else [])
-        env = dict(os.environ)
-        if stall_ms:
-            env["TCPSTORE_STALL_MS"] = str(stall_ms)
-        if merge_attempts:
-            env["TCPSTORE_MERGE_ATTEMPTS"] = "1"
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=env)
-        line = self.proc.stdout.readline().decode()
-        assert line.startswith("port "), line
-        self.port = int(line.split()[1])
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.stdout.close()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 class Raw:
@@ -115,7 +88,7 @@ class TorchClientTest(unittest.TestCase):
     """torch 1.13's TCPStore client against our server."""
 
     def setUp(self):
-        self.server = Server()
+        self.server = lib.StoreServer()
         self.port = self.server.port
 
     def tearDown(self):
@@ -266,7 +239,7 @@ class RawProtocolTest(unittest.TestCase):
     """Byte-level behaviour: CHECK, v2 dialect, hostile input."""
 
     def setUp(self):
-        self.server = Server(max_conns=8, stall_ms=700)
+        self.server = lib.StoreServer(max_conns=8, stall_ms=700)
         self.port = self.server.port
 
     def tearDown(self):
@@ -393,7 +366,7 @@ class MergeAttemptsTest(unittest.TestCase):
     "//worker/attempt_<N>/" keys: nodes whose restart counts differ meet."""
 
     def test_attempts_meet(self):
-        server = Server(merge_attempts=True)
+        server = lib.StoreServer(merge_attempts=True)
         try:
             a = Raw(server.port)
             b = Raw(server.port)
@@ -424,7 +397,7 @@ class QueueTest(unittest.TestCase):
     QUEUE_POP)."""
 
     def setUp(self):
-        self.server = Server(max_conns=8)
+        self.server = lib.StoreServer(max_conns=8)
         self.port = self.server.port
 
     def tearDown(self):
