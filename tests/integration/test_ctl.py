@@ -33,8 +33,8 @@ STATUS_KEYS = ["run_id", "node", "hostname", "pid", "version", "role", "rdzv_bac
                "max_restarts", "remaining_restarts", "next_attempt_in_s", "restarts_in_window",
                "attempts_without_progress", "phase", "drain", "health", "quarantine", "root_cause",
                "quarantine_count", "excluded", "uptime_s",
-               "run_dir", "degraded", "orphan_guard", "console_dropped_bytes", "orphan_cgroup", "hang_rules",
-               "hang_watch", "hang", "hang_stacks", "workers", "control_socket"]
+               "run_dir", "degraded", "orphan_guard", "console_dropped_bytes", "orphan_cgroup",
+               "sentinel_pid", "sentinel_respawns", "hang_rules", "hang_watch", "hang", "hang_stacks", "workers", "control_socket"]
 WORKER_KEYS = ["local_rank", "global_rank", "role_rank", "pid", "state", "exitcode",
                "exit_status", "signal", "start_time", "exit_time", "gpu", "numa_nodes", "cpus",
                "mems", "mode", "stdout_log", "stderr_log", "error_file", "worker_server_socket",
@@ -264,6 +264,8 @@ class CtlTest(lib.ElasticdTestCase):
         self.assertIn(st["orphan_guard"], ("cgroup", "sentinel"))
         self.assertEqual(st["orphan_cgroup"] is not None, st["orphan_guard"] == "cgroup")
         self.assertEqual(st["console_dropped_bytes"], 0)
+        self.assertGreater(st["sentinel_pid"], 0)
+        self.assertEqual(st["sentinel_respawns"], 0)
         self.assertEqual(len(st["workers"]), 2)
         for i, w in enumerate(st["workers"]):
             self.assertEqual(list(w), WORKER_KEYS)
