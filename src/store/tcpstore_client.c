@@ -557,9 +557,10 @@ read_cb(struct bufferevent *bev, void *arg)
 		p = evbuffer_pullup(in, -1);
 		if (c->cancelling) {
 			struct tcpstore_reply fired = {.status = TCPSTORE_STOP_WAITING};
+			uint8_t status = p[0]; /* the drain may free what p points into */
 
 			evbuffer_drain(in, 1);
-			if (p[0] == TCPSTORE_STOP_WAITING) {
+			if (status == TCPSTORE_STOP_WAITING) {
 				c->fired = true;
 				continue;
 			}
