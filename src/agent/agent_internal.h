@@ -81,7 +81,7 @@ struct agent {
 	struct event *sigev;
 	struct sentinel *sentinel;
 	/* When the sentinel died and was respawned (agent_signals.c). */
-	uint64_t sentinel_respawn_times[SENTINEL_RESPAWNS];
+	uint64_t sentinel_respawn_times[SENTINEL_RESPAWNS + 1]; /* its deaths */
 	size_t sentinel_respawn_next;
 	/* The orphan guard in force (guard.h): "cgroup", "sentinel" (ancestry)
 	 * or "none" (no sentinel), and in cgroup mode the agent's subtree. */

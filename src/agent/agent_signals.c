@@ -62,9 +62,10 @@ agent_sentinel_died(struct agent *a, pid_t pid, int status)
 	int r = -EAGAIN;
 
 	a->sentinel_respawn_times[a->sentinel_respawn_next] = now;
-	a->sentinel_respawn_next = (a->sentinel_respawn_next + 1) % SENTINEL_RESPAWNS;
-	if (agent_window_count(a->sentinel_respawn_times, SENTINEL_RESPAWNS, now,
-			       seconds_to_usec(SENTINEL_RESPAWN_WINDOW_S)) < SENTINEL_RESPAWNS) {
+	a->sentinel_respawn_next = (a->sentinel_respawn_next + 1) % (SENTINEL_RESPAWNS + 1);
+	/* This death included: the one past SENTINEL_RESPAWNS is not replaced. */
+	if (agent_window_count(a->sentinel_respawn_times, SENTINEL_RESPAWNS + 1, now,
+			       seconds_to_usec(SENTINEL_RESPAWN_WINDOW_S)) <= SENTINEL_RESPAWNS) {
 		r = sentinel_respawn(a->sentinel);
 	}
 	sentinel_held(a->sentinel, &groups, &procs);

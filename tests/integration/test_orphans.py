@@ -230,6 +230,24 @@ time.sleep(1000)
                 self.assertTrue(lib.wait_dead([new], 10), "the new sentinel survived the agent")
                 self.assertNoLeftovers()
 
+    def test_sentinel_killed_too_often_is_not_replaced(self):
+        # Three respawns within a minute; the fourth death is final.
+        sock = self.path("ctl.sock")
+        a = self.start("--standalone", "--orphan-guard", "sentinel", "--control-socket", sock,
+                       "--no-python", "/bin/sh", "-c", "exec sleep 1000")
+        for n in range(4):
+            pid = lib.wait_until(a.sentinel_pid, 10)
+            self.assertTrue(pid, "no sentinel before death %d: %s" % (n + 1, a.stderr_text()))
+            os.kill(pid, signal.SIGKILL)
+            self.assertTrue(lib.wait_until(lambda: a.sentinel_pid() != pid, 10))
+        self.assertTrue(a.wait_stderr("and no new one runs (it died too often)", 10),
+                        a.stderr_text())
+        st = curl(sock, "/handler/status").json()
+        self.assertEqual((st["sentinel_pid"], st["sentinel_respawns"], st["orphan_guard"]),
+                         (0, 3, "none"), st)
+        a.signal(signal.SIGTERM)
+        self.assertRc(a.wait(30), 128 + signal.SIGTERM)
+
     def test_orphaned_grandchild_is_reaped(self):
         # A worker's child that outlives its parent (double fork) is re-parented
         # to elasticd (child subreaper), which reaps it: no zombie stays behind
