@@ -3,6 +3,7 @@
 #include "rdzv_assign.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
@@ -32,22 +33,43 @@ say(char ***nodes, char ***vals, const char *me, const char *node, char *value)
 	strv_consume(vals, value);
 }
 
+static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "closed" once to each node: a joiner may be in the state's lists already
+ * (its request not deleted yet) or have asked twice. Sorted by name. */
 static void
 say_closed(const struct rdzv_state *st, const struct rdzv_node *joiners, size_t n_joiners,
 	   const char *me, char ***nodes, char ***vals)
 {
+	char **all = NULL;
+	size_t n;
+
 	for (size_t i = 0; !st->complete && i < st->n_participants; i++) {
-		say(nodes, vals, me, st->participants[i].node.name, xstrdup("closed"));
+		strv_push(&all, st->participants[i].node.name);
 	}
 	for (size_t i = 0; i < st->n_wait_list; i++) {
-		say(nodes, vals, me, st->wait_list[i].name, xstrdup("closed"));
+		strv_push(&all, st->wait_list[i].name);
 	}
 	for (size_t i = 0; i < st->n_redundancy_list; i++) {
-		say(nodes, vals, me, st->redundancy_list[i].name, xstrdup("closed"));
+		strv_push(&all, st->redundancy_list[i].name);
 	}
 	for (size_t i = 0; i < n_joiners; i++) {
-		say(nodes, vals, me, joiners[i].name, xstrdup("closed"));
+		strv_push(&all, joiners[i].name);
 	}
+	n = all ? strv_length(all) : 0;
+	if (n > 0) {
+		qsort(all, n, sizeof(*all), cmp_name);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || strcmp(all[i], all[i - 1]) != 0) {
+			say(nodes, vals, me, all[i], xstrdup("closed"));
+		}
+	}
+	strv_free(all);
 }
 
 static bool

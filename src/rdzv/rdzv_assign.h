@@ -31,7 +31,7 @@ void rdzv_assign_memo_reset(struct rdzv_assign_memo *m);
  * state revision, " <rev>"; c10d: ""). In order:
  * - the rendezvous closed: "closed" to every node that may wait on its key
  *   (participants of an incomplete round, wait list, redundancy list,
- *   joiners), once; nothing else then;
+ *   joiners), once to each, sorted by name; nothing else then;
  * - "spare" to each node newly in the redundancy list (it reads the state
  *   itself from then on);
  * - once a round completes: "<round> <rank> <world> <gen><suffix>" to every
