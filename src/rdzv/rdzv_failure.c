@@ -108,7 +108,7 @@ rdzv_state_root_cause(const struct rdzv_state *st, const struct rdzv_node *me, i
 	if (ret_first) {
 		*ret_first = first;
 	}
-	return first < 0 || st->failures[first].usec + tolerance_usec >= usec;
+	return first < 0 || usec - st->failures[first].usec <= tolerance_usec;
 }
 
 /* A decimal in s[0..len) within [lo, hi]. */
@@ -142,7 +142,7 @@ rdzv_failure_decode(struct rdzv_state *st, const char **f, size_t *fl, size_t nf
 		return -EBADMSG;
 	}
 	if (num(f[2], fl[2], 0, INT64_MAX, &x.round) < 0 ||
-	    num(f[3], fl[3], INT64_MIN, INT64_MAX, &x.usec) < 0 ||
+	    num(f[3], fl[3], 0, INT64_MAX / 2, &x.usec) < 0 || /* wall usec: no overflow below */
 	    (st->n_failures &&
 	     rdzv_node_cmp(&st->failures[st->n_failures - 1].node, &x.node) >= 0) ||
 	    st->n_failures >= RDZV_MAX_NODES) {

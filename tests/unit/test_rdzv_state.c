@@ -402,11 +402,13 @@ static void
 test_failures(void **state)
 {
 	static const char *const bad[] = {
-		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nf a_3_0 1 6\n", /* unsorted */
-		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nf b_2_0 1 6\n", /* twice */
-		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 -1 5\n",             /* round < 0 */
-		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1\n",                /* no usec */
-		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nq b_2_0 5 1\n", /* order */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nf a_3_0 1 6\n",       /* unsorted */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nf b_2_0 1 6\n",       /* twice */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 -1 5\n",                   /* round < 0 */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1\n",                      /* no usec */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 5\nq b_2_0 5 1\n",       /* order */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 -9223372036854775807\n", /* usec < 0 */
+		"elasticd-rdzv 1 0 0 0 0 -1\nf b_2_0 1 9223372036854775807\n",  /* overflows */
 	};
 	struct rdzv_state st;
 	struct rdzv_node n;
