@@ -72,7 +72,8 @@ root_cause_end(struct agent *a, enum agent_rc verdict, const char *other, int64_
 	} else if (verdict == AGENT_RC_SELF) {
 		log_warn("[%s] failure of round %" PRId64 ": this node failed first, the root "
 			 "cause%s; counted toward --quarantine",
-			 a->cfg->role, rc->round, other ? " (or within 20 ms of it)" : "");
+			 a->cfg->role, rc->round,
+			 other ? " (or within " STRINGIFY(ROOT_CAUSE_TIE_MS) " ms of it)" : "");
 	} else {
 		log_warn("[%s] failure of round %" PRId64 ": cannot compare with the other nodes' "
 			 "failures (%s); counting it toward --quarantine",
@@ -161,7 +162,8 @@ root_cause_step(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (now_usec() >= a->rc.deadline_usec) {
-		root_cause_end(a, AGENT_RC_UNKNOWN, NULL, 0, "no answer within 4 s");
+		root_cause_end(a, AGENT_RC_UNKNOWN, NULL, 0,
+			       "no answer within " STRINGIFY(ROOT_CAUSE_BOUND_S) " s");
 		return;
 	}
 	err = !a->rdzv ? -ENOTCONN

@@ -12,6 +12,11 @@
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A macro's value as a string literal: STRINGIFY(RETRIES) is "3". */
+#define STRINGIFY(x) STRINGIFY_(x)
+#define STRINGIFY_(x) #x
+
 #define USEC_PER_SEC 1000000ULL
 #define USEC_PER_MSEC 1000ULL
 
