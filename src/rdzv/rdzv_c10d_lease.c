@@ -50,6 +50,8 @@
  * machine took 1.9 s to fill theirs. */
 #define QUEUE_SLOT_WAIT_USEC (5 * USEC_PER_SEC)
 #define QUEUE_SLOT_WAIT_PER_SLOT_USEC 1000
+/* Most join requests read in one WAIT + MULTI_GET. */
+#define QUEUE_BATCH 4096
 
 static void q_count(struct c10d *c);
 static void q_scan(struct c10d *c);
@@ -233,6 +235,11 @@ q_count_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (!q_alive(c, err)) {
 		return;
 	}
+	if (rep->i64 < c->q_next) {
+		/* A cursor past the count (the store was reset, or the lease
+		 * value is not ours to trust): start from the count. */
+		c->q_next = rep->i64 < 0 ? 0 : rep->i64;
+	}
 	if (rep->i64 <= c->q_next) {
 		/* Nothing new: wait for the next slot. */
 		char *k = slot_key(c, c->q_next);
@@ -242,7 +249,8 @@ q_count_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		free(k);
 		return;
 	}
-	c->q_end = rep->i64;
+	/* At most QUEUE_BATCH slots a read (the count is the store's word). */
+	c->q_end = rep->i64 - c->q_next > QUEUE_BATCH ? c->q_next + QUEUE_BATCH : rep->i64;
 	n = (size_t)(c->q_end - c->q_next);
 	keys = xcalloc(n + 1, sizeof(*keys));
 	for (size_t i = 0; i < n; i++) {
