@@ -114,6 +114,19 @@ agent_record_quarantine(struct agent *a, const char *name, const char *by)
 	agent_record(a, &ev);
 }
 
+/* A rendezvous handle a readmit of another node may be using is being freed
+ * (rdzv_free drops its operation without a callback): send it again, on the
+ * handle that reaches the state then (writing twice is harmless). */
+static void
+agent_readmit_rearm(struct agent *a)
+{
+	struct timeval retry = {0, READMIT_RETRY_MS * 1000};
+
+	if (a->readmit_host) {
+		evtimer_add(a->readmit_timer, &retry);
+	}
+}
+
 /* The cooldown is over (by: "cooldown" or "readmit"): a new rendezvous
  * handle, then the next round (through the health gate). */
 static void
@@ -133,6 +146,7 @@ agent_readmit(struct agent *a, const char *by)
 	rdzv_free(a->quarantine_rdzv); /* the watch's (its callback may be running) */
 	a->quarantine_rdzv = NULL;
 	rdzv_free(a->rdzv);
+	agent_readmit_rearm(a);
 	a->rdzv = rdzv_new(a->base, a->cfg, a->local_world_size, &a->rcb, &err);
 	if (!a->rdzv) {
 		log_error("[%s] cannot rejoin: %s", a->cfg->role, err);
@@ -273,6 +287,7 @@ agent_quarantine_cancel(struct agent *a)
 	rdzv_free(a->quarantine_rdzv);
 	a->quarantine_rdzv = NULL;
 	a->quarantine_until_usec = 0;
+	agent_readmit_rearm(a);
 }
 
 void

@@ -233,7 +233,8 @@ void rdzv_set_quarantine(struct rdzv *r, int64_t until_wall, int count);
  * the shared state, a compare-and-set of RDZV_OP_READMIT (its entry's until
  * becomes now; the entry and its count stay). host NULL only reads the
  * state (rdzv_snapshot then shows it fresh): the quarantined agent watching
- * its own entry. done(arg, err, host) runs once from a fresh loop turn: err
+ * its own entry. done(arg, err, host) runs once from a fresh loop turn (never
+ * once r is freed: rdzv_free drops the operation silently): err
  * 0 (written, or nothing left to readmit), or -errno (-ETIMEDOUT: the close
  * timeout passed; -ECONNABORTED: the store failed); host is borrowed for
  * the call. Returns 0, -EOPNOTSUPP (no shared state: static), -EBUSY
