@@ -189,7 +189,10 @@ agent_quarantine_watched(void *arg, int err, const char *host)
 	}
 	a->quarantine_checks++;
 	pos = rdzv_state_find_quarantine_host(&snap.st, agent_node_name(a));
-	readmitted = pos >= 0 && snap.st.quarantine[pos].until != a->quarantine_until_wall &&
+	/* This quarantine's entry (its count: not the last one's, which an
+	 * unwritten leave would leave in place), ended by someone else. */
+	readmitted = pos >= 0 && snap.st.quarantine[pos].count >= a->quarantines &&
+		     snap.st.quarantine[pos].until != a->quarantine_until_wall &&
 		     snap.st.quarantine[pos].until <= (int64_t)wall_usec();
 	rdzv_snapshot_release(&snap);
 	if (readmitted) {
