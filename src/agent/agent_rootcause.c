@@ -175,6 +175,14 @@ root_cause_step(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(a->rc.timer, &retry);
 	} else if (err < 0) {
 		root_cause_end(a, AGENT_RC_UNKNOWN, NULL, 0, strerror(-err));
+	} else {
+		/* Out: its answer, or this at the bound (a store that stalls
+		 * would hold it up to the backend's close timeout). */
+		uint64_t left = a->rc.deadline_usec - now_usec();
+		struct timeval bound = {(time_t)(left / USEC_PER_SEC),
+					(suseconds_t)(left % USEC_PER_SEC)};
+
+		evtimer_add(a->rc.timer, &bound);
 	}
 }
 
