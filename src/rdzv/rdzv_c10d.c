@@ -39,10 +39,9 @@
  *
  * One connection per node, multiplexed (tcpstore_client_set_mux), so that
  * the store host holds one socket per node (10 000 nodes fit its fd limit):
- * cmd (short requests), watch (the gen WAIT, in the background) and aux
- * (long WAITs: rank exchange, exit barrier) name the same client by what
- * each request is for; a WAIT steps aside for every other request, so
- * heartbeats never queue behind a wait. */
+ * short requests, the gen WAIT (in the background) and the long WAITs (rank
+ * exchange, exit barrier) share c->cl; a WAIT steps aside for every other
+ * request, so heartbeats never queue behind a wait. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -165,11 +164,11 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		char *k = gen_key(c, gen);
 
 		/* Wake the nodes waiting for this change. */
-		tcpstore_client_set(c->cmd, k, "", 0, set_done_cb, c);
+		tcpstore_client_set(c->cl, k, "", 0, set_done_cb, c);
 		free(k);
 		if (gen > GEN_KEEP) {
 			k = gen_key(c, gen - GEN_KEEP);
-			tcpstore_client_delete(c->cmd, k, set_done_cb, c);
+			tcpstore_client_delete(c->cl, k, set_done_cb, c);
 			free(k);
 		}
 	}
@@ -210,7 +209,7 @@ store_read(void *arg)
 	}
 	c->blind = false;
 	c->sync.io_pending = true;
-	if (tcpstore_client_get(c->cmd, c->key, got_state_cb, c) < 0) {
+	if (tcpstore_client_get(c->cl, c->key, got_state_cb, c) < 0) {
 		c->sync.io_pending = false;
 		c10d_store_gone(c, -ECONNRESET);
 	}
@@ -227,7 +226,7 @@ store_cas(void *arg, enum rdzv_action a)
 	free(c->pending);
 	c->pending = rdzv_state_encode(&c->sync.st, &c->pending_len);
 	c->sync.io_pending = true;
-	if (tcpstore_client_compare_set(c->cmd, c->key, c->token, c->token_len, c->pending,
+	if (tcpstore_client_compare_set(c->cl, c->key, c->token, c->token_len, c->pending,
 					c->pending_len, cas_cb, c) < 0) {
 		c->sync.io_pending = false;
 		c10d_store_gone(c, -ECONNRESET);
@@ -346,7 +345,7 @@ c10d_admit_now(struct c10d *c)
 	c->fold_due = false;
 	c->admit_read_upto = c->n_joiners;
 	c->sync.io_pending = true;
-	if (tcpstore_client_get(c->cmd, c->key, admit_read_cb, c) < 0) {
+	if (tcpstore_client_get(c->cl, c->key, admit_read_cb, c) < 0) {
 		c->sync.io_pending = false;
 		c10d_store_gone(c, -ECONNRESET);
 	}
@@ -515,7 +514,7 @@ c10d_observe_read(struct c10d *c)
 		return;
 	}
 	c->observe_pending = true;
-	if (tcpstore_client_get(c->cmd, c->key, observe_read_cb, c) < 0) {
+	if (tcpstore_client_get(c->cl, c->key, observe_read_cb, c) < 0) {
 		c->observe_pending = false;
 	}
 }
@@ -573,11 +572,11 @@ c10d_watch_update(struct c10d *c)
 		return;
 	}
 	if (c->watching) {
-		(void)tcpstore_client_cancel_background(c->watch);
+		(void)tcpstore_client_cancel_background(c->cl);
 	}
 	k = assign ? c10d_assign_key(c, c->me.name) : gen_key(c, want);
 	keys[0] = k;
-	if (tcpstore_client_wait_background(c->watch, keys, 1, assign ? watch_assign_cb : watch_cb,
+	if (tcpstore_client_wait_background(c->cl, keys, 1, assign ? watch_assign_cb : watch_cb,
 					    c) == 0) {
 		c->watching = true;
 		c->watch_gen = want;
@@ -854,10 +853,10 @@ c10d_init(struct rdzv *r, char **reterr)
 	c->ka_timer = evtimer_new(r->base, c10d_ka_timer_cb, c);
 	c->linger_timer = evtimer_new(r->base, c10d_linger_cb, c);
 	c->connect_log_timer = evtimer_new(r->base, connect_log_cb, c);
-	c->cmd = c->watch = c->aux = new_client(c);
-	(void)tcpstore_client_set_mux(c->cmd, true);
+	c->cl = new_client(c);
+	(void)tcpstore_client_set_mux(c->cl, true);
 	deadline = now_usec() + c->join_timeout;
-	tcpstore_client_connect(c->cmd, deadline);
+	tcpstore_client_connect(c->cl, deadline);
 	return 0;
 }
 
@@ -869,7 +868,7 @@ c10d_free(struct rdzv *r)
 	if (!c) {
 		return;
 	}
-	tcpstore_client_free(c->cmd); /* watch and aux are the same client */
+	tcpstore_client_free(c->cl);
 	c10d_lease_free(c);
 	tcpstore_server_free(c->server);
 	tcpstore_server_free(c->worker_server);

@@ -48,8 +48,8 @@ struct c10d {
 	int connect_port;
 	struct tcpstore_server *server;        /* the rendezvous store, when hosting */
 	struct tcpstore_server *worker_server; /* MASTER_ADDR:MASTER_PORT, group rank 0 */
-	/* One multiplexed client under three names (rdzv_c10d.c). */
-	struct tcpstore_client *cmd, *watch, *aux;
+	/* The node's one store connection, multiplexed (rdzv_c10d.c). */
+	struct tcpstore_client *cl;
 	bool up;
 	bool dead; /* the store connection is gone */
 	char *dead_msg;
@@ -168,7 +168,7 @@ void c10d_ask_to_join(struct c10d *c);
 /* Outside operations: read the state to see what changed (no-op while an
  * operation or another such read is under way). */
 void c10d_observe_read(struct c10d *c);
-/* (Re-)arm the watch connection's WAIT (c10d_assign_watching, else the
+/* (Re-)arm the background WAIT (c10d_assign_watching, else the
  * next gen key). */
 void c10d_watch_update(struct c10d *c);
 /* The store connection is lost (err: -errno): whatever waits fails. */
@@ -217,7 +217,7 @@ void c10d_assign_mark_closed(struct c10d *c);
  * read when it exists), else wait for the assignment key (the watch) at most
  * a keep-alive window. */
 void c10d_assign_blind_read(struct c10d *c);
-/* Whether the watch connection should WAIT on our assignment key. */
+/* Whether the background WAIT should WAIT on our assignment key. */
 bool c10d_assign_watching(const struct c10d *c);
 /* The assignment key was set: GET it, and end the join with it
  * (rdzv_sync_assigned), or read the state when it says anything else. */

@@ -3,7 +3,7 @@
  * "<key>/a/<node>" = "<round> <rank> <world> <gen>" for every participant
  * once a round completes, in one MULTI_SET (one SET each on a store it does
  * not host); a joiner that asked to join
- * WAITs on its own key (its watch connection) and ends its join from those
+ * WAITs on its own key (a background WAIT) and ends its join from those
  * few bytes (rdzv_sync_assigned). The state, whose size grows with the
  * number of nodes, is read by the coordinator alone; a joiner reads it only
  * when something else happens (the rendezvous closed: "closed" in its key or
@@ -35,7 +35,7 @@ multi_set(struct c10d *c, char **keys, char **vals, size_t n)
 
 	if (!c->server) {
 		for (size_t i = 0; i < n; i++) {
-			tcpstore_client_set(c->cmd, keys[i], vals[i], strlen(vals[i]), NULL, NULL);
+			tcpstore_client_set(c->cl, keys[i], vals[i], strlen(vals[i]), NULL, NULL);
 		}
 	} else if (n > 0) {
 		req.keys = xcalloc(n, sizeof(*req.keys));
@@ -46,7 +46,7 @@ multi_set(struct c10d *c, char **keys, char **vals, size_t n)
 			req.values[i] =
 				(struct tcpstore_bytes){(const uint8_t *)vals[i], strlen(vals[i])};
 		}
-		(void)tcpstore_client_request(c->cmd, &req, 0, NULL, NULL);
+		(void)tcpstore_client_request(c->cl, &req, 0, NULL, NULL);
 		free(req.keys);
 		free(req.values);
 	}
@@ -83,7 +83,7 @@ c10d_assign_mark_closed(struct c10d *c)
 	}
 	c->closed_marked = true;
 	k = xasprintf("%s/closed", c->key);
-	tcpstore_client_set(c->cmd, k, "", 0, NULL, NULL);
+	tcpstore_client_set(c->cl, k, "", 0, NULL, NULL);
 	free(k);
 }
 
@@ -126,7 +126,7 @@ c10d_assign_blind_read(struct c10d *c)
 	c->blind = false;
 	c->assign_off = false;
 	c->sync.io_pending = true;
-	if (tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, blind_check_cb, c) < 0) {
+	if (tcpstore_client_keys(c->cl, TCPSTORE_CMD_CHECK, keys, 1, 0, blind_check_cb, c) < 0) {
 		c->sync.io_pending = false;
 		c10d_store_gone(c, -ECONNRESET);
 	}
@@ -184,7 +184,7 @@ c10d_assign_fetch(struct c10d *c)
 	/* Its WAIT ended without error: the key exists (a GET of a missing
 	 * key would end the connection), and only we delete it. */
 	k = c10d_assign_key(c, c->me.name);
-	if (tcpstore_client_get(c->cmd, k, assign_got_cb, c) < 0) {
+	if (tcpstore_client_get(c->cl, k, assign_got_cb, c) < 0) {
 		c10d_store_gone(c, -ECONNRESET);
 	}
 	free(k);
@@ -231,7 +231,7 @@ c10d_ask_to_join(struct c10d *c)
 	if (c->leased) {
 		c10d_lease_ask(c); /* the coordinator reads the queue, not "j/" */
 	} else {
-		tcpstore_client_set(c->cmd, k, v, strlen(v), NULL, NULL);
+		tcpstore_client_set(c->cl, k, v, strlen(v), NULL, NULL);
 	}
 	free(k);
 	c->asked = now_usec();
@@ -323,7 +323,7 @@ c10d_rejoin(struct c10d *c)
 
 	/* Drop the old assignment before the request (one connection: in
 	 * this order), then wait for the new one. */
-	tcpstore_client_delete(c->cmd, k, NULL, NULL);
+	tcpstore_client_delete(c->cl, k, NULL, NULL);
 	free(k);
 	c->rejoin_round = c->sync.round;
 	c10d_ask_to_join(c);

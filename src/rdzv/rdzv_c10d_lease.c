@@ -105,7 +105,7 @@ q_take(struct c10d *c, const struct tcpstore_bytes *v)
 	struct rdzv_node n;
 	char *k = slot_key(c, c->q_at++);
 
-	tcpstore_client_delete(c->cmd, k, NULL, NULL);
+	tcpstore_client_delete(c->cl, k, NULL, NULL);
 	free(k);
 	if (!nl || rdzv_node_parse(&n, (const char *)v->data, (size_t)(nl - v->data)) < 0) {
 		return; /* not ours to judge: skipped */
@@ -286,7 +286,7 @@ ask_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	k = slot_key(c, rep->i64 - 1);
 	v = c->rejoin_round >= 0 ? xasprintf("%s\nx%" PRId64, c->me.name, c->rejoin_round)
 				 : xasprintf("%s\n", c->me.name);
-	tcpstore_client_set(c->cmd, k, v, strlen(v), NULL, NULL);
+	tcpstore_client_set(c->cl, k, v, strlen(v), NULL, NULL);
 	free(k);
 	free(v);
 }
@@ -296,7 +296,7 @@ c10d_lease_ask(struct c10d *c)
 {
 	char *k = xasprintf("%s/jn", c->key);
 
-	tcpstore_client_add(c->cmd, k, 1, ask_cb, c);
+	tcpstore_client_add(c->cl, k, 1, ask_cb, c);
 	free(k);
 }
 
@@ -317,7 +317,7 @@ c10d_hb_send(struct c10d *c)
 	long i = rdzv_state_find_heartbeat(&c->sync.st, &c->me);
 
 	snprintf(v, sizeof(v), "%" PRId64, now);
-	tcpstore_client_set(c->cmd, k, v, strlen(v), NULL, NULL);
+	tcpstore_client_set(c->cl, k, v, strlen(v), NULL, NULL);
 	free(k);
 	if (i >= 0) {
 		c->sync.st.heartbeats[i].usec = now; /* the coordinator writes it */
@@ -429,7 +429,7 @@ c10d_lease_fold_read(struct c10d *c)
 		rdzv_node_copy(&c->hb_cache[n].node, &st->heartbeats[i].node);
 		c->hb_cache[n++].usec = 0;
 		k = c10d_hb_key(c, st->heartbeats[i].node.name);
-		tcpstore_client_add(c->cmd, k, 0, hb_read_cb, c);
+		tcpstore_client_add(c->cl, k, 0, hb_read_cb, c);
 		free(k);
 	}
 	c->n_hb_cache = n;
@@ -448,7 +448,7 @@ lease_cas(struct c10d *c, const void *expected, size_t elen, int64_t stamp, int6
 	char *k = lease_key(c), *v = rdzv_lease_format(c->me.name, stamp, cursor);
 
 	c->lease_busy = true;
-	if (tcpstore_client_compare_set(c->cmd, k, expected, elen, v, strlen(v), lease_cb, c) < 0) {
+	if (tcpstore_client_compare_set(c->cl, k, expected, elen, v, strlen(v), lease_cb, c) < 0) {
 		c->lease_busy = false;
 	}
 	free(k);
@@ -602,7 +602,7 @@ c10d_lease_release(struct c10d *c)
 	}
 	k = lease_key(c);
 	v = rdzv_lease_format(c->me.name, 0, c->q_next);
-	tcpstore_client_compare_set(c->cmd, k, c->lease, c->lease_len, v, strlen(v), NULL, NULL);
+	tcpstore_client_compare_set(c->cl, k, c->lease, c->lease_len, v, strlen(v), NULL, NULL);
 	free(k);
 	free(v);
 }

@@ -157,7 +157,7 @@ member_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		exchange_fail(c, err, "group rank 0's rank assignment");
 		return;
 	}
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_MULTI_GET,
+	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_MULTI_GET,
 				   (const char *const *)c->exchange_keys, 3, 0, member_cb, c);
 }
 
@@ -239,7 +239,7 @@ leader_master(struct c10d *c, bool agent_store, char *addr, size_t addr_len, cha
 		/* We host the rendezvous store: the other nodes reach us by the
 		 * endpoint's name already (our own clients use loopback). */
 		snprintf(addr, addr_len, "%s", c->host);
-	} else if (tcpstore_client_local_addr(c->cmd, addr, addr_len) < 0) {
+	} else if (tcpstore_client_local_addr(c->cl, addr, addr_len) < 0) {
 		/* The address the other nodes reach our store through. */
 		snprintf(addr, addr_len, "%s", host_fqdn());
 	}
@@ -287,7 +287,7 @@ leader_publish(struct c10d *c, const char *addr, const char *port, bool agent_st
 		req.keys[i] = (struct tcpstore_bytes){(const uint8_t *)keys[i], strlen(keys[i])};
 		req.values[i] = (struct tcpstore_bytes){(const uint8_t *)vals[i], strlen(vals[i])};
 	}
-	(void)tcpstore_client_request(c->aux, &req, 0, NULL, NULL);
+	(void)tcpstore_client_request(c->cl, &req, 0, NULL, NULL);
 	free(req.keys);
 	free(req.values);
 	strv_free(keys);
@@ -341,7 +341,7 @@ leader_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		exchange_fail(c, err, "the other nodes' role_info");
 		return;
 	}
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_MULTI_GET,
+	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_MULTI_GET,
 				   (const char *const *)c->exchange_keys, (size_t)c->sync.world, 0,
 				   leader_cb, c);
 }
@@ -353,7 +353,7 @@ member_wait(struct c10d *c, uint64_t left)
 	strv_consume(&c->exchange_keys, round_key(c, "elasticd/round"));
 	strv_consume(&c->exchange_keys, round_key(c, "MASTER_ADDR"));
 	strv_consume(&c->exchange_keys, round_key(c, "MASTER_PORT"));
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, (const char *const *)c->exchange_keys,
+	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_WAIT, (const char *const *)c->exchange_keys,
 				   3, left, member_wait_cb, c);
 }
 
@@ -403,7 +403,7 @@ exchange_start(struct c10d *c)
 	json_decref(o);
 	snprintf(what, sizeof(what), "torchelastic/role_info/%d", c->sync.rank);
 	k = round_key(c, what);
-	tcpstore_client_set(c->aux, k, info, strlen(info), NULL, NULL);
+	tcpstore_client_set(c->cl, k, info, strlen(info), NULL, NULL);
 	free(k);
 	free(info);
 	if (c->sync.rank == 0) {
@@ -411,7 +411,7 @@ exchange_start(struct c10d *c)
 			snprintf(what, sizeof(what), "torchelastic/role_info/%d", i);
 			strv_consume(&c->exchange_keys, round_key(c, what));
 		}
-		(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT,
+		(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_WAIT,
 					   (const char *const *)c->exchange_keys,
 					   (size_t)c->sync.world, left, leader_wait_cb, c);
 	} else {
@@ -462,7 +462,7 @@ c10d_exit_done(void *arg, int err, enum rdzv_action a)
 		 * and wait for our assignment instead of reading the state. */
 		char *k = c10d_assign_key(c, c->me.name);
 
-		tcpstore_client_delete(c->cmd, k, NULL, NULL);
+		tcpstore_client_delete(c->cl, k, NULL, NULL);
 		free(k);
 		c->rejoin_round = -1; /* out by our own exit op */
 		c10d_ask_to_join(c);
@@ -498,7 +498,7 @@ state_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		/* Create the state key as torch's C10dRendezvousBackend does (a
 		 * GET of a missing key ends the connection on torch's stores);
 		 * only when missing: the answer would be the whole state. */
-		tcpstore_client_compare_set(c->cmd, c->key, "", 0, C10D_SENTINEL,
+		tcpstore_client_compare_set(c->cl, c->key, "", 0, C10D_SENTINEL,
 					    strlen(C10D_SENTINEL), NULL, NULL);
 	}
 	c->leased = true;
@@ -520,7 +520,7 @@ coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	keys[0] = c->key;
-	(void)tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, state_check_cb, c);
+	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_CHECK, keys, 1, 0, state_check_cb, c);
 }
 
 void
@@ -539,7 +539,7 @@ c10d_start_next(struct c10d *c)
 	}
 	k = xasprintf("%s/coordinator", c->key);
 	keys[0] = k;
-	(void)tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, coordinator_check_cb, c);
+	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_CHECK, keys, 1, 0, coordinator_check_cb, c);
 	free(k);
 }
 
@@ -752,9 +752,9 @@ barrier_add_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	if (rep->i64 == c->sync.world) {
-		tcpstore_client_set(c->aux, k, "1", 1, NULL, NULL);
+		tcpstore_client_set(c->cl, k, "1", 1, NULL, NULL);
 	}
-	(void)tcpstore_client_keys(c->aux, TCPSTORE_CMD_WAIT, keys, 1, c->barrier_timeout,
+	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_WAIT, keys, 1, c->barrier_timeout,
 				   barrier_wait_cb, c);
 	free(k);
 }
@@ -773,7 +773,7 @@ c10d_exit_barrier(struct rdzv *r)
 	}
 	c->sync.barrier = true;
 	k = round_key(c, "torchelastic/agent/terminal_state/num_members");
-	tcpstore_client_add(c->aux, k, 1, barrier_add_cb, c);
+	tcpstore_client_add(c->cl, k, 1, barrier_add_cb, c);
 	free(k);
 	return 0;
 }
@@ -805,8 +805,8 @@ c10d_linger_cb(evutil_socket_t fd, short what, void *arg)
 static void
 linger_start(struct c10d *c)
 {
-	tcpstore_client_free(c->cmd); /* watch and aux are the same client */
-	c->cmd = c->watch = c->aux = NULL;
+	tcpstore_client_free(c->cl);
+	c->cl = NULL;
 	c->up = false;
 	c->dead = true;
 	if (!c->dead_msg) {
@@ -832,7 +832,7 @@ fence_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	linger_start(arg);
 }
 
-/* Leave once what we queued on cmd (the closed state's gen key, which wakes
+/* Leave once what we queued on the client (the closed state's gen key, which wakes
  * the nodes that wait on it) has reached the store: a request with a reply
  * comes back only after the ones before it were served. */
 static void
@@ -840,8 +840,8 @@ fence_then_linger(struct c10d *c)
 {
 	char *k = gen_key(c, c->sync.st.gen);
 	const char *keys[1] = {k};
-	int r = c->cmd && !c->dead && c->up
-			? tcpstore_client_keys(c->cmd, TCPSTORE_CMD_CHECK, keys, 1, 0, fence_cb, c)
+	int r = c->cl && !c->dead && c->up
+			? tcpstore_client_keys(c->cl, TCPSTORE_CMD_CHECK, keys, 1, 0, fence_cb, c)
 			: -ENOTCONN;
 
 	free(k);
@@ -900,8 +900,8 @@ c10d_finish(struct rdzv *r, bool close)
 	c->finishing = true;
 	evtimer_del(c->ka_timer);
 	c10d_lease_release(c);
-	if (c->watch && c->watching) {
-		(void)tcpstore_client_cancel_background(c->watch);
+	if (c->cl && c->watching) {
+		(void)tcpstore_client_cancel_background(c->cl);
 		c->watching = false;
 	}
 	if (c->dead || !c->up) {
