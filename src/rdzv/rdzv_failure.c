@@ -125,7 +125,7 @@ num(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *ret)
 	tmp[len] = '\0';
 	errno = 0;
 	v = strtoll(tmp, &end, 10);
-	if (errno || *end || v < lo || v > hi ||
+	if (errno || end != tmp + len || v < lo || v > hi ||
 	    (tmp[0] != '-' && (tmp[0] < '0' || tmp[0] > '9'))) {
 		return -EBADMSG;
 	}
