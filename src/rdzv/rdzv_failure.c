@@ -111,28 +111,6 @@ rdzv_state_root_cause(const struct rdzv_state *st, const struct rdzv_node *me, i
 	return first < 0 || usec - st->failures[first].usec <= tolerance_usec;
 }
 
-/* A decimal in s[0..len) within [lo, hi]. */
-static int
-num(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *ret)
-{
-	char tmp[24], *end;
-	long long v;
-
-	if (len == 0 || len >= sizeof(tmp)) {
-		return -EBADMSG;
-	}
-	memcpy(tmp, s, len);
-	tmp[len] = '\0';
-	errno = 0;
-	v = strtoll(tmp, &end, 10);
-	if (errno || end != tmp + len || v < lo || v > hi ||
-	    (tmp[0] != '-' && (tmp[0] < '0' || tmp[0] > '9'))) {
-		return -EBADMSG;
-	}
-	*ret = v;
-	return 0;
-}
-
 int
 rdzv_failure_decode(struct rdzv_state *st, const char **f, size_t *fl, size_t nf)
 {
@@ -141,8 +119,9 @@ rdzv_failure_decode(struct rdzv_state *st, const char **f, size_t *fl, size_t nf
 	if (nf != 4 || rdzv_node_parse(&x.node, f[1], fl[1]) < 0) {
 		return -EBADMSG;
 	}
-	if (num(f[2], fl[2], 0, INT64_MAX, &x.round) < 0 ||
-	    num(f[3], fl[3], 0, INT64_MAX / 2, &x.usec) < 0 || /* wall usec: no overflow below */
+	if (rdzv_parse_i64(f[2], fl[2], 0, INT64_MAX, &x.round) < 0 ||
+	    rdzv_parse_i64(f[3], fl[3], 0, INT64_MAX / 2, &x.usec) <
+		    0 || /* wall usec: no overflow below */
 	    (st->n_failures &&
 	     rdzv_node_cmp(&st->failures[st->n_failures - 1].node, &x.node) >= 0) ||
 	    st->n_failures >= RDZV_MAX_NODES) {

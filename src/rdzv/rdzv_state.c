@@ -718,8 +718,8 @@ rdzv_state_encode(const struct rdzv_state *st, size_t *ret_len)
 }
 
 /* A signed decimal filling s[0..len). */
-static int
-parse_i64(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *ret)
+int
+rdzv_parse_i64(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *ret)
 {
 	char tmp[24];
 	long long v;
@@ -778,8 +778,8 @@ decode_entry(struct rdzv_state *st, char tag, const char **f, size_t *fl, size_t
 	if (nf != (tag == 'p' || tag == 'h' ? 3u : 2u) || rdzv_node_parse(&node, f[1], fl[1]) < 0) {
 		return -EBADMSG;
 	}
-	if (nf == 3 && parse_i64(f[2], fl[2], tag == 'p' ? 0 : INT64_MIN,
-				 tag == 'p' ? RDZV_MAX_NODES : INT64_MAX, &num) < 0) {
+	if (nf == 3 && rdzv_parse_i64(f[2], fl[2], tag == 'p' ? 0 : INT64_MIN,
+				      tag == 'p' ? RDZV_MAX_NODES : INT64_MAX, &num) < 0) {
 		goto out;
 	}
 	/* Appending in order: each node must sort after the previous one. */
@@ -846,7 +846,7 @@ decode_close(struct rdzv_state *st, const char **f, size_t *fl, size_t nf)
 		return -EBADMSG;
 	}
 	for (size_t i = 0; i < 6; i++) {
-		if (parse_i64(f[2 + i], fl[2 + i], lo[i], hi[i], &v[i]) < 0) {
+		if (rdzv_parse_i64(f[2 + i], fl[2 + i], lo[i], hi[i], &v[i]) < 0) {
 			return -EBADMSG;
 		}
 	}
@@ -874,8 +874,8 @@ decode_quarantine(struct rdzv_state *st, const char **f, size_t *fl, size_t nf)
 	if (nf != 4 || rdzv_node_parse(&q.node, f[1], fl[1]) < 0) {
 		return -EBADMSG;
 	}
-	if (parse_i64(f[2], fl[2], INT64_MIN, INT64_MAX, &q.until) < 0 ||
-	    parse_i64(f[3], fl[3], 1, RDZV_QUARANTINE_MAX_COUNT, &count) < 0 ||
+	if (rdzv_parse_i64(f[2], fl[2], INT64_MIN, INT64_MAX, &q.until) < 0 ||
+	    rdzv_parse_i64(f[3], fl[3], 1, RDZV_QUARANTINE_MAX_COUNT, &count) < 0 ||
 	    (st->n_quarantine &&
 	     rdzv_node_cmp(&st->quarantine[st->n_quarantine - 1].node, &q.node) >= 0) ||
 	    rdzv_state_find_quarantine(st, &q.node) >= 0) {
@@ -904,10 +904,11 @@ rdzv_state_decode(const char *buf, size_t len, struct rdzv_state *ret)
 		return -EBADMSG;
 	}
 	nf = fields(p + sizeof(STATE_MAGIC), (size_t)(nl - p) - sizeof(STATE_MAGIC), f, fl, 5);
-	if (nf != 5 || parse_i64(f[0], fl[0], 0, INT64_MAX, &v[0]) < 0 ||
-	    parse_i64(f[1], fl[1], 0, INT64_MAX, &v[1]) < 0 ||
-	    parse_i64(f[2], fl[2], 0, 1, &v[2]) < 0 || parse_i64(f[3], fl[3], 0, 1, &v[3]) < 0 ||
-	    parse_i64(f[4], fl[4], -1, INT64_MAX, &v[4]) < 0) {
+	if (nf != 5 || rdzv_parse_i64(f[0], fl[0], 0, INT64_MAX, &v[0]) < 0 ||
+	    rdzv_parse_i64(f[1], fl[1], 0, INT64_MAX, &v[1]) < 0 ||
+	    rdzv_parse_i64(f[2], fl[2], 0, 1, &v[2]) < 0 ||
+	    rdzv_parse_i64(f[3], fl[3], 0, 1, &v[3]) < 0 ||
+	    rdzv_parse_i64(f[4], fl[4], -1, INT64_MAX, &v[4]) < 0) {
 		return -EBADMSG;
 	}
 	st.round = v[0];

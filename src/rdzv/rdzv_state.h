@@ -216,6 +216,10 @@ bool rdzv_state_root_cause(const struct rdzv_state *st, const struct rdzv_node *
 void rdzv_failures_release(struct rdzv_state *st);
 void rdzv_failures_copy(struct rdzv_state *ret, const struct rdzv_state *st);
 int rdzv_failure_decode(struct rdzv_state *st, const char **f, size_t *fl, size_t nf);
+/* For the state's line decoders: the decimal filling s[0..len) (not
+ * NUL-terminated) in [lo, hi], spelled canonically ("-0", "+1", "007" and
+ * embedded NULs refused, so that decode and encode agree). 0, or -EINVAL. */
+int rdzv_parse_i64(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *ret);
 
 /* Replace the heartbeats with one per node of the participants, wait list
  * and redundancy list, each stamped usec (for a store where liveness lives
