@@ -50,13 +50,11 @@ struct etcd_op {
 	const char *range_end;
 	const void *value; /* PUT */
 	size_t value_len;
-	int64_t lease;  /* PUT: 0 for none */
-	bool keys_only; /* RANGE */
-	int64_t limit;  /* RANGE: at most this many keys; 0 for all */
-	/* RANGE: sorted by create_revision, oldest first (with limit 1: the
-	 * oldest key of the range); false: etcd's key order. */
-	bool oldest_first;
-	int64_t min_mod_revision; /* RANGE: only keys modified at or after it; 0: all */
+	int64_t lease;               /* PUT: 0 for none */
+	bool keys_only;              /* RANGE */
+	int64_t limit;               /* RANGE: at most this many keys; 0 for all */
+	int64_t min_mod_revision;    /* RANGE: only keys modified at or after it; 0: all */
+	int64_t max_create_revision; /* RANGE: only keys created at or before it; 0: all */
 };
 
 enum etcd_cmp_target {

@@ -174,12 +174,12 @@ op_object(const struct etcd_op *op)
 		if (op->limit > 0) {
 			json_object_set_new(o, "limit", json_i64(op->limit));
 		}
-		if (op->oldest_first) {
-			json_object_set_new(o, "sort_order", json_string("ASCEND"));
-			json_object_set_new(o, "sort_target", json_string("CREATE"));
-		}
 		if (op->min_mod_revision > 0) {
 			json_object_set_new(o, "min_mod_revision", json_i64(op->min_mod_revision));
+		}
+		if (op->max_create_revision > 0) {
+			json_object_set_new(o, "max_create_revision",
+					    json_i64(op->max_create_revision));
 		}
 		break;
 	case ETCD_OP_PUT:

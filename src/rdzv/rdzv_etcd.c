@@ -34,15 +34,23 @@
  *                    local world sizes, MASTER_ADDR and a free MASTER_PORT
  *   w/b/<round>/<rank> exit barrier
  *   n/<node>         the coordinator's word to one node: "<round> <rank>
- *                    <world> <gen> <rev>" once a round completes (rev: the state write that
- * completed it), "spare" or "closed" (rdzv_etcd_assign.c); a joiner that does not coordinate
- * watches only this key and never reads the state unless the word is not an assignment, the
+ *                    <world> <gen> <rev>" once a round completes (rev: the
+ *                    state write that completed it), "spare" or "closed"
+ *                    (rdzv_etcd_assign.c); a joiner that does not
+ *                    coordinate watches only this key and never reads the
+ *                    state unless the word is not an assignment, the
  *                    coordinator changed, or its join deadline passed
  *   closed           put with a closed state: what such a joiner and a
  *                    booting node look at instead of the state
+ *   coord            the coordinator's node name, on its lease: every look
+ *                    reads it and, in the same txn, takes it when nobody
+ *                    holds it (the first to look after a start or after the
+ *                    holder's lease went). One key, so that who coordinates
+ *                    costs etcd O(1) per look: a range sorted by creation
+ *                    ("the oldest a/ key") reads and sorts all N keys, which
+ *                    made the boot and every look O(N) inside etcd
  *
- * Admission: the coordinator, the node whose a/ key is the oldest (every read
- * asks for it, limit 1), watches j/ and reads the requests since its last
+ * Admission: the coordinator watches j/ and reads the requests since its last
  * look; every write it makes admits them all on the way, in order of request
  * (rdzv_admit), and so does a write of its own join. The others do not race
  * it: a node whose join would add itself waits (for w/adm to show progress)
@@ -715,6 +723,8 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->assign_prefix = xasprintf("%sn/", c->prefix);
 	c->assign_key = xasprintf("%s%s", c->assign_prefix, c->me.name);
 	c->closed_key = xasprintf("%sclosed", c->prefix);
+	c->coord_key = xasprintf("%scoord", c->prefix);
+	c->coord_end = etcd_prefix_end(c->coord_key, strlen(c->coord_key), &len);
 	c->ran_round = -1;
 	rdzv_assign_memo_init(&c->told);
 	c->watch_ev = event_new(r->base, -1, 0, etcdr_watch_ev_cb, c);
@@ -793,6 +803,8 @@ etcdr_free(struct rdzv *r)
 	free(c->assign_prefix);
 	free(c->assign_key);
 	free(c->closed_key);
+	free(c->coord_key);
+	free(c->coord_end);
 	rdzv_assign_memo_reset(&c->told);
 	free(c);
 	r->backend = NULL;

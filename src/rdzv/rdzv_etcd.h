@@ -72,11 +72,15 @@ struct etcdr {
 	char *assign_prefix; /* "n/": the coordinator's word to each node */
 	char *assign_key;    /* n/<node> */
 	char *closed_key;    /* put with a closed state */
+	char *coord_key;     /* who coordinates: its node name, on its lease */
+	char *coord_end;     /* the first key after coord_key's own */
 	struct rdzv_node me;
 
 	enum boot boot;
 	uint64_t boot_deadline;
-	int64_t deaths_from; /* the deaths watch's start revision */
+	int64_t deaths_from;    /* the deaths watch's start revision */
+	int64_t boot_state_rev; /* the state's mod_revision the boot found alone */
+	bool boot_coordinator;  /* the boot's look: we coordinate (from boot_ready on) */
 	int64_t lease;
 	struct event *retry_timer;
 	struct event *boot_timer;
@@ -97,7 +101,7 @@ struct etcdr {
 	bool alive_stale;          /* the next read takes the a/ range (after a reset) */
 	struct rdzv_node *joiners; /* j/ requests, in order of request */
 	size_t n_joiners;
-	/* The coordinator: the node whose a/ key is the oldest. It alone
+	/* The coordinator: the node holding the coord key. It alone
 	 * watches and reads the join requests and admits them. */
 	bool coordinator;          /* we are it */
 	bool coordinator_known;    /* somebody is */
@@ -122,7 +126,7 @@ struct etcdr {
 	struct rdzv_assign_memo told; /* rdzv_assign.h */
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
-	int rd_state, rd_alive, rd_oldest, rd_join, rd_exch, rd_barrier;
+	int rd_state, rd_alive, rd_coord, rd_join, rd_exch, rd_barrier;
 
 	/* The I/O lane (sync.io_pending): one read or compare-and-set at a
 	 * time; a read asked for meanwhile goes next. */
@@ -217,6 +221,9 @@ void etcdr_range_release(struct etcd_range *r);
 
 /* ---- rdzv_etcd_store.c: the state under the operation loop */
 
+/* The most ops of a look (etcdr_encode_look). */
+#define ETCDR_LOOK_OPS 8
+
 /* The rdzv_sync store of the etcd backend. */
 extern const struct rdzv_store_ops etcdr_store_ops;
 /* After a read or a write: the operation, the coordinator's admissions, the
@@ -228,6 +235,18 @@ void etcdr_read_all(struct etcdr *c);
 /* Take up or leave the coordinator's work (watch j/); rev: the revision
  * just read. */
 void etcdr_coordinator_set(struct etcdr *c, bool on, int64_t rev);
+/* Who coordinates, in O(1) whatever N: a read of the coord key, added to
+ * ops at *n (c->rd_coord records where). */
+void etcdr_coord_read(struct etcdr *c, struct etcd_op *ops, size_t *n);
+/* A look: the txn of ops (at most ETCDR_LOOK_OPS; reads, and puts of our
+ * own keys) that also takes the coord key when nobody holds it (its put
+ * last, so that the answers of ops are at the same indices either way).
+ * Returns the malloc'd JSON body. */
+char *etcdr_encode_look(const struct etcdr *c, const struct etcd_op *ops, size_t n);
+/* Whether we coordinate, from the answer to etcdr_coord_read's range (none:
+ * as before); look: the txn was etcdr_encode_look's (succeeded: we took the
+ * key). Sets c->coordinator_known; etcdr_coordinator_set acts on it. */
+bool etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look);
 /* Note the arrival that a w/b/<round>/<rank> key names. */
 void etcdr_barrier_mark(struct etcdr *c, const char *key);
 /* Delete our join request j/<node> (not while its put is in flight). */

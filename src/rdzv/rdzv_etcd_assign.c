@@ -1,11 +1,11 @@
 /* rdzv_etcd_assign.c — how a coordinated etcd joiner learns its round
- * without reading the state (issue #14): the coordinator (the oldest a/ key)
+ * without reading the state (issue #14): the coordinator (the coord key's)
  * puts "n/<node>" = "<round> <rank> <world> <gen> <rev>" (rev: the state's
  * mod_revision, the write that completed the round) for every participant once
  * a round completes, "spare" for a node it put in the redundancy list and
  * "closed" for everyone who waits when the rendezvous closes, in txns of
  * ASSIGN_TXN_OPS puts (etcd's --max-txn-ops is 128 by default). A joiner
- * whose a/ key is not the oldest watches only its own n/<node> key and reads,
+ * that does not hold the coord key watches only its own n/<node> key and reads,
  * in one txn with its join request, that key, the closed key and who
  * coordinates: O(1) bytes, whatever N. It reads the state (whose size grows
  * with N) only when the rendezvous closed, it is a spare, it coordinates now,
@@ -93,7 +93,7 @@ static void
 blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
-	const struct etcd_range *own, *closed, *oldest;
+	const struct etcd_range *own, *closed;
 	uint64_t now = now_usec(), wait;
 	int took;
 
@@ -107,18 +107,14 @@ blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 		etcdr_io_failed(c, err, errmsg);
 		return;
 	}
-	if ((size_t)c->rd_oldest >= resp->n_ranges) {
+	if ((size_t)c->rd_coord >= resp->n_ranges) {
 		rdzv_sync_fail(&c->sync, -EBADMSG);
 		return;
 	}
 	own = &resp->ranges[c->rd_state];
 	closed = &resp->ranges[c->rd_barrier];
-	oldest = &resp->ranges[c->rd_oldest];
 	c->rev = resp->revision;
-	c->coordinator_known = oldest->n_kvs == 1;
-	etcdr_coordinator_set(c,
-			      oldest->n_kvs == 1 && strcmp(oldest->kvs[0].key, c->alive_key) == 0,
-			      resp->revision);
+	etcdr_coordinator_set(c, etcdr_coord_holder(c, resp, true), resp->revision);
 	if (!c->sync.op_active || c->sync.op != RDZV_OP_JOIN) {
 		etcdr_after_io(c); /* assigned meanwhile, through the watch */
 		return;
@@ -148,7 +144,7 @@ blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 void
 etcdr_blind_read(struct etcdr *c)
 {
-	struct etcd_op ops[8];
+	struct etcd_op ops[ETCDR_LOOK_OPS];
 	size_t n = 0;
 	char *info = NULL, *body;
 
@@ -160,20 +156,15 @@ etcdr_blind_read(struct etcdr *c)
 		c->blind_asked = now_usec();
 		info = etcdr_intent_ops(c, ops, &n);
 	}
-	/* rd_state: n/<node>; rd_barrier: the closed key; rd_oldest: a/. */
+	/* rd_state: n/<node>; rd_barrier: the closed key; rd_coord: who
+	 * coordinates (taken if nobody does). */
 	c->rd_alive = c->rd_join = c->rd_exch = -1;
 	c->rd_state = (int)n;
 	ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->assign_key};
 	c->rd_barrier = (int)n;
 	ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true};
-	c->rd_oldest = (int)n;
-	ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
-				    .key = c->alive_prefix,
-				    .range_end = c->alive_end,
-				    .keys_only = true,
-				    .limit = 1,
-				    .oldest_first = true};
-	body = etcd_encode_txn(NULL, 0, ops, n, NULL, 0);
+	etcdr_coord_read(c, ops, &n);
+	body = etcdr_encode_look(c, ops, n);
 	c->sync.io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, blind_cb, c);
 	free(body);

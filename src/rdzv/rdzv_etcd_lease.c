@@ -149,28 +149,25 @@ boot_failed_try(struct etcdr *c, int err, const char *msg)
 	timer_usec(c->boot_timer, RETRY_USEC);
 }
 
-/* a/<node> is in at revision rev: watch from there and start. deaths_from:
- * the first revision of deaths that matter, the creation of the state we
- * found (a node that died before we came may still be in it); deletions
- * before it belong to an earlier job under the same run id, whose node names
- * may come back (same host, same pid). */
+/* a/<node> is in at revision rev (c->boot_coordinator: whether we
+ * coordinate): watch from there and start. deaths_from: the first
+ * revision of deaths that matter, the creation of the state we found (a node
+ * that died before we came may still be in it); deletions before it belong
+ * to an earlier job under the same run id, whose node names may come back
+ * (same host, same pid). */
 static void
-boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from, const struct etcd_range *oldest)
+boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from)
 {
 	c->rev = rev;
 	c->boot = BOOT_READY;
 	c->err_logged = 0;
-	/* Deletions from the creation of the state found on (a node that died
-	 * before we came may still be in it), else from now: those before belong
-	 * to an earlier job under the same run id. */
 	c->deaths_from = deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1;
 	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
-	/* Who coordinates: a joiner that does not waits for its n/<node> key
+	/* Not before: the coordinator's work reads the state, which the
+	 * boot may still be removing. */
+	etcdr_coordinator_set(c, c->boot_coordinator, rev);
+	/* A joiner that does not coordinate waits for its n/<node> key
 	 * (rdzv_etcd_assign.c); the watches follow (etcdr_watch_ev_cb). */
-	c->coordinator_known = !oldest || oldest->n_kvs == 1;
-	etcdr_coordinator_set(
-		c, !oldest || (oldest->n_kvs == 1 && strcmp(oldest->kvs[0].key, c->alive_key) == 0),
-		rev);
 	etcdr_watches_update(c);
 	if (c->next_pending) {
 		etcdr_start_next(c);
@@ -186,7 +183,7 @@ clean_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 		boot_failed_try(c, err, errmsg);
 		return;
 	}
-	boot_ready(c, resp->revision, 0, NULL); /* alone: we coordinate */
+	boot_ready(c, resp->revision, 0); /* alone, holding the coord key */
 }
 
 /* Remove a closed rendezvous nobody is in (a finished job with the same run
@@ -195,12 +192,13 @@ static void
 boot_clean(struct etcdr *c, int64_t mod_rev)
 {
 	struct etcd_cmp cmp = {.key = c->state_key, .target = ETCD_CMP_MOD, .revision = mod_rev};
-	/* Everything but a/: ours is in, and the others' went with their
-	 * leases. */
-	struct etcd_op del[2] = {
+	/* Everything but a/ and the coord key: ours are in, and the others'
+	 * went with their leases. */
+	struct etcd_op del[3] = {
 		{.kind = ETCD_OP_DELETE, .key = c->prefix, .range_end = c->alive_prefix},
-		{.kind = ETCD_OP_DELETE, .key = c->alive_end, .range_end = c->prefix_end}};
-	char *body = etcd_encode_txn(&cmp, 1, del, 2, NULL, 0);
+		{.kind = ETCD_OP_DELETE, .key = c->alive_end, .range_end = c->coord_key},
+		{.kind = ETCD_OP_DELETE, .key = c->coord_end, .range_end = c->prefix_end}};
+	char *body = etcd_encode_txn(&cmp, 1, del, 3, NULL, 0);
 
 	rdzv_progress(c->r, "removing the closed rendezvous '%s' left in etcd by an earlier job",
 		      c->r->cfg->rdzv_id);
@@ -208,9 +206,10 @@ boot_clean(struct etcdr *c, int64_t mod_rev)
 	free(body);
 }
 
-/* The state's value, when we found it alone (the only node in): closed? */
+/* The answer to alone_look: [a/ keys older than the state's last write, the
+ * state, the closed key]. */
 static void
-peek_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+alone_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
 	const struct etcd_kv *kv;
@@ -221,18 +220,71 @@ peek_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		boot_failed_try(c, err, errmsg);
 		return;
 	}
-	if (resp->n_ranges < 1 || resp->ranges[0].n_kvs != 1) {
-		boot_ready(c, resp->revision, 0, NULL); /* gone meanwhile */
+	if (resp->n_ranges < 3) {
+		boot_failed_try(c, -EPROTO, "the boot's second look answered too few ranges");
 		return;
 	}
-	kv = &resp->ranges[0].kvs[0];
-	closed = rdzv_state_decode(kv->value, kv->value_len, &st) == 0 && st.closed;
-	rdzv_state_release(&st);
-	if (closed) {
-		boot_clean(c, kv->mod_revision);
+	if (resp->ranges[1].n_kvs != 1) {
+		boot_ready(c, resp->revision, 0); /* gone meanwhile */
 		return;
 	}
-	boot_ready(c, resp->revision, kv->create_revision, NULL);
+	kv = &resp->ranges[1].kvs[0];
+	if (resp->ranges[0].n_kvs == 0 && kv->mod_revision == c->boot_state_rev) {
+		/* No node of the job that wrote the state (those booting
+		 * with us came after): closed (the closed key, or the state
+		 * of an earlier version says so)? */
+		rdzv_state_init(&st); /* decode leaves it so when it fails */
+		closed = resp->ranges[2].n_kvs == 1 ||
+			 (rdzv_state_decode(kv->value, kv->value_len, &st) == 0 && st.closed);
+		rdzv_state_release(&st);
+		if (closed) {
+			boot_clean(c, kv->mod_revision);
+			return;
+		}
+	}
+	boot_ready(c, resp->revision, kv->create_revision);
+}
+
+/* We took the coord key while a state is there, last written at state_rev:
+ * its holder is gone, and maybe everybody else. Look for an a/ key of the
+ * job that wrote it (created before that write; O(N) inside etcd, but only
+ * when the coordinator went) and read the state. */
+static void
+alone_look(struct etcdr *c, int64_t state_rev)
+{
+	struct etcd_op ops[3] = {
+		{.kind = ETCD_OP_RANGE,
+		 .key = c->alive_prefix,
+		 .range_end = c->alive_end,
+		 .keys_only = true,
+		 .limit = 1,
+		 .max_create_revision = state_rev},
+		{.kind = ETCD_OP_RANGE, .key = c->state_key},
+		{.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true},
+	};
+	char *body = etcd_encode_txn(NULL, 0, ops, 3, NULL, 0);
+
+	c->boot_state_rev = state_rev;
+	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, alone_cb, c);
+	free(body);
+}
+
+/* How often a booting node looks while another removes a closed rendezvous. */
+#define CLEANING_LOOK_USEC (100 * USEC_PER_MSEC)
+
+/* Whether the boot's answer shows a closed rendezvous whose coord key was
+ * taken after its last write, by another node: one booting with us, that
+ * removes it if no node of the job that wrote it is left (alone_look). We
+ * look again until it is gone, or the holder leaves and we take the key. */
+static bool
+cleaning(const struct etcdr *c, const struct etcd_response *resp)
+{
+	const struct etcd_range *st = &resp->ranges[1], *closed = &resp->ranges[2],
+				*coord = &resp->ranges[3];
+
+	return st->n_kvs == 1 && closed->n_kvs == 1 && coord->n_kvs == 1 &&
+	       coord->kvs[0].lease != c->lease &&
+	       coord->kvs[0].create_revision > st->kvs[0].mod_revision;
 }
 
 static void
@@ -259,29 +311,23 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		c->boot = BOOT_CLEAN;
 		break;
 	case BOOT_CLEAN:
-		/* [put a/<node>, the state (keys only), a/ (count), the closed
-		 * key, the oldest a/] */
-		if (resp->n_ranges < 5) {
+		/* [put a/<node>, the state (keys only), the closed key, the
+		 * coord key] */
+		if (resp->n_ranges < 4) {
 			boot_failed_try(c, -EPROTO, "the boot txn answered too few ranges");
 			return;
 		}
-		if (resp->ranges[1].n_kvs == 1 && resp->ranges[2].count <= 1) {
-			/* Alone with a state: closed (the closed key, or the
-			 * state of an earlier version says so)? */
-			if (resp->ranges[3].n_kvs == 1) {
-				boot_clean(c, resp->ranges[1].kvs[0].mod_revision);
-			} else {
-				struct etcd_op get = {.kind = ETCD_OP_RANGE, .key = c->state_key};
-				char *body = etcd_encode_op(&get);
-
-				(void)etcd_client_call(c->cl, "/v3/kv/range", body, peek_cb, c);
-				free(body);
-			}
+		c->boot_coordinator = etcdr_coord_holder(c, resp, true);
+		if (resp->ranges[1].n_kvs == 1 && resp->succeeded) {
+			alone_look(c, resp->ranges[1].kvs[0].mod_revision);
+			return;
+		}
+		if (cleaning(c, resp)) {
+			timer_usec(c->boot_timer, CLEANING_LOOK_USEC);
 			return;
 		}
 		boot_ready(c, resp->revision,
-			   resp->ranges[1].n_kvs == 1 ? resp->ranges[1].kvs[0].create_revision : 0,
-			   &resp->ranges[4]);
+			   resp->ranges[1].n_kvs == 1 ? resp->ranges[1].kvs[0].create_revision : 0);
 		return;
 	case BOOT_READY:
 	case BOOT_FAILED:
@@ -302,30 +348,21 @@ etcdr_boot_step(struct etcdr *c)
 		path = "/v3/lease/grant";
 		break;
 	case BOOT_CLEAN: {
-		/* In, a look for a closed rendezvous nobody else is in, and
-		 * who coordinates; O(1) bytes: not the state's value. */
-		struct etcd_op ops[5] = {
+		/* In, a look for a closed rendezvous, and who coordinates
+		 * (taken if nobody does); O(1) bytes: not the state's value. */
+		struct etcd_op ops[4] = {
 			{.kind = ETCD_OP_PUT,
 			 .key = c->alive_key,
 			 .value = "1",
 			 .value_len = 1,
 			 .lease = c->lease},
 			{.kind = ETCD_OP_RANGE, .key = c->state_key, .keys_only = true},
-			{.kind = ETCD_OP_RANGE,
-			 .key = c->alive_prefix,
-			 .range_end = c->alive_end,
-			 .keys_only = true,
-			 .limit = 1},
 			{.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true},
-			{.kind = ETCD_OP_RANGE,
-			 .key = c->alive_prefix,
-			 .range_end = c->alive_end,
-			 .keys_only = true,
-			 .limit = 1,
-			 .oldest_first = true},
 		};
+		size_t n = 3;
 
-		body = etcd_encode_txn(NULL, 0, ops, 5, NULL, 0);
+		etcdr_coord_read(c, ops, &n);
+		body = etcdr_encode_look(c, ops, n);
 		break;
 	}
 	case BOOT_READY:

@@ -184,6 +184,47 @@ planned(const struct etcd_response *resp, int i)
 	return i >= 0 && (size_t)i < resp->n_ranges ? &resp->ranges[i] : NULL;
 }
 
+void
+etcdr_coord_read(struct etcdr *c, struct etcd_op *ops, size_t *n)
+{
+	c->rd_coord = (int)*n;
+	ops[(*n)++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->coord_key};
+}
+
+char *
+etcdr_encode_look(const struct etcdr *c, const struct etcd_op *ops, size_t n)
+{
+	struct etcd_cmp absent = {.key = c->coord_key, .target = ETCD_CMP_CREATE, .revision = 0};
+	struct etcd_op take[ETCDR_LOOK_OPS + 1];
+
+	if (n > ETCDR_LOOK_OPS) {
+		abort(); /* a caller's bug */
+	}
+	memcpy(take, ops, n * sizeof(*ops));
+	take[n] = (struct etcd_op){.kind = ETCD_OP_PUT,
+				   .key = c->coord_key,
+				   .value = c->me.name,
+				   .value_len = strlen(c->me.name),
+				   .lease = c->lease};
+	return etcd_encode_txn(&absent, 1, take, n + 1, ops, n);
+}
+
+bool
+etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look)
+{
+	const struct etcd_range *r = planned(resp, c->rd_coord);
+	bool me;
+
+	if (!r) {
+		return c->coordinator;
+	}
+	/* Taken by this look (the range, read before the put, is empty), or
+	 * held on our lease. */
+	me = (look && resp->succeeded) || (r->n_kvs == 1 && r->kvs[0].lease == c->lease);
+	c->coordinator_known = me || r->n_kvs == 1;
+	return me;
+}
+
 /* Take the ranges read_plan asked for from an answer: the state becomes the
  * local copy (rdzv_sync_adopt, or rdzv_sync_lost after a lost
  * compare-and-set). */
@@ -211,11 +252,7 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 		etcdr_dead_from_alive(c, &st, r);
 		c->alive_stale = false;
 	}
-	if ((r = planned(resp, c->rd_oldest))) {
-		c->coordinator_known = r->n_kvs == 1;
-		etcdr_coordinator_set(c, r->n_kvs == 1 && strcmp(r->kvs[0].key, c->alive_key) == 0,
-				      resp->revision);
-	}
+	etcdr_coordinator_set(c, etcdr_coord_holder(c, resp, !lost), resp->revision);
 	if ((r = planned(resp, c->rd_join)) && c->coordinator) {
 		etcdr_take_joiners(c, r);
 		c->j_seen = resp->revision;
@@ -244,12 +281,12 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 }
 
 /* What a read asks for, after whatever the txn writes first: the state; the a/ range when the dead
- * set must be rebuilt; the oldest a/ key (who coordinates); for the coordinator, the join requests
+ * set must be rebuilt; the coord key (who coordinates); for the coordinator, the join requests
  * since its last look; while exchanging, the i/ range (group rank 0, until it publishes) or
  * w/r/<round> (the others); in the exit barrier, w/b/<round>/. Records where each answer will be
  * (c->rd_*). */
 struct read_plan {
-	struct etcd_op ops[8]; /* the txn's writes (if any), then the reads */
+	struct etcd_op ops[ETCDR_LOOK_OPS]; /* the txn's writes (if any), then the reads */
 	size_t n;
 	char *bufs[3];
 };
@@ -269,13 +306,7 @@ read_plan(struct etcdr *c, struct read_plan *p)
 						  .range_end = c->alive_end,
 						  .keys_only = true};
 	}
-	c->rd_oldest = (int)p->n;
-	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
-					  .key = c->alive_prefix,
-					  .range_end = c->alive_end,
-					  .keys_only = true,
-					  .limit = 1,
-					  .oldest_first = true};
+	etcdr_coord_read(c, p->ops, &p->n);
 	if (c->coordinator) {
 		/* The requests since the last look. */
 		c->rd_join = (int)p->n;
@@ -394,7 +425,7 @@ etcdr_read_all(struct etcdr *c)
 		info = etcdr_intent_ops(c, p.ops, &p.n);
 	}
 	read_plan(c, &p);
-	body = etcd_encode_txn(NULL, 0, p.ops, p.n, NULL, 0);
+	body = etcdr_encode_look(c, p.ops, p.n);
 	c->sync.io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, read_cb, c);
 	free(body);

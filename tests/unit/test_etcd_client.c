@@ -110,16 +110,17 @@ test_encode_put_range(void **state)
 	assert_null(json_object_get(o, "limit"));
 	assert_null(json_object_get(o, "sort_order"));
 	assert_null(json_object_get(o, "min_mod_revision"));
+	assert_null(json_object_get(o, "max_create_revision"));
 	json_decref(o);
-	/* The oldest key of a prefix; keys changed since a revision. */
+	/* Keys changed since a revision; keys created up to a revision. */
 	range.limit = 1;
-	range.oldest_first = true;
 	range.min_mod_revision = 42;
+	range.max_create_revision = 41;
 	o = parse(etcd_encode_op(&range));
 	assert_string_equal(json_string_value(json_object_get(o, "limit")), "1");
-	assert_string_equal(json_string_value(json_object_get(o, "sort_order")), "ASCEND");
-	assert_string_equal(json_string_value(json_object_get(o, "sort_target")), "CREATE");
+	assert_null(json_object_get(o, "sort_order"));
 	assert_string_equal(json_string_value(json_object_get(o, "min_mod_revision")), "42");
+	assert_string_equal(json_string_value(json_object_get(o, "max_create_revision")), "41");
 	json_decref(o);
 }
 
