@@ -233,7 +233,15 @@ etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
 		c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, from, false,
 					  etcdr_watch_cb, c);
 		/* Only deletions come; a compacted history resets it (then the
-		 * a/ range is read once). */
+		 * a/ range is read once). From our assignment on, as w/: a
+		 * watch from the state's creation would have etcd replay
+		 * every a/ put since, for every participant (N^2/2 events
+		 * filtered out inside etcd); the deaths before come from the
+		 * a/ range on our next read of the state, if we ever need it. */
+		if (c->watch_from > c->deaths_from) {
+			c->deaths_from = c->watch_from;
+			c->alive_stale = true;
+		}
 		c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end, c->deaths_from,
 					   true, etcdr_deaths_cb, c);
 	}
