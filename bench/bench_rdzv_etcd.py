@@ -13,7 +13,9 @@ Figures (one single-member etcd on loopback, data on /dev/shm, started here):
      participant) in processes of at most --slice each, started at once: time
      until every participant has its round, rank exchange included, and the
      bytes read and written per participant (/proc/<pid>/io rchar/wchar of the
-     swarm processes; etcd's own traffic is not in it).
+     swarm processes; etcd's own traffic is not in it), and the CPU seconds
+     etcd spent on the run (/proc/<etcd pid>/stat utime + stime): on a
+     2-vCPU machine etcd's CPU, not the network, bounds the time.
 
 Standard library only; informational (exit 0 unless a run misbehaves badly).
 """
@@ -60,6 +62,16 @@ def agents_once(elasticd, etcd, n, run_id, tmp):
     return last - t0
 
 
+def etcd_cpu(etcd):
+    """CPU seconds the etcd members have used so far."""
+    total = 0.0
+    for m in etcd.members:
+        with open("/proc/%d/stat" % m["proc"].pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def parse_swarm(out):
     """rdzv_swarm's "swarm k=v ..." line as a dict."""
     for line in out.decode().splitlines():
@@ -73,12 +85,13 @@ def swarm_once(build, etcd, n, run_id, slice_size):
     is per process), all started at once. Returns (seconds from the first
     start to the last participant holding its round, bytes read and written
     per participant: /proc/<pid>/io of the swarm processes, the coordinator's
-    O(N) included), or None."""
+    O(N) included; etcd's CPU seconds), or None."""
     env = dict(os.environ, RDZV_SWARM_BACKEND="etcd")
     conf = "join_timeout=300,last_call_timeout=0.5"
     driver = os.path.join(build, "tests", "rdzv_swarm")
     procs = []
     first = 0
+    cpu0 = etcd_cpu(etcd)
     t0 = time.time()
     while first < n:
         count = min(slice_size, n - first)
@@ -102,7 +115,7 @@ def swarm_once(build, etcd, n, run_id, slice_size):
     last = max(float(o["last_abs"]) for o in outs)
     rd = sum(int(o["rchar"]) for o in outs) / n
     wr = sum(int(o["wchar"]) for o in outs) / n
-    return last - t0, rd, wr
+    return last - t0, rd, wr, etcd_cpu(etcd) - cpu0
 
 
 def main():
@@ -142,11 +155,13 @@ def main():
                 if r is not None:
                     res.append(r)
             times = [r[0] for r in res]
-            print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)  read %s B  written %s B  load %s" % (
+            print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)  read %s B  written %s B  "
+                  "etcd CPU %s s  load %s" % (
                 n, statistics.median(times) if times else float("nan"),
                 min(times) if times else float("nan"), len(times), args.reps,
                 "%.0f" % statistics.median(r[1] for r in res) if res else "-",
                 "%.0f" % statistics.median(r[2] for r in res) if res else "-",
+                "%.1f" % statistics.median(r[3] for r in res) if res else "-",
                 open("/proc/loadavg").read().split()[0]), flush=True)
     finally:
         etcd.stop()

@@ -724,7 +724,6 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->assign_key = xasprintf("%s%s", c->assign_prefix, c->me.name);
 	c->closed_key = xasprintf("%sclosed", c->prefix);
 	c->coord_key = xasprintf("%scoord", c->prefix);
-	c->coord_end = etcd_prefix_end(c->coord_key, strlen(c->coord_key), &len);
 	c->ran_round = -1;
 	rdzv_assign_memo_init(&c->told);
 	c->watch_ev = event_new(r->base, -1, 0, etcdr_watch_ev_cb, c);
@@ -804,7 +803,6 @@ etcdr_free(struct rdzv *r)
 	free(c->assign_key);
 	free(c->closed_key);
 	free(c->coord_key);
-	free(c->coord_end);
 	rdzv_assign_memo_reset(&c->told);
 	free(c);
 	r->backend = NULL;

@@ -73,7 +73,6 @@ struct etcdr {
 	char *assign_key;    /* n/<node> */
 	char *closed_key;    /* put with a closed state */
 	char *coord_key;     /* who coordinates: its node name, on its lease */
-	char *coord_end;     /* the first key after coord_key's own */
 	struct rdzv_node me;
 
 	enum boot boot;
@@ -119,9 +118,14 @@ struct etcdr {
 	struct etcd_watch *awatch; /* on n/<node>, while blind */
 	bool blind_off;            /* this join reads the state */
 	uint64_t blind_asked;      /* when the blind join last asked (mono usec) */
-	int64_t ran_round;         /* the last round this node ran, -1: none */
-	struct event *watch_ev;    /* moves the watches (not from their callbacks) */
-	int64_t watch_from;        /* the w/ watch starts here (0: at c->rev + 1) */
+	/* A first join's request and first look ride on the boot's txn
+	 * (boot_join); boot_looked: it found no word and nothing closed, so
+	 * the join's first blind read is done already. */
+	bool boot_join;
+	bool boot_looked;
+	int64_t ran_round;      /* the last round this node ran, -1: none */
+	struct event *watch_ev; /* moves the watches (not from their callbacks) */
+	int64_t watch_from;     /* the w/ watch starts here (0: at c->rev + 1) */
 	/* The coordinator's word to the others (n/<node> keys). */
 	struct rdzv_assign_memo told; /* rdzv_assign.h */
 	/* Which ranges the read or compare-and-set in flight asks for
@@ -264,7 +268,8 @@ void etcdr_admit_timer_cb(evutil_socket_t fd, short what, void *arg);
 /* Whether the next read of the join under way is blind: n/<node>, the
  * closed key and who coordinates, not the state. */
 bool etcdr_blind(const struct etcdr *c);
-/* The blind read (one txn, with the join request on the first). */
+/* The blind read (one txn, with the join request on the first); none when
+ * the boot's txn was it (c->boot_looked): then only the wait for the word. */
 void etcdr_blind_read(struct etcdr *c);
 /* The coordinator: n/<node> for every participant of a round that completed
  * (its copy is the store's), "spare" for new spares, "closed" for all who

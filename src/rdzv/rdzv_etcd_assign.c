@@ -89,12 +89,24 @@ blind_end(struct etcdr *c)
 	etcdr_read_all(c);
 }
 
+/* No word yet: the watch on n/<node> brings it; look again after a
+ * keep-alive window (who coordinates) or at the join deadline. */
+static void
+blind_wait(struct etcdr *c)
+{
+	uint64_t now = now_usec(), wait;
+
+	wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
+	c->sync.in_sync = true;
+	timer_usec(c->retry_timer, wait < blind_window(c) ? wait : blind_window(c));
+	etcdr_watches_update(c);
+}
+
 static void
 blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
 	const struct etcd_range *own, *closed;
-	uint64_t now = now_usec(), wait;
 	int took;
 
 	c->sync.io_pending = false;
@@ -133,12 +145,7 @@ blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 		etcdr_read_all(c);
 		return;
 	}
-	/* No word yet: the watch on n/<node> brings it; look again after a
-	 * keep-alive window (who coordinates) or at the join deadline. */
-	wait = c->sync.op_deadline > now ? c->sync.op_deadline - now + 1000 : 1000;
-	c->sync.in_sync = true;
-	timer_usec(c->retry_timer, wait < blind_window(c) ? wait : blind_window(c));
-	etcdr_watches_update(c);
+	blind_wait(c);
 }
 
 void
@@ -148,6 +155,11 @@ etcdr_blind_read(struct etcdr *c)
 	size_t n = 0;
 	char *info = NULL, *body;
 
+	if (c->boot_looked) {
+		c->boot_looked = false;
+		blind_wait(c);
+		return;
+	}
 	if ((!c->intent && !c->intent_asked) ||
 	    (c->blind_asked && now_usec() - c->blind_asked >= blind_window(c))) {
 		/* Once per join, and again after a window with no word (a

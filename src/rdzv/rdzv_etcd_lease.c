@@ -192,12 +192,13 @@ static void
 boot_clean(struct etcdr *c, int64_t mod_rev)
 {
 	struct etcd_cmp cmp = {.key = c->state_key, .target = ETCD_CMP_MOD, .revision = mod_rev};
-	/* Everything but a/ and the coord key: ours are in, and the others'
-	 * went with their leases. */
+	/* Everything but the keys on leases (a/, coord, i/, j/): ours and
+	 * those of nodes booting with us are in, and the others' went with
+	 * their leases. Key order: a/ closed coord i/ j/ n/ state w/. */
 	struct etcd_op del[3] = {
 		{.kind = ETCD_OP_DELETE, .key = c->prefix, .range_end = c->alive_prefix},
 		{.kind = ETCD_OP_DELETE, .key = c->alive_end, .range_end = c->coord_key},
-		{.kind = ETCD_OP_DELETE, .key = c->coord_end, .range_end = c->prefix_end}};
+		{.kind = ETCD_OP_DELETE, .key = c->assign_prefix, .range_end = c->prefix_end}};
 	char *body = etcd_encode_txn(&cmp, 1, del, 3, NULL, 0);
 
 	rdzv_progress(c->r, "removing the closed rendezvous '%s' left in etcd by an earlier job",
@@ -291,11 +292,18 @@ static void
 boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
+	bool join = c->boot_join;
 
 	if (err == -ENOENT && c->boot == BOOT_CLEAN) {
 		/* Our lease ran out before etcd took our a/ key (an etcd too busy
 		 * for its TTL): a new one. */
 		c->boot = BOOT_LEASE;
+	}
+	if (join) {
+		/* The txn carried the first join's request (etcdr_boot_step). */
+		c->boot_join = c->intent_pending = false;
+		c->intent = c->intent_asked = err == 0;
+		c->blind_asked = now_usec();
 	}
 	if (err < 0) {
 		boot_failed_try(c, err, errmsg);
@@ -312,12 +320,16 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		break;
 	case BOOT_CLEAN:
 		/* [put a/<node>, the state (keys only), the closed key, the
-		 * coord key] */
+		 * coord key; for a first join: n/<node>, its request] */
 		if (resp->n_ranges < 4) {
 			boot_failed_try(c, -EPROTO, "the boot txn answered too few ranges");
 			return;
 		}
 		c->boot_coordinator = etcdr_coord_holder(c, resp, true);
+		/* The first join's blind read is done if it found no word
+		 * (n/<node>, at rd_state) and nothing closed. */
+		c->boot_looked = join && (size_t)c->rd_state < resp->n_ranges &&
+				 resp->ranges[c->rd_state].n_kvs == 0 && resp->ranges[2].n_kvs == 0;
 		if (resp->ranges[1].n_kvs == 1 && resp->succeeded) {
 			alone_look(c, resp->ranges[1].kvs[0].mod_revision);
 			return;
@@ -349,8 +361,10 @@ etcdr_boot_step(struct etcdr *c)
 		break;
 	case BOOT_CLEAN: {
 		/* In, a look for a closed rendezvous, and who coordinates
-		 * (taken if nobody does); O(1) bytes: not the state's value. */
-		struct etcd_op ops[4] = {
+		 * (taken if nobody does); O(1) bytes: not the state's value.
+		 * A first join waiting for the boot adds its request and its
+		 * first blind look (n/<node>): one txn less per node. */
+		struct etcd_op ops[ETCDR_LOOK_OPS] = {
 			{.kind = ETCD_OP_PUT,
 			 .key = c->alive_key,
 			 .value = "1",
@@ -360,9 +374,18 @@ etcdr_boot_step(struct etcdr *c)
 			{.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true},
 		};
 		size_t n = 3;
+		char *info = NULL;
 
 		etcdr_coord_read(c, ops, &n);
+		c->rd_state = -1;
+		c->boot_join = c->next_pending && c->ran_round < 0;
+		if (c->boot_join) {
+			c->rd_state = (int)n;
+			ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->assign_key};
+			info = etcdr_intent_ops(c, ops, &n);
+		}
 		body = etcdr_encode_look(c, ops, n);
+		free(info);
 		break;
 	}
 	case BOOT_READY:

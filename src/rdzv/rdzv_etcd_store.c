@@ -412,6 +412,7 @@ etcdr_read_all(struct etcdr *c)
 		etcdr_blind_read(c); /* O(1): our n/ key, not the state */
 		return;
 	}
+	c->boot_looked = false; /* a look for a blind join only */
 	etcdr_watches_update(c);
 	if (!c->deaths) {
 		/* Out of a blind join: nobody told us of deaths so far. */
@@ -698,8 +699,11 @@ etcdr_op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn d
 {
 	c->behind_since = 0;
 	c->behind_looked = false;
-	c->intent_asked = false;
 	c->blind_off = false;
-	c->blind_asked = 0;
+	if (!c->boot_looked) {
+		/* Else the boot's txn asked, for this operation. */
+		c->intent_asked = false;
+		c->blind_asked = 0;
+	}
 	rdzv_sync_start(&c->sync, op, deadline, done);
 }
