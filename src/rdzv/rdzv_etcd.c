@@ -14,13 +14,15 @@
  *   a/<node>         one key per agent, attached to the agent's lease (TTL
  *                    keep_alive_interval * keep_alive_max_attempt, refreshed
  *                    every TTL/3), put at start: a dead node's keys vanish by
- *                    themselves. Each node keeps the set of nodes it knows
- *                    dead, from a watch on a/ that filters out puts, started
- *                    at the creation of the state it found (deletions before
- *                    belong to an earlier job of the same run id). Before each
- *                    decision every member of the state gets a heartbeat of
- *                    "now", or "never" when dead, so rdzv_sanitize drops
- *                    exactly the nodes whose lease went.
+ *                    themselves. The coordinator keeps the set of nodes it
+ *                    knows dead, from a watch on a/ that filters out puts,
+ *                    started at the creation of the state it found
+ *                    (deletions before belong to an earlier job of the same
+ *                    run id). Before each decision every member of the
+ *                    state gets a heartbeat of "now", or "never" when dead,
+ *                    so rdzv_sanitize drops exactly the nodes whose lease
+ *                    went; the coordinator writes such a copy at once, with
+ *                    w/gen, and the others learn of the dead from the state
  *   j/<node>         a join request (lease), put in the same txn as the
  *                    first read of a join, deleted once a participant.
  *   i/<node>         the node's role and local world size (lease), put with
@@ -42,13 +44,15 @@
  *                    coordinator changed, or its join deadline passed
  *   closed           put with a closed state: what such a joiner and a
  *                    booting node look at instead of the state
- *   coord            the coordinator's node name, on its lease: every look
+ *   w/coord          the coordinator's node name, on its lease: every look
  *                    reads it and, in the same txn, takes it when nobody
  *                    holds it (the first to look after a start or after the
  *                    holder's lease went). One key, so that who coordinates
  *                    costs etcd O(1) per look: a range sorted by creation
  *                    ("the oldest a/ key") reads and sorts all N keys, which
- *                    made the boot and every look O(N) inside etcd
+ *                    made the boot and every look O(N) inside etcd. Under
+ *                    w/, so that the nodes in a round hear of its holder's
+ *                    death (a deletion: a re-read, which takes the key)
  *
  * Admission: the coordinator watches j/ and reads the requests since its last
  * look; every write it makes admits them all on the way, in order of request
@@ -61,9 +65,10 @@
  * Waiting never polls: one watch on w/ (resumed from its last revision after
  * a drop, moved to the member the unary calls use after a fail-over) brings
  * w/gen (then a re-read), w/adm, the rank assignment and the barrier arrivals
- * (taken from the events themselves); the a/ deletions come on the second
- * watch, the coordinator's requests on a third. The state itself is outside
- * all of them: a join is never broadcast to every node. Timers only re-run
+ * (taken from the events themselves) and the coordinator's death. The
+ * coordinator alone watches the a/ deletions and the join requests. The state
+ * itself is outside all of them: a join is never broadcast to every node.
+ * Before its round, a joiner watches only its n/<node>. Timers only re-run
  * the pure decision on the local copy (last-call and join deadlines).
  *
  * MASTER_ADDR/MASTER_PORT: group rank 0's address (--local-addr, else the
@@ -723,7 +728,8 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->assign_prefix = xasprintf("%sn/", c->prefix);
 	c->assign_key = xasprintf("%s%s", c->assign_prefix, c->me.name);
 	c->closed_key = xasprintf("%sclosed", c->prefix);
-	c->coord_key = xasprintf("%scoord", c->prefix);
+	c->coord_key = xasprintf("%sw/coord", c->prefix);
+	c->coord_end = etcd_prefix_end(c->coord_key, strlen(c->coord_key), &len);
 	c->ran_round = -1;
 	rdzv_assign_memo_init(&c->told);
 	c->watch_ev = event_new(r->base, -1, 0, etcdr_watch_ev_cb, c);
@@ -803,6 +809,7 @@ etcdr_free(struct rdzv *r)
 	free(c->assign_key);
 	free(c->closed_key);
 	free(c->coord_key);
+	free(c->coord_end);
 	rdzv_assign_memo_reset(&c->told);
 	free(c);
 	r->backend = NULL;

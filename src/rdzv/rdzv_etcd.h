@@ -72,7 +72,8 @@ struct etcdr {
 	char *assign_prefix; /* "n/": the coordinator's word to each node */
 	char *assign_key;    /* n/<node> */
 	char *closed_key;    /* put with a closed state */
-	char *coord_key;     /* who coordinates: its node name, on its lease */
+	char *coord_key;     /* w/coord, who coordinates: its name, on its lease */
+	char *coord_end;     /* the first key after coord_key's own */
 	struct rdzv_node me;
 
 	enum boot boot;

@@ -244,18 +244,20 @@ etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
 		from = c->watch_from > 0 ? c->watch_from : c->rev + 1;
 		c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, from, false,
 					  etcdr_watch_cb, c);
-		/* Only deletions come; a compacted history resets it (then the
-		 * a/ range is read once). From our assignment on, as w/: a
-		 * watch from the state's creation would have etcd replay
-		 * every a/ put since, for every participant (N^2/2 events
-		 * filtered out inside etcd); the deaths before come from the
-		 * a/ range on our next read of the state, if we ever need it. */
-		if (c->watch_from > c->deaths_from) {
-			c->deaths_from = c->watch_from;
-			c->alive_stale = true;
-		}
+	}
+	if (c->coordinator && !c->deaths) {
+		/* The coordinator alone hears of deaths (from the creation of
+		 * the state it found on) and writes them into the state: the
+		 * others hear of them through w/gen (etcdr_after_io), and of
+		 * the coordinator's own through w/coord. Only deletions come;
+		 * a compacted history resets it (then the a/ range is read
+		 * once). A watch per node would cost etcd a stream each, and a
+		 * replay of the history for each. */
 		c->deaths = etcd_watch_new(c->cl, c->alive_prefix, c->alive_end, c->deaths_from,
 					   true, etcdr_deaths_cb, c);
+	} else if (!c->coordinator && c->deaths) {
+		etcd_watch_free(c->deaths);
+		c->deaths = NULL;
 	}
 }
 

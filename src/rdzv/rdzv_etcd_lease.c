@@ -192,14 +192,15 @@ static void
 boot_clean(struct etcdr *c, int64_t mod_rev)
 {
 	struct etcd_cmp cmp = {.key = c->state_key, .target = ETCD_CMP_MOD, .revision = mod_rev};
-	/* Everything but the keys on leases (a/, coord, i/, j/): ours and
+	/* Everything but the keys on leases (a/, i/, j/, w/coord): ours and
 	 * those of nodes booting with us are in, and the others' went with
-	 * their leases. Key order: a/ closed coord i/ j/ n/ state w/. */
-	struct etcd_op del[3] = {
+	 * their leases. Key order: a/ closed i/ j/ n/ state w/. */
+	struct etcd_op del[4] = {
 		{.kind = ETCD_OP_DELETE, .key = c->prefix, .range_end = c->alive_prefix},
-		{.kind = ETCD_OP_DELETE, .key = c->alive_end, .range_end = c->coord_key},
-		{.kind = ETCD_OP_DELETE, .key = c->assign_prefix, .range_end = c->prefix_end}};
-	char *body = etcd_encode_txn(&cmp, 1, del, 3, NULL, 0);
+		{.kind = ETCD_OP_DELETE, .key = c->alive_end, .range_end = c->info_prefix},
+		{.kind = ETCD_OP_DELETE, .key = c->assign_prefix, .range_end = c->coord_key},
+		{.kind = ETCD_OP_DELETE, .key = c->coord_end, .range_end = c->prefix_end}};
+	char *body = etcd_encode_txn(&cmp, 1, del, 4, NULL, 0);
 
 	rdzv_progress(c->r, "removing the closed rendezvous '%s' left in etcd by an earlier job",
 		      c->r->cfg->rdzv_id);

@@ -165,6 +165,7 @@ etcdr_coordinator_set(struct etcdr *c, bool on, int64_t rev)
 		return;
 	}
 	c->coordinator = on;
+	etcdr_watches_update(c); /* the deaths watch goes with the work */
 	etcdr_joiners_clear(c);
 	etcd_watch_free(c->jwatch);
 	c->jwatch = NULL;
@@ -275,6 +276,10 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 		rdzv_sync_lost(&c->sync, &st);
 	} else {
 		rdzv_sync_adopt(&c->sync, &st);
+	}
+	if (c->coordinator && c->sync.dropped) {
+		/* The others have no deaths watch: w/gen tells them. */
+		c->sync.notable = true;
 	}
 	intent_check(c);
 	return 0;
@@ -414,8 +419,8 @@ etcdr_read_all(struct etcdr *c)
 	}
 	c->boot_looked = false; /* a look for a blind join only */
 	etcdr_watches_update(c);
-	if (!c->deaths) {
-		/* Out of a blind join: nobody told us of deaths so far. */
+	if (c->coordinator && !c->deaths) {
+		/* New to the work: nobody told us of deaths so far. */
 		c->alive_stale = true;
 	}
 	if (c->sync.op_active && c->sync.op == RDZV_OP_JOIN && !c->intent && !c->intent_asked &&
@@ -556,14 +561,28 @@ admit_now(struct etcdr *c)
 	return true;
 }
 
+/* The coordinator writes a copy its sanitize took dead nodes from, when
+ * nothing else writes it: the others learn of deaths only from the state.
+ * Returns whether it wrote. */
+static bool
+drop_dead_now(struct etcdr *c)
+{
+	if (!c->coordinator || c->sync.io_pending || c->boot != BOOT_READY || c->fin != FIN_NONE ||
+	    !c->sync.dropped) {
+		return false;
+	}
+	rdzv_sync_write(&c->sync, RDZV_ACTION_SYNC);
+	return true;
+}
+
 /* After a read or a write: whoever waits on the state looks at it. */
 void
 etcdr_after_io(struct etcdr *c)
 {
 	etcdr_assign_publish(c); /* the copy is the store's, before any change */
 	rdzv_sync_step(&c->sync);
-	if (!c->sync.io_pending) {
-		admit_now(c);
+	if (!c->sync.io_pending && !admit_now(c)) {
+		drop_dead_now(c);
 	}
 	if (c->exchanging) {
 		etcdr_exchange_check(c);

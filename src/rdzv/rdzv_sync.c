@@ -311,6 +311,7 @@ rdzv_sync_adopt(struct rdzv_sync *s, struct rdzv_state *st)
 	}
 	dropped = rdzv_sanitize(&s->st, set, now, &notable);
 	s->notable = notable;
+	s->dropped = dropped > 0;
 	if (dropped > 0) {
 		rdzv_record_step(s->r, NODE_STATE_RUNNING, "_sanitize",
 				 "%zu node(s) have been removed from the rendezvous '%s' %s",
@@ -326,6 +327,7 @@ rdzv_sync_written(struct rdzv_sync *s)
 {
 	s->read_usec = rdzv_sync_wall(s);
 	s->notable = false;
+	s->dropped = false;
 	s->stale = false;
 	looked(s);
 }

@@ -103,6 +103,7 @@ struct rdzv_sync {
 	struct rdzv_state st;
 	int64_t read_usec; /* wall clock of its last read or write, 0: never */
 	bool notable;      /* it holds a change waiting nodes must hear of */
+	bool dropped;      /* its last read lost dead nodes the store still holds */
 	bool io_pending;   /* the store lane's read or compare-and-set is out */
 
 	/* The operation under way. */

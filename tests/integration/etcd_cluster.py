@@ -90,6 +90,20 @@ class Etcd:
                               for kv in json.load(r).get("kvs", []))
         return None
 
+    def requests(self):
+        """gRPC calls the first member has handled so far, by method
+        ("Txn", "Watch", "LeaseGrant", ...), from its /metrics: each call
+        through the JSON gateway (a unary call, a watch stream) is one."""
+        counts = {}
+        m = self.members[0]
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % m["client"],
+                                    timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("grpc_server_handled_total{"):
+                    method = line.split('grpc_method="', 1)[1].split('"', 1)[0]
+                    counts[method] = counts.get(method, 0) + float(line.rsplit(" ", 1)[1])
+        return counts
+
     def stop(self):
         for m in self.members:
             if m["proc"].poll() is None:

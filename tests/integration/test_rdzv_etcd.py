@@ -66,7 +66,7 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
 
     def swarm_bytes(self, n):
         """n participants (tests/rdzv_swarm, the real etcd backend): participant
-        0 alone in a process started first (its a/ key is the oldest: the
+        0 alone in a process started first (it takes the w/coord key: the
         coordinator), the others in a second process; returns the bytes that
         second process read per participant until every one held its round,
         rank assignment included."""
@@ -91,6 +91,30 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         fields = dict(kv.split("=", 1) for kv in rest.stdout.split()[1:])
         self.assertEqual(fields["world"], str(n), rest.stdout)
         return int(fields["rchar"]) / (n - 1)
+
+    def test_etcd_calls_per_participant(self):
+        # What bounds an etcd rendezvous at scale is etcd's CPU per call
+        # through its JSON gateway (about 1 ms each on this machine). A
+        # participant that does not coordinate costs a lease grant, one txn
+        # (its a/ key, its join request and its first look ride together),
+        # and two watch streams in turn (its n/<node>, then w/); it has no
+        # deaths watch of its own (the coordinator writes the dead out).
+        # Before: two txns and three watches each.
+        self.start_etcd(1)
+        n = 200
+        before = self.etcd.requests()
+        self.swarm_bytes(n)
+        # Streams end when the swarm exits: wait until etcd has counted them.
+        lib.wait_until(lambda: self.etcd.requests().get("Watch", 0) - before.get("Watch", 0)
+                       >= 2 * (n - 1), 10)
+        after = self.etcd.requests()
+        per = {k: (after.get(k, 0) - before.get(k, 0)) / n for k in after}
+        print("etcd calls per participant at N=%d: %s" % (
+            n, ", ".join("%s %.2f" % kv for kv in sorted(per.items()) if kv[1])),
+            file=sys.stderr)
+        self.assertEqual(per["LeaseGrant"], 1.0, per)
+        self.assertLessEqual(per["Txn"], 1.2, per)
+        self.assertLessEqual(per["Watch"], 2.1, per)
 
     def test_bytes_read_per_participant_do_not_grow_with_n(self):
         # A joiner learns its round, rank and world size from its own
