@@ -809,6 +809,7 @@ etcdr_free(struct rdzv *r)
 	free(c->assign_key);
 	free(c->closed_key);
 	free(c->coord_key);
+	free(c->coordinator_name);
 	free(c->coord_end);
 	rdzv_assign_memo_reset(&c->told);
 	free(c);
@@ -831,6 +832,7 @@ etcdr_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 		.self = xstrdup(c->me.name),
 		.read_usec = c->sync.read_usec > 0 ? c->sync.read_usec : -1,
 		.liveness = RDZV_LIVENESS_LEASE,
+		.coordinator = c->coordinator_name ? xstrdup(c->coordinator_name) : NULL,
 	};
 	rdzv_state_copy(&ret->st, &c->sync.st);
 	while (c->dead && c->dead[n]) {
@@ -841,6 +843,12 @@ etcdr_snapshot(struct rdzv *r, struct rdzv_snapshot *ret)
 		ret->dead[i] = xstrdup(c->dead[i]);
 	}
 	return 0;
+}
+
+static bool
+etcdr_coordinates(struct rdzv *r)
+{
+	return backend(r)->coordinator;
 }
 
 const struct rdzv_backend_ops rdzv_etcd_ops = {
@@ -855,4 +863,5 @@ const struct rdzv_backend_ops rdzv_etcd_ops = {
 	.snapshot = etcdr_snapshot,
 	.degraded = etcdr_degraded,
 	.run_op = etcdr_run_op,
+	.coordinates = etcdr_coordinates,
 };

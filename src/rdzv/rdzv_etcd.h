@@ -105,6 +105,7 @@ struct etcdr {
 	 * watches and reads the join requests and admits them. */
 	bool coordinator;          /* we are it */
 	bool coordinator_known;    /* somebody is */
+	char *coordinator_name;    /* w/coord's value at the last look; NULL: none */
 	struct etcd_watch *jwatch; /* the coordinator's watch on j/ */
 	int64_t j_seen;            /* j/ read through this revision */
 	bool intent;               /* our j/ key is there */

@@ -165,6 +165,17 @@ etcdr_coordinator_set(struct etcdr *c, bool on, int64_t rev)
 		return;
 	}
 	c->coordinator = on;
+	if (on) {
+		rdzv_progress(c->r, "coordinates the rendezvous '%s' (%s)", c->r->cfg->rdzv_id,
+			      c->coord_key);
+	} else {
+		rdzv_progress(c->r, "no longer coordinates the rendezvous '%s'",
+			      c->r->cfg->rdzv_id);
+	}
+	rdzv_record_step(c->r, c->node_state, "_coordinate",
+			 on ? "The node '%s' coordinates the rendezvous '%s'."
+			    : "The node '%s' no longer coordinates the rendezvous '%s'.",
+			 c->me.name, c->r->cfg->rdzv_id);
 	etcdr_watches_update(c); /* the deaths watch goes with the work */
 	etcdr_joiners_clear(c);
 	etcd_watch_free(c->jwatch);
@@ -223,6 +234,10 @@ etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look)
 	 * held on our lease. */
 	me = (look && resp->succeeded) || (r->n_kvs == 1 && r->kvs[0].lease == c->lease);
 	c->coordinator_known = me || r->n_kvs == 1;
+	free(c->coordinator_name);
+	c->coordinator_name = me              ? xstrdup(c->me.name)
+			      : r->n_kvs == 1 ? xstrndup(r->kvs[0].value, r->kvs[0].value_len)
+					      : NULL;
 	return me;
 }
 
