@@ -343,8 +343,8 @@ etcdr_deaths_cb(int err, const struct etcd_response *resp, bool reset, const cha
 	for (size_t i = 0; i < resp->n_events; i++) {
 		const struct etcd_kv *kv = &resp->events[i].kv;
 
-		/* Our own key goes only when a closed run is cleaned up at
-		 * our start; our lease's fate comes from its keep-alive. */
+		/* Our lease's fate comes from its keep-alive, not from
+		 * here. */
 		if (resp->events[i].is_delete && kv->key_len > plen &&
 		    strcmp(kv->key, c->alive_key) != 0 && !etcdr_is_dead(c, kv->key + plen)) {
 			strv_push(&c->dead, kv->key + plen);

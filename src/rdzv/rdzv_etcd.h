@@ -81,6 +81,7 @@ struct etcdr {
 	int64_t deaths_from;    /* the deaths watch's start revision */
 	int64_t boot_state_rev; /* the state's mod_revision the boot found alone */
 	bool boot_coordinator;  /* the boot's look: we coordinate (from boot_ready on) */
+	uint64_t cleaning_wait; /* usec between looks while another node cleans */
 	int64_t lease;
 	struct event *retry_timer;
 	struct event *boot_timer;
@@ -133,6 +134,7 @@ struct etcdr {
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
 	int rd_state, rd_alive, rd_coord, rd_join, rd_exch, rd_barrier;
+	bool rd_take; /* and it may take the coord key (etcdr_encode_look) */
 
 	/* The I/O lane (sync.io_pending): one read or compare-and-set at a
 	 * time; a read asked for meanwhile goes next. */
@@ -245,10 +247,12 @@ void etcdr_coordinator_set(struct etcdr *c, bool on, int64_t rev);
  * ops at *n (c->rd_coord records where). */
 void etcdr_coord_read(struct etcdr *c, struct etcd_op *ops, size_t *n);
 /* A look: the txn of ops (at most ETCDR_LOOK_OPS; reads, and puts of our
- * own keys) that also takes the coord key when nobody holds it (its put
- * last, so that the answers of ops are at the same indices either way).
- * Returns the malloc'd JSON body. */
-char *etcdr_encode_look(const struct etcdr *c, const struct etcd_op *ops, size_t n);
+ * own keys) that, with take_key, also takes the coord key when nobody holds
+ * it (its put last, so that the answers of ops are at the same indices
+ * either way). Never takes it without a lease or while leaving; without the
+ * take a look of reads only stays out of raft. Records c->rd_take. Returns
+ * the malloc'd JSON body. */
+char *etcdr_encode_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bool take_key);
 /* Whether we coordinate, from the answer to etcdr_coord_read's range (none:
  * as before); look: the txn was etcdr_encode_look's (succeeded: we took the
  * key). Sets c->coordinator_known; etcdr_coordinator_set acts on it. */

@@ -9,8 +9,8 @@
  * in one txn with its join request, that key, the closed key and who
  * coordinates: O(1) bytes, whatever N. It reads the state (whose size grows
  * with N) only when the rendezvous closed, it is a spare, it coordinates now,
- * or its join deadline passed; it watches w/ and the a/ deletions only from
- * its assignment on (the rank exchange, the round's changes, deaths). */
+ * or its join deadline passed; it watches w/ only from its assignment on
+ * (the rank exchange, the round's changes, the coordinator's death). */
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -176,7 +176,7 @@ etcdr_blind_read(struct etcdr *c)
 	c->rd_barrier = (int)n;
 	ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true};
 	etcdr_coord_read(c, ops, &n);
-	body = etcdr_encode_look(c, ops, n);
+	body = etcdr_encode_look(c, ops, n, true);
 	c->sync.io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, blind_cb, c);
 	free(body);

@@ -34,6 +34,7 @@ lease_lost(struct etcdr *c)
 
 	c->boot = BOOT_FAILED;
 	evtimer_del(c->ka_timer);
+	etcdr_coordinator_set(c, false, c->rev); /* the key went with the lease */
 	if (c->sync.next_active) {
 		rdzv_sync_abandon(&c->sync);
 		etcdr_next_fail(c, -ECONNABORTED, msg);
@@ -181,6 +182,11 @@ clean_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 
 	if (err < 0) {
 		boot_failed_try(c, err, errmsg);
+		return;
+	}
+	if (!resp->succeeded) {
+		/* Somebody wrote the state meanwhile: look again. */
+		etcdr_boot_step(c);
 		return;
 	}
 	boot_ready(c, resp->revision, 0); /* alone, holding the coord key */
@@ -333,12 +339,20 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		 * (n/<node>, at rd_state) and nothing closed. */
 		c->boot_looked = join && (size_t)c->rd_state < resp->n_ranges &&
 				 resp->ranges[c->rd_state].n_kvs == 0 && resp->ranges[2].n_kvs == 0;
-		if (resp->ranges[1].n_kvs == 1 && resp->succeeded) {
+		if (resp->ranges[1].n_kvs == 1 && c->boot_coordinator) {
+			/* Taken now, or by an earlier try of this boot. */
 			alone_look(c, resp->ranges[1].kvs[0].mod_revision);
 			return;
 		}
 		if (cleaning(c, resp)) {
-			timer_usec(c->boot_timer, CLEANING_LOOK_USEC);
+			/* 100 ms, doubling up to 1.6 s: a few looks, not a storm
+			 * of boot txns from every node waiting. */
+			c->cleaning_wait =
+				c->cleaning_wait ? c->cleaning_wait * 2 : CLEANING_LOOK_USEC;
+			if (c->cleaning_wait > 16 * CLEANING_LOOK_USEC) {
+				c->cleaning_wait = 16 * CLEANING_LOOK_USEC;
+			}
+			timer_usec(c->boot_timer, c->cleaning_wait);
 			return;
 		}
 		boot_ready(c, resp->revision,
@@ -387,7 +401,7 @@ etcdr_boot_step(struct etcdr *c)
 			ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->assign_key};
 			info = etcdr_intent_ops(c, ops, &n);
 		}
-		body = etcdr_encode_look(c, ops, n);
+		body = etcdr_encode_look(c, ops, n, true);
 		free(info);
 		break;
 	}

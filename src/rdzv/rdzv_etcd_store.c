@@ -204,13 +204,17 @@ etcdr_coord_read(struct etcdr *c, struct etcd_op *ops, size_t *n)
 }
 
 char *
-etcdr_encode_look(const struct etcdr *c, const struct etcd_op *ops, size_t n)
+etcdr_encode_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bool take_key)
 {
 	struct etcd_cmp absent = {.key = c->coord_key, .target = ETCD_CMP_CREATE, .revision = 0};
 	struct etcd_op take[ETCDR_LOOK_OPS + 1];
 
-	if (n > ETCDR_LOOK_OPS) {
-		abort(); /* a caller's bug */
+	/* Never without a lease (the key would outlive us), nor while
+	 * leaving. */
+	c->rd_take = take_key && c->lease != 0 && c->fin == FIN_NONE;
+	if (!c->rd_take) {
+		/* Reads only: etcd serves it without a raft write. */
+		return etcd_encode_txn(NULL, 0, ops, n, NULL, 0);
 	}
 	memcpy(take, ops, n * sizeof(*ops));
 	take[n] = (struct etcd_op){.kind = ETCD_OP_PUT,
@@ -232,8 +236,12 @@ etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look)
 	}
 	/* Taken by this look (the range, read before the put, is empty), or
 	 * held on our lease. */
-	me = (look && resp->succeeded) || (r->n_kvs == 1 && r->kvs[0].lease == c->lease);
+	me = (look && c->rd_take && resp->succeeded) ||
+	     (r->n_kvs == 1 && r->kvs[0].lease == c->lease);
 	c->coordinator_known = me || r->n_kvs == 1;
+	if (!c->coordinator_known && c->fin == FIN_NONE) {
+		c->kick_pending = true; /* the next look takes it */
+	}
 	free(c->coordinator_name);
 	c->coordinator_name = me              ? xstrdup(c->me.name)
 			      : r->n_kvs == 1 ? xstrndup(r->kvs[0].value, r->kvs[0].value_len)
@@ -247,6 +255,7 @@ etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look)
 static int
 absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 {
+	bool was = c->coordinator;
 	const struct etcd_range *sr = planned(resp, c->rd_state), *r;
 	int64_t now = rdzv_sync_wall(&c->sync);
 	struct rdzv_state st;
@@ -297,6 +306,12 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 		c->sync.notable = true;
 	}
 	intent_check(c);
+	if (c->coordinator && !was && c->rd_alive < 0) {
+		/* New to the work, not knowing who is dead (the others keep
+		 * no dead set): read the a/ range before deciding anything. */
+		c->alive_stale = true;
+		return 1;
+	}
 	return 0;
 }
 
@@ -380,12 +395,16 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 	}
 	etcd_watch_follow(c->watch);
 	etcd_watch_follow(c->deaths);
-	if (absorb(c, resp, false) < 0) {
-		/* An answer we cannot read ends the operation under way. */
-		rdzv_sync_fail(&c->sync, -EBADMSG);
+	switch (absorb(c, resp, false)) {
+	case 0:
+		etcdr_after_io(c);
+		return;
+	case 1:
+		etcdr_read_all(c); /* before any decision */
 		return;
 	}
-	etcdr_after_io(c);
+	/* An answer we cannot read ends the operation under way. */
+	rdzv_sync_fail(&c->sync, -EBADMSG);
 }
 
 /* Ask to join, at the head of a read: j/<node> and i/<node> (role, local
@@ -446,7 +465,7 @@ etcdr_read_all(struct etcdr *c)
 		info = etcdr_intent_ops(c, p.ops, &p.n);
 	}
 	read_plan(c, &p);
-	body = etcdr_encode_look(c, p.ops, p.n);
+	body = etcdr_encode_look(c, p.ops, p.n, !c->coordinator_known);
 	c->sync.io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, read_cb, c);
 	free(body);
@@ -459,6 +478,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
 	bool drops_intent = c->cas_drops_intent;
+	int took;
 
 	c->sync.io_pending = false;
 	c->cas_drops_intent = false;
@@ -477,8 +497,11 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		etcdr_assign_drop_requests(c); /* and forget those now in */
 		intent_check(c);
 		rdzv_sync_written(&c->sync);
-	} else if (absorb(c, resp, true) < 0) {
+	} else if ((took = absorb(c, resp, true)) < 0) {
 		rdzv_sync_fail(&c->sync, -EBADMSG);
+		return;
+	} else if (took > 0) {
+		etcdr_read_all(c); /* new to the work: who is dead, first */
 		return;
 	} else if (c->sync.op_active) {
 		/* Lost a race: rdzv_sync_lost decides again after a pause. */
@@ -564,7 +587,7 @@ admit_now(struct etcdr *c)
 	struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
 
 	if (!c->coordinator || c->sync.io_pending || c->boot != BOOT_READY || c->fin != FIN_NONE ||
-	    (c->n_joiners == 0 && c->sync.st.n_wait_list == 0)) {
+	    c->alive_stale || (c->n_joiners == 0 && c->sync.st.n_wait_list == 0)) {
 		return false;
 	}
 	if (rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, &ctx,
@@ -583,7 +606,7 @@ static bool
 drop_dead_now(struct etcdr *c)
 {
 	if (!c->coordinator || c->sync.io_pending || c->boot != BOOT_READY || c->fin != FIN_NONE ||
-	    !c->sync.dropped) {
+	    !c->sync.dropped || c->alive_stale) {
 		return false;
 	}
 	rdzv_sync_write(&c->sync, RDZV_ACTION_SYNC);
@@ -698,8 +721,8 @@ store_after_timer(void *arg)
 {
 	struct etcdr *c = arg;
 
-	if (!c->sync.io_pending) {
-		admit_now(c);
+	if (!c->sync.io_pending && !admit_now(c)) {
+		drop_dead_now(c);
 	}
 	if (!c->sync.io_pending && c->kick_pending) {
 		etcdr_read_all(c);

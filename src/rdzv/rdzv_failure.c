@@ -119,9 +119,10 @@ rdzv_failure_decode(struct rdzv_state *st, const char **f, size_t *fl, size_t nf
 	if (nf != 4 || rdzv_node_parse(&x.node, f[1], fl[1]) < 0) {
 		return -EBADMSG;
 	}
+	/* usec: wall clock, at most INT64_MAX / 2 so that comparisons cannot
+	 * overflow. */
 	if (rdzv_parse_i64(f[2], fl[2], 0, INT64_MAX, &x.round) < 0 ||
-	    rdzv_parse_i64(f[3], fl[3], 0, INT64_MAX / 2, &x.usec) <
-		    0 || /* wall usec: no overflow below */
+	    rdzv_parse_i64(f[3], fl[3], 0, INT64_MAX / 2, &x.usec) < 0 ||
 	    (st->n_failures &&
 	     rdzv_node_cmp(&st->failures[st->n_failures - 1].node, &x.node) >= 0) ||
 	    st->n_failures >= RDZV_MAX_NODES) {

@@ -219,7 +219,7 @@ class RdzvCases:
         self.assertGreater(elapsed, 1.5, "completed before the last call ended")
         self.assertLess(elapsed, 20)
         # The last call's progress: the coordinator logs it (c10d: the store
-        # host; etcd: the oldest agent); its joiners wait on their own key,
+        # host; etcd: the holder of w/coord); its joiners wait on their own key,
         # not the state.
         progress = r"2 nodes joined .*last call ends in"
         self.assertTrue(any(re.search(progress, r.err) for r in results),

@@ -105,8 +105,9 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         before = self.etcd.requests()
         self.swarm_bytes(n)
         # Streams end when the swarm exits: wait until etcd has counted them.
-        lib.wait_until(lambda: self.etcd.requests().get("Watch", 0) - before.get("Watch", 0)
-                       >= 2 * (n - 1), 10)
+        self.assertTrue(lib.wait_until(
+            lambda: self.etcd.requests().get("Watch", 0) - before.get("Watch", 0)
+            >= 2 * (n - 1), 10), "etcd did not count the swarm's watch streams")
         after = self.etcd.requests()
         per = {k: (after.get(k, 0) - before.get(k, 0)) / n for k in after}
         print("etcd calls per participant at N=%d: %s" % (
@@ -170,7 +171,7 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         self.assertEqual(self.etcd.keys("/p/"), [])
 
     def test_admitting_agent_killed_while_others_wait(self):
-        # The oldest agent admits the others. SIGKILL it while a second one
+        # The first agent (w/coord) admits the others. SIGKILL it while a second one
         # waits in the round: once its lease expires the second takes over
         # and admits the late ones; the job forms without the dead one.
         self.start_etcd(1)
@@ -193,6 +194,29 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         dumps = self.worker_dumps()
         self.check_world(dumps, 3)
         self.assertNotIn(str(first.pid), {d["AGENT_PID"] for d in dumps})
+
+    def test_coordinator_killed_while_the_round_runs(self):
+        # Only the coordinator watches for deaths. SIGKILL it while the
+        # round runs: the others hear of it through w/coord (a deletion on
+        # their w/ watch), one takes the key, writes the dead one out, and
+        # the two re-form.
+        self.start_etcd(1)
+        body = 'if [ "$WORLD_SIZE" = 2 ]; then exit 0; fi; sleep 60'
+        a = [self.agent("2:3", body=body) for _ in range(3)]
+        self.wait_dumps(3, pred=lambda d: d["WORLD_SIZE"] == "3")
+        holder = [x for x in a if "coordinates the rendezvous 'job'" in x.stderr_text()]
+        self.assertEqual(len(holder), 1, [x.stderr_text()[-2000:] for x in a])
+        victim = holder[0]
+        rest = [x for x in a if x is not victim]
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
+        results = self.wait_all(rest, timeout=self.REFORM_WAIT_S)
+        self.assertAllRc(results, 0)
+        two = [d for d in self.worker_dumps() if d["WORLD_SIZE"] == "2"]
+        self.check_world(two, 2, 2)
+        self.assertNotIn(str(victim.pid), {d["AGENT_PID"] for d in two})
+        self.assertTrue(any("coordinates the rendezvous 'job'" in r.err for r in results),
+                        results)
 
     def test_etcd_unreachable_clear_error(self):
         port = free_port()
