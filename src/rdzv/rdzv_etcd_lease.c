@@ -85,19 +85,22 @@ ka_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 	if (c->fin >= FIN_REVOKE) {
 		return;
 	}
-	if ((err == 0 && resp->ttl <= 0) || err == -ENOENT) {
-		if (c->boot == BOOT_READY) {
-			lease_lost(c);
-		} /* else the boot's put fails on it and asks for a new one */
+	if (err == 0 && resp->ttl <= 0) {
+		lease_lost(c);
 		return;
 	}
-	if (err < 0) {
+	if (err < 0 && err != -ENOENT) {
 		ka_failed(c, errmsg);
-	} else if (c->ka_fail_since) {
+	} else if (err == -ENOENT) {
+		lease_lost(c);
+		return;
+	}
+	if (err == 0 && c->ka_fail_since) {
 		rdzv_warn(c->r, "rendezvous back: etcd answered after %.0f s unreachable",
 			  (double)(now_usec() - c->ka_fail_since) / USEC_PER_SEC);
 		c->ka_fail_since = 0;
 	}
+	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
 }
 
 void
@@ -106,10 +109,6 @@ etcdr_ka_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct etcdr *c = arg;
 	char *body;
 
-	/* Every TTL/3 from the grant on, whatever etcd's latency (re-arming
-	 * at the answer would space the renewals TTL/3 + latency apart, and
-	 * a busy etcd's latency is seconds); one in flight at a time. */
-	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
 	if (c->ka_pending) {
 		return;
 	}
@@ -164,6 +163,7 @@ boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from)
 	c->boot = BOOT_READY;
 	c->err_logged = 0;
 	c->deaths_from = deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1;
+	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
 	/* Not before: the coordinator's work reads the state, which the
 	 * boot may still be removing. */
 	etcdr_coordinator_set(c, c->boot_coordinator, rev);
@@ -324,8 +324,6 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		}
 		c->lease = resp->id;
 		c->boot = BOOT_CLEAN;
-		/* The TTL runs from now, not from the end of the boot. */
-		timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
 		break;
 	case BOOT_CLEAN:
 		/* [put a/<node>, the state (keys only), the closed key, the
