@@ -105,7 +105,6 @@ struct etcdr {
 	/* The coordinator: the node holding the coord key. It alone
 	 * watches and reads the join requests and admits them. */
 	bool coordinator;          /* we are it */
-	bool coordinator_known;    /* somebody is */
 	char *coordinator_name;    /* w/coord's value at the last look; NULL: none */
 	struct etcd_watch *jwatch; /* the coordinator's watch on j/ */
 	int64_t j_seen;            /* j/ read through this revision */
@@ -232,6 +231,13 @@ void etcdr_range_release(struct etcd_range *r);
 /* The most ops of a look (etcdr_encode_look). */
 #define ETCDR_LOOK_OPS 8
 
+/* Whether somebody coordinates, as the last look found (w/coord held). */
+static inline bool
+etcdr_coordinator_known(const struct etcdr *c)
+{
+	return c->coordinator_name != NULL;
+}
+
 /* The rdzv_sync store of the etcd backend. */
 extern const struct rdzv_store_ops etcdr_store_ops;
 /* After a read or a write: the operation, the coordinator's admissions, the
@@ -255,7 +261,7 @@ void etcdr_coord_read(struct etcdr *c, struct etcd_op *ops, size_t *n);
 char *etcdr_encode_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bool take_key);
 /* Whether we coordinate, from the answer to etcdr_coord_read's range (none:
  * as before); look: the txn was etcdr_encode_look's (succeeded: we took the
- * key). Sets c->coordinator_known; etcdr_coordinator_set acts on it. */
+ * key). Sets c->coordinator_name; etcdr_coordinator_set acts on it. */
 bool etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look);
 /* Note the arrival that a w/b/<round>/<rank> key names. */
 void etcdr_barrier_mark(struct etcdr *c, const char *key);

@@ -1,11 +1,11 @@
 /* rdzv_etcd_assign.c — how a coordinated etcd joiner learns its round
- * without reading the state (issue #14): the coordinator (the coord key's)
+ * without reading the state (issue #14): the coordinator (w/coord's holder)
  * puts "n/<node>" = "<round> <rank> <world> <gen> <rev>" (rev: the state's
  * mod_revision, the write that completed the round) for every participant once
  * a round completes, "spare" for a node it put in the redundancy list and
  * "closed" for everyone who waits when the rendezvous closes, in txns of
  * ASSIGN_TXN_OPS puts (etcd's --max-txn-ops is 128 by default). A joiner
- * that does not hold the coord key watches only its own n/<node> key and reads,
+ * that does not hold w/coord watches only its own n/<node> key and reads,
  * in one txn with its join request, that key, the closed key and who
  * coordinates: O(1) bytes, whatever N. It reads the state (whose size grows
  * with N) only when the rendezvous closed, it is a spare, it coordinates now,
@@ -38,7 +38,7 @@ bool
 etcdr_blind(const struct etcdr *c)
 {
 	return c->boot == BOOT_READY && c->fin == FIN_NONE && c->sync.op_active &&
-	       c->sync.op == RDZV_OP_JOIN && c->coordinator_known && !c->coordinator &&
+	       c->sync.op == RDZV_OP_JOIN && etcdr_coordinator_known(c) && !c->coordinator &&
 	       !c->blind_off && now_usec() < c->sync.op_deadline;
 }
 

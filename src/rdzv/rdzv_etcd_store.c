@@ -238,8 +238,7 @@ etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look)
 	 * held on our lease. */
 	me = (look && c->rd_take && resp->succeeded) ||
 	     (r->n_kvs == 1 && r->kvs[0].lease == c->lease);
-	c->coordinator_known = me || r->n_kvs == 1;
-	if (!c->coordinator_known && c->fin == FIN_NONE) {
+	if (!me && r->n_kvs == 0 && c->fin == FIN_NONE) {
 		c->kick_pending = true; /* the next look takes it */
 	}
 	free(c->coordinator_name);
@@ -465,7 +464,7 @@ etcdr_read_all(struct etcdr *c)
 		info = etcdr_intent_ops(c, p.ops, &p.n);
 	}
 	read_plan(c, &p);
-	body = etcdr_encode_look(c, p.ops, p.n, !c->coordinator_known);
+	body = etcdr_encode_look(c, p.ops, p.n, !etcdr_coordinator_known(c));
 	c->sync.io_pending = true;
 	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, read_cb, c);
 	free(body);
@@ -665,7 +664,7 @@ store_coordinated(void *arg)
 {
 	struct etcdr *c = arg;
 
-	return c->coordinator_known && !c->coordinator;
+	return etcdr_coordinator_known(c) && !c->coordinator;
 }
 
 /* The coordinator admits us: wait for its w/adm (or its lease going)
@@ -676,7 +675,7 @@ store_await_admission(void *arg, const struct rdzv_ctx *ctx)
 	struct etcdr *c = arg;
 	uint64_t now = rdzv_sync_mono(&c->sync);
 
-	if (c->coordinator_known && !c->coordinator) {
+	if (etcdr_coordinator_known(c) && !c->coordinator) {
 		if (c->behind_since == 0) {
 			c->behind_since = now;
 		}
