@@ -162,6 +162,7 @@ struct agent {
 	struct event *quarantine_watch; /* re-reads the shared state for a readmission */
 	struct rdzv *quarantine_rdzv;   /* ... through a handle of its own, NULL: none */
 	bool quarantine_watch_warned;   /* it could not be made (logged once) */
+	int quarantine_exemptions;      /* F reached while hosting the c10d store */
 	uint64_t quarantine_checks;     /* reads of the shared state in this quarantine */
 	/* The readmit verb for another node (agent_request_readmit): its host
 	 * (NULL: none under way), a fresh read then the write (readmit_writing),
@@ -328,7 +329,10 @@ void agent_enter_draining(struct agent *a, enum agent_phase old);
 void agent_quarantine_setup(struct agent *a);
 
 /* An attempt of this node failed: count it; returns its failed attempts in
- * the last W seconds, this one included (0 with --quarantine off). */
+ * the last W seconds, this one included (0 with --quarantine off). A node
+ * that hosts the c10d store of a job of more nodes is exempt: at F it gets
+ * 0, with a warning, the event elasticd.node.quarantine_exempt and a count
+ * in the status, since the job's store and admissions would leave with it. */
 int agent_quarantine_count(struct agent *a);
 
 /* Carry out a QUARANTINE decision: record it (log, event, STATUS=), leave

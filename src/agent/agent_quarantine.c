@@ -51,19 +51,50 @@ agent_quarantine_setup(struct agent *a)
 	}
 }
 
+/* F failures of a node that hosts the c10d store: leaving would take the
+ * job's store and admissions with it (the others would wait for a round
+ * nobody forms), so it stays and restarts as without --quarantine. */
+static void
+quarantine_exempt(struct agent *a, int n)
+{
+	struct elastic_event ev;
+
+	a->quarantine_exemptions++;
+	a->stats.quarantine_exemptions++;
+	log_warn("[%s] %d failed attempts of this node within %g s (--quarantine %d/%g), but it "
+		 "hosts the c10d rendezvous store: not quarantined (the job's store would leave "
+		 "with it); give --rdzv-endpoint to a node you trust",
+		 a->cfg->role, n, a->cfg->quarantine_s, a->cfg->quarantine_n, a->cfg->quarantine_s);
+	if (!agent_event_begin(a, &ev, "elasticd.node.quarantine_exempt", EVENT_SOURCE_AGENT)) {
+		return;
+	}
+	elastic_event_set_string(&ev, "node", agent_node_name(a));
+	elastic_event_set_int(&ev, "failures", n);
+	elastic_event_set_double(&ev, "window_s", a->cfg->quarantine_s);
+	elastic_event_set_string(&ev, "why", "hosts the c10d store");
+	agent_record(a, &ev);
+}
+
 int
 agent_quarantine_count(struct agent *a)
 {
 	const struct config *cfg = a->cfg;
 	uint64_t now = now_usec();
+	int n;
 
 	if (!a->quarantine_times || !agent_root_cause_counts(a)) {
 		return 0; /* off, or another node's failure (agent_rootcause.c) */
 	}
 	a->quarantine_times[a->quarantine_next] = now;
 	a->quarantine_next = (a->quarantine_next + 1) % (size_t)cfg->quarantine_n;
-	return agent_window_count(a->quarantine_times, (size_t)cfg->quarantine_n, now,
-				  seconds_to_usec(cfg->quarantine_s));
+	n = agent_window_count(a->quarantine_times, (size_t)cfg->quarantine_n, now,
+			       seconds_to_usec(cfg->quarantine_s));
+	if (n >= cfg->quarantine_n && cfg->max_nodes > 1 && !cfg->standalone &&
+	    rdzv_hosts_store(a->rdzv)) {
+		quarantine_exempt(a, n);
+		return 0;
+	}
+	return n;
 }
 
 void
@@ -204,9 +235,10 @@ agent_quarantine_watched(void *arg, int err, const char *host)
 }
 
 /* Every QUARANTINE_WATCH_S of the cooldown: once the leave is over, a
- * rendezvous handle of its own (quiet: no events, no progress lines; the
- * one the node left stays until it rejoins, so that a c10d store it hosts
- * lives as before), then a read of the state through it. */
+ * rendezvous observer of its own (quiet: no events, no progress lines; no
+ * member: it never hosts, leases or coordinates; the handle the node left
+ * stays until it rejoins, so that a c10d store it hosts lives as before),
+ * then a read of the state through it. */
 static void
 agent_quarantine_watch_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -223,7 +255,8 @@ agent_quarantine_watch_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (!a->quarantine_rdzv) {
-		a->quarantine_rdzv = rdzv_new(a->base, a->cfg, a->local_world_size, &quiet, &err);
+		a->quarantine_rdzv = rdzv_new_observer(a->base, a->cfg, a->local_world_size, &quiet,
+						       a->rdzv, &err);
 		if (!a->quarantine_rdzv && !a->quarantine_watch_warned) {
 			log_warn("[%s] quarantine: cannot watch the rendezvous state for a readmit "
 				 "(the cooldown still ends it): %s",

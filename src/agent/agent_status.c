@@ -238,8 +238,9 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "quarantine", agent_quarantine_status(a));
 	json_object_set_new(o, "root_cause", agent_root_cause_status(a));
 	json_object_set_new(o, "quarantine_count",
-			    json_pack("{s:i, s:i}", "quarantines", a->quarantines, "inherited",
-				      a->quarantines_inherited));
+			    json_pack("{s:i, s:i, s:i}", "quarantines", a->quarantines, "inherited",
+				      a->quarantines_inherited, "exemptions",
+				      a->quarantine_exemptions));
 	json_object_set_new(o, "excluded",
 			    a->exclude_reason ? json_string(a->exclude_reason) : json_null());
 	json_object_set_new(o, "uptime_s",

@@ -88,6 +88,7 @@ struct ctl_agent_counters {
 	uint64_t gpu_waits_unavailable; /* ... NVML absent: nothing to wait for */
 	uint64_t quarantines;           /* --quarantine: times this node was quarantined */
 	uint64_t readmissions;          /* ... and readmitted (cooldown over, or readmit) */
+	uint64_t quarantine_exemptions; /* ... not, as it hosts the c10d store */
 	uint64_t readmit_requests;      /* other nodes this agent readmitted (readmit node=) */
 	/* Workers that failed (exited non-zero, or could not start, before any
 	 * stop), by exit code: index exitcode - CTL_EXITCODE_MIN. */

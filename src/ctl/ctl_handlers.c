@@ -630,6 +630,9 @@ metrics_health(struct evbuffer *b, const struct ctl_agent_counters *as)
 			    (unsigned long long)as->gpu_waits_unavailable);
 	metric_u64(b, "elasticd_quarantines_total", "counter",
 		   "Times this node was quarantined (--quarantine).", as->quarantines);
+	metric_u64(b, "elasticd_quarantine_exemptions_total", "counter",
+		   "Times --quarantine spared this node: it hosts the c10d store.",
+		   as->quarantine_exemptions);
 	metric_u64(b, "elasticd_readmissions_total", "counter",
 		   "Times it was readmitted (cooldown over, or readmit).", as->readmissions);
 	metric_u64(b, "elasticd_readmit_requests_total", "counter",

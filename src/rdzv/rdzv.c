@@ -30,9 +30,9 @@ struct rdzv_notice {
 
 static void readmit_cancel(struct rdzv *r);
 
-struct rdzv *
-rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size,
-	 const struct rdzv_callbacks *cb, char **reterr)
+static struct rdzv *
+create(struct event_base *base, const struct config *cfg, int local_world_size,
+       const struct rdzv_callbacks *cb, bool observer, struct rdzv *left, char **reterr)
 {
 	struct rdzv *r;
 	const struct rdzv_backend_ops *ops = NULL;
@@ -56,13 +56,16 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 	r->base = base;
 	r->cfg = cfg;
 	r->local_world_size = local_world_size;
+	r->observer = observer;
+	r->observed = left;
 	r->cb = *cb;
 	r->events = cb->events;
 	if (ops->init && ops->init(r, reterr) < 0) {
 		rdzv_free(r);
 		return NULL;
 	}
-	if (rdzv_worker_identical()) {
+	r->observed = NULL;
+	if (!observer && rdzv_worker_identical()) {
 		log_info("TORCH_ELASTIC_WORKER_IDENTICAL=1: worker ranks come from the group rank "
 			 "and this node's %d local workers, without the store's rank exchange",
 			 local_world_size);
@@ -70,9 +73,26 @@ rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size
 	return r;
 }
 
+struct rdzv *
+rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size,
+	 const struct rdzv_callbacks *cb, char **reterr)
+{
+	return create(base, cfg, local_world_size, cb, false, NULL, reterr);
+}
+
+struct rdzv *
+rdzv_new_observer(struct event_base *base, const struct config *cfg, int local_world_size,
+		  const struct rdzv_callbacks *cb, struct rdzv *left, char **reterr)
+{
+	return create(base, cfg, local_world_size, cb, true, left, reterr);
+}
+
 int
 rdzv_next(struct rdzv *r)
 {
+	if (r->observer) {
+		return -EINVAL;
+	}
 	readmit_cancel(r);
 	return r->ops->next(r);
 }
@@ -181,6 +201,12 @@ bool
 rdzv_coordinates(struct rdzv *r)
 {
 	return r && r->ops->coordinates && r->ops->coordinates(r);
+}
+
+bool
+rdzv_hosts_store(struct rdzv *r)
+{
+	return r && r->ops->hosts_store && r->ops->hosts_store(r);
 }
 
 void

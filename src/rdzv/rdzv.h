@@ -115,6 +115,9 @@ struct rdzv_backend_ops {
 	 * hosts the store, or holds the coordinator lease of a store nobody
 	 * hosts). NULL: never. */
 	bool (*coordinates)(struct rdzv *r);
+	/* Optional. Whether this node hosts the store the others connect to
+	 * (c10d). NULL: never. */
+	bool (*hosts_store)(struct rdzv *r);
 };
 
 struct rdzv {
@@ -122,6 +125,11 @@ struct rdzv {
 	struct event_base *base;
 	const struct config *cfg; /* borrowed */
 	int local_world_size;
+	/* rdzv_new_observer's: reads and writes the shared state, never joins,
+	 * hosts, leases or coordinates; and, during init only, the handle the
+	 * node left with (borrowed, may be NULL). */
+	bool observer;
+	struct rdzv *observed;
 	struct rdzv_callbacks cb;
 	struct events *events;       /* cb.events: where RdzvEvents go, may be NULL */
 	void *backend;               /* the backend's own state */
@@ -155,6 +163,16 @@ struct rdzv {
  * agent reports it and exits 2). */
 struct rdzv *rdzv_new(struct event_base *base, const struct config *cfg, int local_world_size,
 		      const struct rdzv_callbacks *cb, char **reterr);
+/* As rdzv_new, for a node that is out of the job (quarantined) but watches
+ * its shared state: only rdzv_readmit, rdzv_snapshot and rdzv_free are for
+ * it. It is no member: c10d never hosts a store (it connects to the one
+ * left hosts, the handle the node left the job with, borrowed for the call,
+ * may be NULL; else to the endpoint, even with is_host=true), etcd takes no
+ * lease and writes no a/ key, so it never coordinates and the others never
+ * count it. */
+struct rdzv *rdzv_new_observer(struct event_base *base, const struct config *cfg,
+			       int local_world_size, const struct rdzv_callbacks *cb,
+			       struct rdzv *left, char **reterr);
 
 /* Whether the agent's environment holds TORCH_ELASTIC_WORKER_IDENTICAL=1
  * (exactly "1", as torch main's agent/server/api.py _assign_worker_ranks):
@@ -171,7 +189,8 @@ bool rdzv_worker_identical(void);
 void rdzv_identical_nodes(const struct rdzv *r, int world, struct ranks_node **ret_nodes,
 			  char ***ret_roles);
 
-/* Ask for the next round; cb.done reports it. Returns 0 or -errno. */
+/* Ask for the next round; cb.done reports it. Returns 0 or -errno (-EINVAL
+ * on an observer, rdzv_new_observer). */
 int rdzv_next(struct rdzv *r);
 int rdzv_num_nodes_waiting(struct rdzv *r);
 void rdzv_shutdown(struct rdzv *r);
@@ -214,6 +233,11 @@ bool rdzv_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_wh
  * coordinator lease on a store nobody hosts). False for the other backends.
  * Accepts NULL r. */
 bool rdzv_coordinates(struct rdzv *r);
+
+/* Whether this node hosts the rendezvous store the other nodes connect to
+ * (c10d: its endpoint is ours, or is_host=true): the job's store and its
+ * admissions leave with it. False for the other backends. Accepts NULL r. */
+bool rdzv_hosts_store(struct rdzv *r);
 
 /* Before rdzv_finish(r, true) after this node's workers failed for good:
  * the failure the closing records in the shared state (dynamic backends),

@@ -808,8 +808,9 @@ c10d_init(struct rdzv *r, char **reterr)
 	rdzv_sync_init(&c->sync, r, &c10d_store_ops, c, &c->settings, &c->me, c->join_timeout);
 
 	/* Host the store when the endpoint is ours; with several agents on the
-	 * endpoint host the first one to bind hosts, the others connect. */
-	if (is_host != 0 &&
+	 * endpoint host the first one to bind hosts, the others connect. An
+	 * observer always connects. */
+	if (is_host != 0 && !r->observer &&
 	    (is_host == 1 || cfg->standalone || c->port == 0 || host_is_local(c->host))) {
 		char *e = NULL;
 
@@ -842,6 +843,13 @@ c10d_init(struct rdzv *r, char **reterr)
 		rdzv_record_step(c->r, NODE_STATE_INIT, "_create_tcp_store",
 				 "Process %d hosts the TCP store for the C10d rendezvous backend.",
 				 (int)getpid());
+	} else if (r->observer && rdzv_hosts_store(r->observed)) {
+		/* The store this node hosted lives on in the handle it left
+		 * with (--standalone's port is known only there). */
+		const struct c10d *left = r->observed->backend;
+
+		c->connect_host = xstrdup(left->connect_host);
+		c->connect_port = left->connect_port;
 	} else {
 		c->connect_host = xstrdup(c->host);
 		c->connect_port = c->port;
@@ -924,4 +932,5 @@ const struct rdzv_backend_ops rdzv_c10d_ops = {
 	.degraded = c10d_degraded,
 	.run_op = c10d_run_op,
 	.coordinates = c10d_coordinates,
+	.hosts_store = c10d_hosts_store,
 };

@@ -279,7 +279,9 @@ void c10d_keep_alive_arm(struct c10d *c);
 /* libevent callbacks of the keep-alive and linger timers (arg: the c10d). */
 void c10d_ka_timer_cb(evutil_socket_t fd, short what, void *arg);
 void c10d_linger_cb(evutil_socket_t fd, short what, void *arg);
-/* rdzv_backend_ops.snapshot, .degraded and .coordinates (rdzv.h). */
+/* rdzv_backend_ops.snapshot, .degraded, .coordinates and .hosts_store
+ * (rdzv.h). */
 int c10d_snapshot(struct rdzv *r, struct rdzv_snapshot *ret);
 bool c10d_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why);
 bool c10d_coordinates(struct rdzv *r);
+bool c10d_hosts_store(struct rdzv *r);

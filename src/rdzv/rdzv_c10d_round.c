@@ -644,6 +644,15 @@ c10d_coordinates(struct rdzv *r)
 	return c && c->coordinator;
 }
 
+/* rdzv_backend_ops.hosts_store */
+bool
+c10d_hosts_store(struct rdzv *r)
+{
+	struct c10d *c = r->backend;
+
+	return c && c->server;
+}
+
 /* rdzv_backend_ops.degraded */
 bool
 c10d_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_why)

@@ -741,6 +741,12 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->admit_timer = evtimer_new(r->base, etcdr_admit_timer_cb, c);
 	c->boot_deadline = now_usec() + c->join_timeout;
 	c->boot_timer = evtimer_new(r->base, etcdr_boot_retry_cb, c);
+	if (r->observer) {
+		/* No lease, no a/ key, no watch: it only reads and writes the
+		 * state (rdzv_readmit), which needs none of them. */
+		c->boot = BOOT_READY;
+		return 0;
+	}
 	c->boot = BOOT_LEASE;
 	etcdr_boot_step(c);
 	return 0;

@@ -228,8 +228,8 @@ etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
 	bool blind = etcdr_blind(c);
 	int64_t from;
 
-	if (c->boot != BOOT_READY || c->fin != FIN_NONE) {
-		return;
+	if (c->boot != BOOT_READY || c->fin != FIN_NONE || c->r->observer) {
+		return; /* an observer only reads (rdzv_new_observer) */
 	}
 	if (blind && !c->awatch) {
 		c->awatch = etcd_watch_new(c->cl, c->assign_key, NULL, c->rev + 1, false,

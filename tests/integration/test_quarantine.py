@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 from test_ctl import curl, post  # noqa: E402
 from test_health import ELASTICCTL, HealthBase, events, quarantine_flags  # noqa: E402
+from test_rdzv_c10d import FAST  # noqa: E402
 
 
 class QuarantineBase(HealthBase):
@@ -27,6 +28,14 @@ class QuarantineBase(HealthBase):
         st = curl(bad.sock, "/handler/status").json()
         self.assertEqual(st["phase"], "quarantined", st)
         self.assertEqual(st["quarantine"]["watch_s"], 2, st)
+        if self.etcd:
+            # Its watch reads the state as an observer: no lease, no a/ key
+            # (the others would count it alive), never the coordinator.
+            self.assertTrue(lib.wait_until(lambda: curl(bad.sock, "/handler/status").json()[
+                "quarantine"]["state_reads"] >= 1, 20), bad.stderr_text())
+            alive = self.etcd.keys("/elasticd/job/a/")
+            self.assertEqual(len(alive), 2, alive)
+            self.assertFalse([x for x in alive if x.startswith("/elasticd/job/a/127.0.0.3_")])
         self.assertTrue(lib.wait_until(lambda: [
             x for x in curl(a[1].sock, "/handler/nodes").json()["quarantined"]
             if x["active"]], 20))
@@ -124,7 +133,8 @@ class QuarantineBase(HealthBase):
         self.assertIn("the rendezvous state records 1 earlier quarantine of this host",
                       again.stderr_text())
         st = curl(again.sock, "/handler/status").json()
-        self.assertEqual(st["quarantine_count"], {"quarantines": 2, "inherited": 1}, st)
+        self.assertEqual(st["quarantine_count"], {"quarantines": 2, "inherited": 1, "exemptions": 0},
+                         st)
         got = curl(a[1].sock, "/handler/nodes").json()["quarantined"]
         self.assertEqual([(x["host"], x["count"]) for x in got], [("127.0.0.3", 2)], got)
         again.signal(signal.SIGTERM)
@@ -142,6 +152,35 @@ class QuarantineTest(QuarantineBase):
 
     def test_quarantine_count_survives_a_restart(self):
         self.quarantine_count_survives_a_restart()
+
+    def test_store_host_is_exempt(self):
+        # The crashing node hosts the store (is_host=true). Quarantining it
+        # would take the job's store and admissions away: the others would
+        # wait for a round nobody forms. It stays and says why.
+        def q(n):
+            return quarantine_flags(n, 1, 60, "--rdzv-conf",
+                                    FAST + (",is_host=true" if n == 2 else ",is_host=false"))
+        bad = self.agent(2, "crash", extra=q(2))
+        time.sleep(0.5)
+        a = [self.agent(n, extra=q(n)) for n in (0, 1)]
+        self.assertTrue(lib.wait_until(
+            lambda: events(bad.events, "elasticd.node.quarantine_exempt"), 40),
+            bad.stderr_text())
+        ev = events(bad.events, "elasticd.node.quarantine_exempt")[0]
+        self.assertEqual((ev["node"], ev["failures"], ev["why"]),
+                         ("127.0.0.3", 1, "hosts the c10d store"), ev)
+        self.assertIn("but it hosts the c10d rendezvous store: not quarantined",
+                      bad.stderr_text())
+        self.assertEqual(events(bad.events, "elasticd.node.quarantined"), [])
+        st = curl(bad.sock, "/handler/status").json()
+        self.assertGreaterEqual(st["quarantine_count"]["exemptions"], 1, st)
+        self.assertNotEqual(st["phase"], "quarantined", st)
+        self.assertRegex(curl(bad.sock, "/metrics").body,
+                         r"elasticd_quarantine_exemptions_total [1-9]")
+        for x in a + [bad]:
+            x.signal(signal.SIGTERM)
+        for x in a + [bad]:
+            x.wait(30)
 
 
 class EtcdQuarantineTest(QuarantineBase):
