@@ -306,13 +306,21 @@ etcd_client_free(struct etcd_client *cl)
 
 /* ---- watch streams ------------------------------------------------------ */
 
-struct etcd_watch {
-	struct etcd_client *cl;
+/* One watch of a stream (a create request; etcd numbers them 0, 1, ... in
+ * the order sent, and the answers carry that watch_id). */
+struct watch_slot {
 	char *key;
 	char *range_end;
 	int64_t start;    /* the first start revision */
 	bool no_put;      /* deletions only */
 	int64_t last_rev; /* everything up to it was delivered */
+	bool reset;       /* report the next batch with reset */
+};
+
+struct etcd_watch {
+	struct etcd_client *cl;
+	struct watch_slot slots[ETCD_WATCH_MAX];
+	size_t n_slots;
 	etcd_watch_cb cb;
 	void *arg;
 	size_t ep;
@@ -321,7 +329,6 @@ struct etcd_watch {
 	struct evbuffer *buf;
 	struct event *timer;
 	bool failed;      /* the last stream ended with an error: next endpoint */
-	bool reset;       /* report the next batch with reset */
 	unsigned n_fails; /* in a row */
 };
 
@@ -332,7 +339,14 @@ watch_line(struct etcd_watch *w, const char *line, size_t len)
 {
 	struct etcd_response resp;
 	int err = etcd_response_decode(200, line, len, &resp);
+	struct watch_slot *s;
 
+	if (err == 0 && (resp.watch_id < 0 || (uint64_t)resp.watch_id >= w->n_slots)) {
+		free(resp.error);
+		resp.error = xasprintf("an answer for watch %" PRId64 " of %zu", resp.watch_id,
+				       w->n_slots);
+		err = -EBADMSG;
+	}
 	if (err < 0) {
 		char *msg = xasprintf("etcd watch at %s: %s", w->cl->eps[w->ep].name,
 				      resp.error ? resp.error : strerror(-err));
@@ -343,29 +357,30 @@ watch_line(struct etcd_watch *w, const char *line, size_t len)
 		return;
 	}
 	w->n_fails = 0;
+	s = &w->slots[resp.watch_id];
 	if (resp.canceled) {
 		/* The start revision was compacted: restart from now, and tell the
 		 * owner to re-read. */
-		w->last_rev = 0;
-		w->start = 0;
-		w->reset = true;
+		s->last_rev = 0;
+		s->start = 0;
+		s->reset = true;
 		etcd_response_release(&resp);
 		return;
 	}
 	if (resp.n_events > 0) {
 		for (size_t i = 0; i < resp.n_events; i++) {
-			if (resp.events[i].kv.mod_revision > w->last_rev) {
-				w->last_rev = resp.events[i].kv.mod_revision;
+			if (resp.events[i].kv.mod_revision > s->last_rev) {
+				s->last_rev = resp.events[i].kv.mod_revision;
 			}
 		}
-	} else if (resp.revision > w->last_rev && (resp.created || w->last_rev > 0)) {
+	} else if (resp.revision > s->last_rev && (resp.created || s->last_rev > 0)) {
 		/* Created or a progress notification: all up to it was sent. */
-		w->last_rev = resp.revision;
+		s->last_rev = resp.revision;
 	}
-	if (resp.n_events > 0 || w->reset) {
-		bool reset = w->reset;
+	if (resp.n_events > 0 || s->reset) {
+		bool reset = s->reset;
 
-		w->reset = false;
+		s->reset = false;
 		w->cb(0, &resp, reset, NULL, w->arg);
 	}
 	etcd_response_release(&resp);
@@ -456,10 +471,17 @@ watch_send(struct etcd_watch *w)
 	h = evhttp_request_get_output_headers(req);
 	evhttp_add_header(h, "Host", ep->name);
 	evhttp_add_header(h, "Content-Type", "application/json");
-	body = etcd_encode_watch(w->key, w->range_end, w->last_rev > 0 ? w->last_rev + 1 : w->start,
-				 w->no_put);
-	evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
-	free(body);
+	/* One create request a line, each from its own last revision. */
+	for (size_t i = 0; i < w->n_slots; i++) {
+		const struct watch_slot *sl = &w->slots[i];
+
+		body = etcd_encode_watch(sl->key, sl->range_end,
+					 sl->last_rev > 0 ? sl->last_rev + 1 : sl->start,
+					 sl->no_put);
+		evbuffer_add_printf(evhttp_request_get_output_buffer(req), "%s%s", i ? "\n" : "",
+				    body);
+		free(body);
+	}
 	if (evhttp_make_request(w->evcon, req, EVHTTP_REQ_POST, "/v3/watch") < 0) {
 		w->failed = true;
 		evtimer_add(w->timer, &tv);
@@ -469,17 +491,26 @@ watch_send(struct etcd_watch *w)
 }
 
 struct etcd_watch *
-etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,
-	       int64_t start_revision, bool no_put, etcd_watch_cb cb, void *arg)
+etcd_watch_new_multi(struct etcd_client *cl, const struct etcd_watch_spec *specs, size_t n,
+		     etcd_watch_cb cb, void *arg)
 {
-	struct etcd_watch *w = xcalloc(1, sizeof(*w));
+	struct etcd_watch *w;
 
-	w->no_put = no_put;
+	if (n == 0 || n > ETCD_WATCH_MAX) {
+		return NULL;
+	}
+	w = xcalloc(1, sizeof(*w));
 	w->cl = cl;
-	w->key = xstrdup(key);
-	w->range_end = range_end ? xstrdup(range_end) : NULL;
-	w->start = start_revision;
-	w->last_rev = start_revision > 0 ? start_revision - 1 : 0;
+	w->n_slots = n;
+	for (size_t i = 0; i < n; i++) {
+		struct watch_slot *s = &w->slots[i];
+
+		s->key = xstrdup(specs[i].key);
+		s->range_end = specs[i].range_end ? xstrdup(specs[i].range_end) : NULL;
+		s->no_put = specs[i].no_put;
+		s->start = specs[i].start_revision;
+		s->last_rev = s->start > 0 ? s->start - 1 : 0;
+	}
 	w->cb = cb;
 	w->arg = arg;
 	w->ep = cl->cur;
@@ -487,6 +518,18 @@ etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,
 	w->timer = evtimer_new(cl->base, watch_timer_cb, w);
 	watch_send(w);
 	return w;
+}
+
+struct etcd_watch *
+etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,
+	       int64_t start_revision, bool no_put, etcd_watch_cb cb, void *arg)
+{
+	struct etcd_watch_spec spec = {.key = key,
+				       .range_end = range_end,
+				       .start_revision = start_revision,
+				       .no_put = no_put};
+
+	return etcd_watch_new_multi(cl, &spec, 1, cb, arg);
 }
 
 void
@@ -519,7 +562,9 @@ etcd_watch_free(struct etcd_watch *w)
 	}
 	event_free(w->timer);
 	evbuffer_free(w->buf);
-	free(w->key);
-	free(w->range_end);
+	for (size_t i = 0; i < w->n_slots; i++) {
+		free(w->slots[i].key);
+		free(w->slots[i].range_end);
+	}
 	free(w);
 }

@@ -185,9 +185,30 @@ typedef void (*etcd_watch_cb)(int err, const struct etcd_response *resp, bool re
 /* Watch key (with range_end for a prefix) from start_revision (0: now) on a
  * connection of its own; no_put: deletions only (puts are filtered out by
  * etcd). After any drop it reconnects (next endpoint on errors) and resumes
- * from the last revision seen + 1. */
+ * from the last revision seen + 1. resp->watch_id is 0. */
 struct etcd_watch *etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,
 				  int64_t start_revision, bool no_put, etcd_watch_cb cb, void *arg);
+
+/* One watch of etcd_watch_new_multi (the arguments of etcd_watch_new);
+ * the strings are copied. */
+struct etcd_watch_spec {
+	const char *key;
+	const char *range_end;
+	int64_t start_revision;
+	bool no_put;
+};
+#define ETCD_WATCH_MAX 4
+
+/* As etcd_watch_new, for n (1..ETCD_WATCH_MAX) watches on one stream (one
+ * connection, one gRPC stream in etcd: its create requests go as lines of
+ * one request body, which etcd's gateway takes before it answers; so the
+ * set is fixed for the stream's life). Each keeps its own last revision
+ * (a reconnection resumes each) and its own reset; cb's resp->watch_id is
+ * the index of the watch in specs. An answer for another id is reported as
+ * an error (err -EBADMSG). Returns NULL when n is out of range. */
+struct etcd_watch *etcd_watch_new_multi(struct etcd_client *cl,
+					const struct etcd_watch_spec *specs, size_t n,
+					etcd_watch_cb cb, void *arg);
 /* Move the watch to the endpoint the client's unary calls now use, when it
  * differs (a member that lost quorum may keep a stream open and silent);
  * resumes from the last revision seen + 1. Not from inside a watch_cb. */

@@ -62,14 +62,17 @@
  * still lacks it. A crowd of N nodes thus costs a few compare-and-sets, not N
  * rounds of losers (torch's loop collapses near 128 nodes, reference §8).
  *
- * Waiting never polls: one watch on w/ (resumed from its last revision after
- * a drop, moved to the member the unary calls use after a fail-over) brings
- * w/gen (then a re-read), w/adm, the rank assignment and the barrier arrivals
- * (taken from the events themselves) and the coordinator's death. The
+ * Waiting never polls: one stream per node, from its boot, carries two
+ * watches (resumed from their last revisions after a drop, moved to the
+ * member the unary calls use after a fail-over): its n/<node>, and w/, which
+ * brings w/gen (then a re-read), w/adm, the rank assignment and the barrier
+ * arrivals (taken from the events themselves) and the coordinator's death.
+ * Before its first round, a blind joiner keeps w/'s events aside and takes
+ * those from its assignment on when it wakes (rdzv_etcd_assign.c). The
  * coordinator alone watches the a/ deletions and the join requests. The state
  * itself is outside all of them: a join is never broadcast to every node.
- * Before its round, a joiner watches only its n/<node>. Timers only re-run
- * the pure decision on the local copy (last-call and join deadlines).
+ * Timers only re-run the pure decision on the local copy (last-call and join
+ * deadlines).
  *
  * MASTER_ADDR/MASTER_PORT: group rank 0's address (--local-addr, else the
  * FQDN) and a free port there; TORCHELASTIC_USE_AGENT_STORE=False (as torch's
@@ -271,56 +274,6 @@ etcdr_io_failed(struct etcdr *c, int err, const char *msg)
 }
 
 /* ---- the watches -------------------------------------------------------- */
-
-/* w/: w/gen (and deletions: the run's keys going) call for a re-read; the
- * rank assignment and barrier arrivals are taken from the events. */
-void
-etcdr_watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
-{
-	struct etcdr *c = arg;
-	bool reread = reset;
-	_cleanup_free_ char *rprefix = xasprintf("%sw/r/", c->prefix);
-	size_t rlen = strlen(rprefix);
-
-	if (err < 0) {
-		rdzv_progress(c->r, "%s; reconnecting", errmsg);
-		return;
-	}
-	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
-		return;
-	}
-	for (size_t i = 0; i < resp->n_events; i++) {
-		const struct etcd_event *ev = &resp->events[i];
-
-		if (ev->is_delete || strcmp(ev->kv.key, c->gen_key) == 0) {
-			reread = true;
-		} else if (strcmp(ev->kv.key, c->adm_key) == 0) {
-			/* Joiners admitted: the coordinator is at work. Those
-			 * admitted hear of it with the round's next notable
-			 * change (w/gen); no crowd of reads per batch. */
-			c->behind_since = 0;
-			c->behind_looked = false;
-		} else if (strncmp(ev->kv.key, rprefix, rlen) == 0) {
-			long long round;
-
-			if (parse_int(ev->kv.key + rlen, 0, INT64_MAX, &round) == 0) {
-				etcdr_set_assignment(c, round, ev->kv.value, ev->kv.value_len);
-			}
-		} else if (c->sync.barrier) {
-			etcdr_barrier_mark(c, ev->kv.key);
-		}
-	}
-	if (reread) {
-		etcdr_read_all(c);
-		return;
-	}
-	if (c->exchanging) {
-		etcdr_exchange_check(c);
-	}
-	if (c->sync.barrier) {
-		etcdr_barrier_check(c);
-	}
-}
 
 /* a/ deletions: a lease went. */
 void
@@ -761,9 +714,9 @@ etcdr_free(struct rdzv *r)
 		return;
 	}
 	etcd_watch_free(c->watch);
+	etcdr_dormant_clear(c);
 	etcd_watch_free(c->deaths);
 	etcd_watch_free(c->jwatch);
-	etcd_watch_free(c->awatch);
 	etcd_client_free(c->cl);
 	if (c->watch_ev) {
 		event_free(c->watch_ev);

@@ -55,7 +55,19 @@ struct etcdr {
 	int64_t ttl;
 
 	struct etcd_client *cl;
+	/* This node's one stream (etcd_watch_new_multi): watch 0 its n/<node>
+	 * (ETCDR_WATCH_ASSIGN), watch 1 w/ (ETCDR_WATCH_W), from the boot on.
+	 * w/ sleeps while the node waits blind for its first word: the events
+	 * that may matter later wait in dormant (copies, at most
+	 * ETCDR_DORMANT_MAX, else dormant_reset: a re-read), and when it wakes
+	 * (w_live) those from w_from on are taken, as a watch started there
+	 * would have brought them. */
 	struct etcd_watch *watch;
+	bool w_live;
+	int64_t w_from;
+	struct etcd_event *dormant;
+	size_t n_dormant;
+	bool dormant_reset;
 	struct etcd_watch *deaths; /* a/ deletions */
 	char *prefix;
 	char *prefix_end;
@@ -117,7 +129,6 @@ struct etcdr {
 	bool behind_looked;        /* read again after waiting long */
 	/* A coordinated joiner waits for its n/<node> key (rdzv_etcd_assign.c)
 	 * instead of reading the state, whose size grows with N. */
-	struct etcd_watch *awatch; /* on n/<node>, while blind */
 	bool blind_off;            /* this join reads the state */
 	uint64_t blind_asked;      /* when the blind join last asked (mono usec) */
 	/* A first join's request and first look ride on the boot's txn
@@ -216,8 +227,18 @@ void etcdr_deaths_cb(int err, const struct etcd_response *resp, bool reset, cons
 		     void *arg);
 /* A put whose answer only matters when it failed (logged). */
 void etcdr_put_done_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg);
-void etcdr_watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
-		    void *arg);
+/* The node's stream (c->watch): its n/<node> watch goes to
+ * etcdr_assign_watch_cb, its w/ watch to etcdr_w_events (or to dormant). */
+#define ETCDR_WATCH_ASSIGN 0
+#define ETCDR_WATCH_W 1
+#define ETCDR_DORMANT_MAX 32
+void etcdr_stream_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
+		     void *arg);
+void etcdr_assign_watch_cb(const struct etcd_response *resp, bool reset, struct etcdr *c);
+/* w/ events from c->w_from on (reset: some may be missed, re-read). */
+void etcdr_w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool reset);
+/* Drop the dormant events. */
+void etcdr_dormant_clear(struct etcdr *c);
 /* rdzv_backend_ops of the etcd backend (rdzv.h has their contracts). */
 int etcdr_next(struct rdzv *r);
 int etcdr_num_nodes_waiting(struct rdzv *r);

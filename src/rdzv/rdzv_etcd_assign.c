@@ -184,19 +184,13 @@ etcdr_blind_read(struct etcdr *c)
 	etcdr_watches_update(c);
 }
 
-/* The watch on n/<node>. */
-static void
-assign_watch_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
-		void *arg)
+/* The watch on n/<node> (watch 0 of the node's stream). */
+void
+etcdr_assign_watch_cb(const struct etcd_response *resp, bool reset, struct etcdr *c)
 {
-	struct etcdr *c = arg;
 	int took = 0;
 
-	if (err < 0) {
-		rdzv_progress(c->r, "%s; reconnecting", errmsg);
-		return;
-	}
-	if (c->boot != BOOT_READY || c->fin != FIN_NONE) {
+	if (c->fin != FIN_NONE) {
 		return;
 	}
 	for (size_t i = 0; i < resp->n_events && took == 0; i++) {
@@ -215,6 +209,187 @@ assign_watch_cb(int err, const struct etcd_response *resp, bool reset, const cha
 
 /* ---- the watches --------------------------------------------------------- */
 
+/* What a w/ event is to this node. */
+enum w_kind {
+	W_REREAD, /* w/gen, or a deletion (the coordinator's key, the run's keys) */
+	W_ADMITTED,
+	W_ASSIGNMENT, /* w/r/<round>: the rank exchange's answer */
+	W_OTHER,      /* a barrier arrival (w/b/), w/coord taken */
+};
+
+static enum w_kind
+w_kind(const struct etcdr *c, const struct etcd_event *ev)
+{
+	size_t plen = strlen(c->watch_prefix);
+
+	if (ev->is_delete || strcmp(ev->kv.key, c->gen_key) == 0) {
+		return W_REREAD;
+	}
+	if (strcmp(ev->kv.key, c->adm_key) == 0) {
+		return W_ADMITTED;
+	}
+	if (strncmp(ev->kv.key, c->watch_prefix, plen) == 0 &&
+	    strncmp(ev->kv.key + plen, "r/", 2) == 0) {
+		return W_ASSIGNMENT;
+	}
+	return W_OTHER;
+}
+
+/* w/: w/gen (and deletions: the run's keys going) call for a re-read; the
+ * rank assignment and barrier arrivals are taken from the events. */
+void
+etcdr_w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool reset)
+{
+	bool reread = reset;
+	size_t rlen = strlen(c->watch_prefix) + 2;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct etcd_event *ev = &evs[i];
+		long long round;
+
+		if (ev->kv.mod_revision < c->w_from) {
+			continue; /* before this node's round: not its business */
+		}
+		switch (w_kind(c, ev)) {
+		case W_REREAD:
+			reread = true;
+			break;
+		case W_ADMITTED:
+			/* Joiners admitted: the coordinator is at work. Those
+			 * admitted hear of it with the round's next notable
+			 * change (w/gen); no crowd of reads per batch. */
+			c->behind_since = 0;
+			c->behind_looked = false;
+			break;
+		case W_ASSIGNMENT:
+			if (parse_int(ev->kv.key + rlen, 0, INT64_MAX, &round) == 0) {
+				etcdr_set_assignment(c, round, ev->kv.value, ev->kv.value_len);
+			}
+			break;
+		case W_OTHER:
+			if (c->sync.barrier) {
+				etcdr_barrier_mark(c, ev->kv.key);
+			}
+			break;
+		}
+	}
+	if (reread) {
+		etcdr_read_all(c);
+		return;
+	}
+	if (c->exchanging) {
+		etcdr_exchange_check(c);
+	}
+	if (c->sync.barrier) {
+		etcdr_barrier_check(c);
+	}
+}
+
+static char *
+dup_bytes(const char *p, size_t len)
+{
+	char *d = xmalloc(len + 1);
+
+	memcpy(d, p, len);
+	d[len] = '\0';
+	return d;
+}
+
+void
+etcdr_dormant_clear(struct etcdr *c)
+{
+	for (size_t i = 0; i < c->n_dormant; i++) {
+		free(c->dormant[i].kv.key);
+		free(c->dormant[i].kv.value);
+	}
+	free(c->dormant);
+	c->dormant = NULL;
+	c->n_dormant = 0;
+	c->dormant_reset = false;
+}
+
+/* w/ while the node waits blind: admissions count at once; what may
+ * matter once it runs (re-reads, the rank exchange's answer) waits. */
+static void
+dormant_keep(struct etcdr *c, const struct etcd_response *resp, bool reset)
+{
+	c->dormant_reset = c->dormant_reset || reset;
+	for (size_t i = 0; i < resp->n_events; i++) {
+		const struct etcd_event *ev = &resp->events[i];
+		struct etcd_event *d;
+
+		switch (w_kind(c, ev)) {
+		case W_ADMITTED:
+			c->behind_since = 0;
+			c->behind_looked = false;
+			continue;
+		case W_OTHER:
+			continue; /* no barrier before the node runs */
+		case W_REREAD:
+		case W_ASSIGNMENT:
+			break;
+		}
+		if (c->n_dormant == ETCDR_DORMANT_MAX) {
+			c->dormant_reset = true; /* too many: a re-read instead */
+			continue;
+		}
+		if (!c->dormant) {
+			c->dormant = xcalloc(ETCDR_DORMANT_MAX, sizeof(*c->dormant));
+		}
+		d = &c->dormant[c->n_dormant++];
+		d->is_delete = ev->is_delete;
+		d->kv = (struct etcd_kv){.key = dup_bytes(ev->kv.key, ev->kv.key_len),
+					 .key_len = ev->kv.key_len,
+					 .value = dup_bytes(ev->kv.value, ev->kv.value_len),
+					 .value_len = ev->kv.value_len,
+					 .mod_revision = ev->kv.mod_revision};
+	}
+}
+
+static void
+w_wake(struct etcdr *c)
+{
+	c->w_live = true;
+	c->w_from = c->watch_from > 0 ? c->watch_from : c->rev + 1;
+	if (c->n_dormant > 0 || c->dormant_reset) {
+		struct etcd_event *evs = c->dormant;
+		size_t n = c->n_dormant;
+		bool reset = c->dormant_reset;
+
+		c->dormant = NULL;
+		c->n_dormant = 0;
+		c->dormant_reset = false;
+		etcdr_w_events(c, evs, n, reset);
+		for (size_t i = 0; i < n; i++) {
+			free(evs[i].kv.key);
+			free(evs[i].kv.value);
+		}
+		free(evs);
+	}
+}
+
+void
+etcdr_stream_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
+		void *arg)
+{
+	struct etcdr *c = arg;
+
+	if (err < 0) {
+		rdzv_progress(c->r, "%s; reconnecting", errmsg);
+		return;
+	}
+	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
+		return;
+	}
+	if (resp->watch_id == ETCDR_WATCH_ASSIGN) {
+		etcdr_assign_watch_cb(resp, reset, c);
+	} else if (c->w_live) {
+		etcdr_w_events(c, resp->events, resp->n_events, reset);
+	} else {
+		dormant_keep(c, resp, reset);
+	}
+}
+
 void
 etcdr_watches_update(struct etcdr *c)
 {
@@ -225,25 +400,26 @@ void
 etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct etcdr *c = arg;
-	bool blind = etcdr_blind(c);
-	int64_t from;
 
 	if (c->boot != BOOT_READY || c->fin != FIN_NONE || c->r->observer) {
 		return; /* an observer only reads (rdzv_new_observer) */
 	}
-	if (blind && !c->awatch) {
-		c->awatch = etcd_watch_new(c->cl, c->assign_key, NULL, c->rev + 1, false,
-					   assign_watch_cb, c);
-	} else if (!blind && c->awatch) {
-		etcd_watch_free(c->awatch);
-		c->awatch = NULL;
+	if (!c->watch) {
+		/* One stream for both: a second would cost etcd a connection, a
+		 * gRPC stream and their goroutines per node. */
+		struct etcd_watch_spec specs[] = {
+			[ETCDR_WATCH_ASSIGN] = {.key = c->assign_key, .start_revision = c->rev + 1},
+			[ETCDR_WATCH_W] = {.key = c->watch_prefix,
+					   .range_end = c->watch_end,
+					   .start_revision = c->rev + 1},
+		};
+
+		c->watch = etcd_watch_new_multi(c->cl, specs, 2, etcdr_stream_cb, c);
 	}
-	if (!blind && !c->watch) {
+	if (!c->w_live && !etcdr_blind(c)) {
 		/* From our assignment on: the rank exchange's answer may be in
 		 * already, the round's earlier changes are not ours. */
-		from = c->watch_from > 0 ? c->watch_from : c->rev + 1;
-		c->watch = etcd_watch_new(c->cl, c->watch_prefix, c->watch_end, from, false,
-					  etcdr_watch_cb, c);
+		w_wake(c);
 	}
 	if (c->coordinator && !c->deaths) {
 		/* The coordinator alone hears of deaths (from the creation of

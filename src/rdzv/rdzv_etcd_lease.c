@@ -530,8 +530,6 @@ fin_step(struct etcdr *c, int err)
 		c->deaths = NULL;
 		etcd_watch_free(c->jwatch);
 		c->jwatch = NULL;
-		etcd_watch_free(c->awatch);
-		c->awatch = NULL;
 		if (c->lease == 0) {
 			c->fin = FIN_NONE;
 			rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
