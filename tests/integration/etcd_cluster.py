@@ -29,7 +29,9 @@ def wait_until(pred, timeout=20.0, interval=0.05):
 class Etcd:
     """A throwaway etcd cluster of n members on loopback (tech-notes §4.3)."""
 
-    def __init__(self, n=1):
+    def __init__(self, n=1, extra_args=(), env=None):
+        """extra_args: more etcd flags for every member; env: its environment
+        (None: ours)."""
         self.dir = tempfile.mkdtemp(prefix="elasticd-etcd-",
                                     dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         self.members = []
@@ -48,9 +50,10 @@ class Etcd:
                     "--initial-cluster", cluster, "--initial-cluster-state", "new",
                     "--initial-cluster-token", token, "--logger", "zap",
                     "--log-level", "error", "--heartbeat-interval", "50",
-                    "--election-timeout", "500"]
+                    "--election-timeout", "500", *extra_args]
             m["log"] = open(os.path.join(self.dir, m["name"] + ".log"), "w")
-            m["proc"] = subprocess.Popen(args, stdout=m["log"], stderr=subprocess.STDOUT)
+            m["proc"] = subprocess.Popen(args, stdout=m["log"], stderr=subprocess.STDOUT,
+                                         env=env)
         for m in self.members:
             ok = wait_until(lambda: self.healthy(m), timeout=30, interval=0.1)
             if not ok:
