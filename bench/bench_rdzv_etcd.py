@@ -2,12 +2,13 @@
 """bench_rdzv_etcd.py -- the etcd rendezvous backend at scale.
 
     /usr/bin/python3 bench/bench_rdzv_etcd.py [--build build] [--agents 2,16,64]
-        [--swarm 16,64,256] [--reps 3] [--slice 2500] [--tuned]
+        [--swarm 16,64,256] [--reps 3] [--slice 2500] [--barrier N,...] [--tuned]
 
 --tuned runs etcd as a large job's operator may: GOGC=400 in its environment
 (Go's garbage collector runs a quarter as often: GC was about 14 % of etcd's
-CPU here) and --backend-batch-interval=10ms (fewer copies of its write
-buffer for readers); defaults otherwise.
+CPU here) and --backend-batch-interval=10ms (etcd 3.4 commits its write
+buffer more often, so the buffer each reader copies stays small); defaults
+otherwise.
 
 Figures (one single-member etcd on loopback, data on /dev/shm, started here):
   1  N real elasticd processes (`--nnodes N --rdzv-backend etcd`, one
@@ -77,21 +78,26 @@ def etcd_cpu(etcd):
     return total
 
 
-def parse_swarm(out):
-    """rdzv_swarm's "swarm k=v ..." line as a dict."""
+def parse_swarm(out, what="swarm"):
+    """rdzv_swarm's "<what> k=v ..." line as a dict."""
     for line in out.decode().splitlines():
-        if line.startswith("swarm "):
+        if line.startswith(what + " "):
             return dict(kv.split("=", 1) for kv in line.split()[1:])
     return None
 
 
-def swarm_once(build, etcd, n, run_id, slice_size):
+def swarm_once(build, etcd, n, run_id, slice_size, barrier=False):
     """n participants in processes of at most slice_size each (the fd limit
     is per process), all started at once. Returns (seconds from the first
     start to the last participant holding its round, bytes read and written
     per participant: /proc/<pid>/io of the swarm processes, the coordinator's
-    O(N) included; etcd's CPU seconds), or None."""
-    env = dict(os.environ, RDZV_SWARM_BACKEND="etcd")
+    O(N) included; etcd's CPU seconds), or None. barrier: then every
+    participant enters the exit barrier, and the result is (seconds from the
+    last participant holding its round to the last one through the barrier,
+    bytes read, written per participant in the barrier, etcd's CPU seconds
+    for the round and the barrier together)."""
+    env = dict(os.environ, RDZV_SWARM_BACKEND="etcd",
+               RDZV_SWARM_BARRIER="1" if barrier else "0")
     conf = "join_timeout=300,last_call_timeout=0.5"
     driver = os.path.join(build, "tests", "rdzv_swarm")
     procs = []
@@ -104,7 +110,7 @@ def swarm_once(build, etcd, n, run_id, slice_size):
                                       env=dict(env, RDZV_SWARM_SLICE="%d:%d" % (first, count)),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
         first += count
-    outs = []
+    outs, bars = [], []
     try:
         for p in procs:
             out, err = p.communicate(timeout=600)
@@ -112,12 +118,19 @@ def swarm_once(build, etcd, n, run_id, slice_size):
                 sys.stderr.write(err.decode()[-500:])
                 return None
             outs.append(parse_swarm(out))
+            bars.append(parse_swarm(out, "barrier"))
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
     last = max(float(o["last_abs"]) for o in outs)
+    if barrier:
+        if any(b is None or b["failed"] != "0" for b in bars):
+            return None
+        return (max(float(b["last_abs"]) for b in bars) - last,
+                sum(int(b["rchar"]) for b in bars) / n,
+                sum(int(b["wchar"]) for b in bars) / n, etcd_cpu(etcd) - cpu0)
     rd = sum(int(o["rchar"]) for o in outs) / n
     wr = sum(int(o["wchar"]) for o in outs) / n
     return last - t0, rd, wr, etcd_cpu(etcd) - cpu0
@@ -131,6 +144,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--slice", type=int, default=2500,
                     help="participants per swarm process (each holds ~3 fds per participant)")
+    ap.add_argument("--barrier", default="",
+                    help="N,... : the exit barrier after a round of N participants")
     ap.add_argument("--tuned", action="store_true",
                     help="etcd with GOGC=400 and --backend-batch-interval=10ms")
     args = ap.parse_args()
@@ -163,6 +178,26 @@ def main():
             for _ in range(args.reps):
                 runs += 1
                 r = swarm_once(args.build, etcd, n, "swarm%d" % runs, args.slice)
+                if r is not None:
+                    res.append(r)
+            times = [r[0] for r in res]
+            print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)  read %s B  written %s B  "
+                  "etcd CPU %s s  load %s" % (
+                n, statistics.median(times) if times else float("nan"),
+                min(times) if times else float("nan"), len(times), args.reps,
+                "%.0f" % statistics.median(r[1] for r in res) if res else "-",
+                "%.0f" % statistics.median(r[2] for r in res) if res else "-",
+                "%.1f" % statistics.median(r[3] for r in res) if res else "-",
+                open("/proc/loadavg").read().split()[0]), flush=True)
+        if args.barrier:
+            print("3  N participants hold a round, then all enter the exit barrier: last "
+                  "round held -> last one through (s), bytes read / written per participant "
+                  "in the barrier, etcd CPU for round and barrier")
+        for n in [int(x) for x in args.barrier.split(",") if x]:
+            res = []
+            for _ in range(args.reps):
+                runs += 1
+                r = swarm_once(args.build, etcd, n, "barrier%d" % runs, args.slice, True)
                 if r is not None:
                     res.append(r)
             times = [r[0] for r in res]

@@ -22,6 +22,10 @@
  * round, they all call rdzv_next again at once (as every agent does after a
  * worker failure), and a second line "reform last_abs=<s> rchar=<bytes>
  * wchar=<bytes>" follows (the bytes of that round alone).
+ * RDZV_SWARM_BARRIER=1: once every participant of this process holds its
+ * round, they all enter the exit barrier (as every agent does when its
+ * workers succeeded), and a line "barrier N=<n> failed=<f> start_abs=<s>
+ * last_abs=<s> rchar=<bytes> wchar=<bytes>" follows once all passed it.
  * RDZV_SWARM_HOLD=1: then keep the event loop (and a store hosted here)
  * running until stdin reaches EOF.
  * Exit 0, or 1 on any rendezvous error. */
@@ -79,6 +83,19 @@ done_cb(int err, const struct rdzv_result *res, const char *errmsg, void *arg)
 	}
 	last = now;
 	if (n_done == n_total) {
+		event_base_loopbreak(base);
+	}
+}
+
+static void
+finished_cb(int err, const char *errmsg, void *arg)
+{
+	if (err < 0) {
+		fprintf(stderr, "rdzv_swarm: participant %ld: barrier: %s\n", (long)(intptr_t)arg,
+			errmsg ? errmsg : "error");
+		n_failed++;
+	}
+	if (++n_done == n_total) {
 		event_base_loopbreak(base);
 	}
 }
@@ -158,6 +175,28 @@ reform(struct rdzv **rs, const char *nn)
 	fflush(stdout);
 }
 
+/* Every participant enters the exit barrier; wait until all passed it. */
+static void
+barrier(struct rdzv **rs, const char *nn)
+{
+	long long rchar = proc_io("rchar"), wchar = proc_io("wchar");
+	double start_abs = abs_now();
+
+	n_done = 0;
+	for (int i = 0; i < n_total; i++) {
+		if (rdzv_exit_barrier(rs[i]) < 0) {
+			n_failed++;
+			n_done++;
+		}
+	}
+	if (n_done < n_total) {
+		event_base_dispatch(base);
+	}
+	printf("barrier N=%s failed=%d start_abs=%.6f last_abs=%.6f rchar=%lld wchar=%lld\n", nn,
+	       n_failed, start_abs, abs_now(), proc_io("rchar") - rchar, proc_io("wchar") - wchar);
+	fflush(stdout);
+}
+
 /* Keep serving (a store hosted here) until stdin closes. */
 static void
 hold(void)
@@ -210,6 +249,7 @@ main(int argc, char **argv)
 	start_abs = abs_now();
 	for (int i = 0; i < n_total; i++) {
 		struct rdzv_callbacks cb = {.done = done_cb,
+					    .finished = finished_cb,
 					    .arg = (void *)(intptr_t)(first_i + i)};
 
 		rs[i] = rdzv_new(base, hosted && i == 0 ? &host_cfg : &cfg, 1, &cb, &err);
@@ -226,6 +266,9 @@ main(int argc, char **argv)
 	fflush(stdout);
 	if (env_is("RDZV_SWARM_ROUNDS", "2") && !n_failed) {
 		reform(rs, nn);
+	}
+	if (env_is("RDZV_SWARM_BARRIER", "1") && !n_failed) {
+		barrier(rs, nn);
 	}
 	if (env_is("RDZV_SWARM_HOLD", "1")) {
 		hold();

@@ -488,6 +488,9 @@ agent_group_stopped_deferred(evutil_socket_t fd, short what, void *arg)
 	}
 	agent_decide_inputs(a, &in);
 	a->decision = agent_decide(&in);
+	if (a->decision.quarantine_spared) {
+		agent_quarantine_spared(a, in.quarantine_failures);
+	}
 	log_debug("%s: %s (%s)%s, delay %.3f s", __func__, agent_action_name(a->decision.action),
 		  agent_reason_name(a->decision.reason),
 		  a->decision.spends_restart ? ", spending a restart" : "",

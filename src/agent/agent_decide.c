@@ -257,7 +257,8 @@ cond_holds(enum cond c, const struct agent_decide_in *in)
 	case COND_WINDOW_FULL:
 		return in->window_max > 0 && in->window_restarts >= in->window_max;
 	case COND_QUARANTINE:
-		return in->quarantine_max > 0 && in->quarantine_failures >= in->quarantine_max;
+		return in->quarantine_max > 0 && in->quarantine_failures >= in->quarantine_max &&
+		       !in->quarantine_exempt;
 	case COND_QUARANTINE_EXIT:
 		return in->quarantine_exit;
 	}
@@ -325,8 +326,8 @@ backoff_delay(const struct agent_decide_in *in, int streak)
 	return d > max ? in->backoff_max_usec : (uint64_t)d;
 }
 
-struct agent_decision
-agent_decide(const struct agent_decide_in *in)
+static struct agent_decision
+decide(const struct agent_decide_in *in)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(rules); i++) {
 		const struct rule *r = &rules[i];
@@ -358,6 +359,20 @@ agent_decide(const struct agent_decide_in *in)
 		.exit_code = AGENT_EXIT_FAILURE,
 		.failure_streak = in->failure_streak,
 	};
+}
+
+struct agent_decision
+agent_decide(const struct agent_decide_in *in)
+{
+	struct agent_decision d = decide(in);
+
+	if (in->quarantine_exempt) {
+		struct agent_decide_in plain = *in;
+
+		plain.quarantine_exempt = false;
+		d.quarantine_spared = decide(&plain).reason == AGENT_REASON_QUARANTINED;
+	}
+	return d;
 }
 
 /* ---- the restart policy's counters ----------------------------------------- */

@@ -146,6 +146,9 @@ struct agent_decide_in {
 	int quarantine_failures;
 	int quarantine_max;
 	bool quarantine_exit;
+	/* This node serves the c10d store of a job of several nodes: never
+	 * quarantined (the store and the admissions would leave with it). */
+	bool quarantine_exempt;
 };
 
 /* What to do. */
@@ -156,13 +159,15 @@ struct agent_decision {
 	int exit_code;            /* FINISH, FAIL, EXIT: elasticd's exit status */
 	uint64_t delay_usec;      /* RESTART: wait this long first (the backoff), 0: at once */
 	int failure_streak;       /* the new failure_streak (a spent restart; else the input's) */
+	bool quarantine_spared;   /* without quarantine_exempt it would be quarantined */
 };
 
 /* An attempt that ran at least this many times MAX of --restart-backoff
  * before it failed starts the backoff over at MIN. */
 #define AGENT_BACKOFF_RESET_FACTOR 10
 
-/* Decide what to do once the worker group has stopped. Pure; never fails: an
+/* Decide what to do once the worker group has stopped (quarantine_spared:
+ * the same input without quarantine_exempt quarantines). Pure; never fails: an
  * input no rule expects is AGENT_ACTION_EXIT with AGENT_REASON_UNEXPECTED and
  * exit status 1. A failure restart waits MIN * 2^(streak-1) plus up to half
  * of that again by jitter, at most MAX (streak: failure restarts in a row,

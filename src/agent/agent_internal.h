@@ -162,7 +162,6 @@ struct agent {
 	struct event *quarantine_watch; /* re-reads the shared state for a readmission */
 	struct rdzv *quarantine_rdzv;   /* ... through a handle of its own, NULL: none */
 	bool quarantine_watch_warned;   /* it could not be made (logged once) */
-	int quarantine_exemptions;      /* F reached while hosting the c10d store */
 	uint64_t quarantine_checks;     /* reads of the shared state in this quarantine */
 	/* The readmit verb for another node (agent_request_readmit): its host
 	 * (NULL: none under way), a fresh read then the write (readmit_writing),
@@ -329,11 +328,18 @@ void agent_enter_draining(struct agent *a, enum agent_phase old);
 void agent_quarantine_setup(struct agent *a);
 
 /* An attempt of this node failed: count it; returns its failed attempts in
- * the last W seconds, this one included (0 with --quarantine off). A node
- * that hosts the c10d store of a job of more nodes is exempt: at F it gets
- * 0, with a warning, the event elasticd.node.quarantine_exempt and a count
- * in the status, since the job's store and admissions would leave with it. */
+ * the last W seconds, this one included (0 with --quarantine off). */
 int agent_quarantine_count(struct agent *a);
+
+/* Whether this node is never quarantined: it serves the c10d store of a job
+ * of several nodes, and leaving would take the job's store and admissions
+ * with it (the others would wait for a round nobody forms). */
+bool agent_quarantine_exempt(const struct agent *a);
+
+/* The decision spared this exempt node a quarantine after n failures: a
+ * warning, the event elasticd.node.quarantine_exempt and its count (status,
+ * metric); it goes on as without --quarantine. */
+void agent_quarantine_spared(struct agent *a, int n);
 
 /* Carry out a QUARANTINE decision: record it (log, event, STATUS=), leave
  * the rendezvous open for the others, enter phase QUARANTINED and wait out

@@ -117,6 +117,7 @@ agent_decide_inputs(struct agent *a, struct agent_decide_in *in)
 	in->quarantine_failures = agent_quarantine_count(a);
 	in->quarantine_max = cfg->quarantine_n;
 	in->quarantine_exit = cfg->quarantine_exit;
+	in->quarantine_exempt = agent_quarantine_exempt(a);
 	in->no_restart_code = agent_no_restart_worker(a) != NULL;
 	if (a->window_times) {
 		in->window_restarts =

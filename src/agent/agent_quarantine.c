@@ -51,15 +51,11 @@ agent_quarantine_setup(struct agent *a)
 	}
 }
 
-/* F failures of a node that hosts the c10d store: leaving would take the
- * job's store and admissions with it (the others would wait for a round
- * nobody forms), so it stays and restarts as without --quarantine. */
-static void
-quarantine_exempt(struct agent *a, int n)
+void
+agent_quarantine_spared(struct agent *a, int n)
 {
 	struct elastic_event ev;
 
-	a->quarantine_exemptions++;
 	a->stats.quarantine_exemptions++;
 	log_warn("[%s] %d failed attempts of this node within %g s (--quarantine %d/%g), but it "
 		 "hosts the c10d rendezvous store: not quarantined (the job's store would leave "
@@ -80,21 +76,20 @@ agent_quarantine_count(struct agent *a)
 {
 	const struct config *cfg = a->cfg;
 	uint64_t now = now_usec();
-	int n;
 
 	if (!a->quarantine_times || !agent_root_cause_counts(a)) {
 		return 0; /* off, or another node's failure (agent_rootcause.c) */
 	}
 	a->quarantine_times[a->quarantine_next] = now;
 	a->quarantine_next = (a->quarantine_next + 1) % (size_t)cfg->quarantine_n;
-	n = agent_window_count(a->quarantine_times, (size_t)cfg->quarantine_n, now,
-			       seconds_to_usec(cfg->quarantine_s));
-	if (n >= cfg->quarantine_n && cfg->max_nodes > 1 && !cfg->standalone &&
-	    rdzv_hosts_store(a->rdzv)) {
-		quarantine_exempt(a, n);
-		return 0;
-	}
-	return n;
+	return agent_window_count(a->quarantine_times, (size_t)cfg->quarantine_n, now,
+				  seconds_to_usec(cfg->quarantine_s));
+}
+
+bool
+agent_quarantine_exempt(const struct agent *a)
+{
+	return a->cfg->max_nodes > 1 && !a->cfg->standalone && rdzv_hosts_store(a->rdzv);
 }
 
 void

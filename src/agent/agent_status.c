@@ -240,7 +240,7 @@ agent_status_json(struct agent *a)
 	json_object_set_new(o, "quarantine_count",
 			    json_pack("{s:i, s:i, s:i}", "quarantines", a->quarantines, "inherited",
 				      a->quarantines_inherited, "exemptions",
-				      a->quarantine_exemptions));
+				      (int)a->stats.quarantine_exemptions));
 	json_object_set_new(o, "excluded",
 			    a->exclude_reason ? json_string(a->exclude_reason) : json_null());
 	json_object_set_new(o, "uptime_s",

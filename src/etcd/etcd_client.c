@@ -329,10 +329,21 @@ struct etcd_watch {
 	struct evbuffer *buf;
 	struct event *timer;
 	bool failed;      /* the last stream ended with an error: next endpoint */
+	bool restart;     /* a watch of the stream ended: open the stream again */
 	unsigned n_fails; /* in a row */
 };
 
 static void watch_send(struct etcd_watch *w);
+
+/* Open the stream again (from the timer: never inside its own callback). */
+static void
+watch_restart(struct etcd_watch *w)
+{
+	struct timeval now = {0, 0};
+
+	w->restart = true;
+	evtimer_add(w->timer, &now);
+}
 
 static void
 watch_line(struct etcd_watch *w, const char *line, size_t len)
@@ -342,10 +353,13 @@ watch_line(struct etcd_watch *w, const char *line, size_t len)
 	struct watch_slot *s;
 
 	if (err == 0 && (resp.watch_id < 0 || (uint64_t)resp.watch_id >= w->n_slots)) {
+		/* Not one of ours (etcd 3.5 answers a failed create with -1):
+		 * the stream is opened again. */
 		free(resp.error);
 		resp.error = xasprintf("an answer for watch %" PRId64 " of %zu", resp.watch_id,
 				       w->n_slots);
 		err = -EBADMSG;
+		watch_restart(w);
 	}
 	if (err < 0) {
 		char *msg = xasprintf("etcd watch at %s: %s", w->cl->eps[w->ep].name,
@@ -359,11 +373,13 @@ watch_line(struct etcd_watch *w, const char *line, size_t len)
 	w->n_fails = 0;
 	s = &w->slots[resp.watch_id];
 	if (resp.canceled) {
-		/* The start revision was compacted: restart from now, and tell the
-		 * owner to re-read. */
+		/* The start revision was compacted: this watch starts again from
+		 * now (the others of the stream resume where they were), and the
+		 * owner is told to re-read. */
 		s->last_rev = 0;
 		s->start = 0;
 		s->reset = true;
+		watch_restart(w);
 		etcd_response_release(&resp);
 		return;
 	}
@@ -373,8 +389,10 @@ watch_line(struct etcd_watch *w, const char *line, size_t len)
 				s->last_rev = resp.events[i].kv.mod_revision;
 			}
 		}
-	} else if (resp.revision > s->last_rev && (resp.created || s->last_rev > 0)) {
-		/* Created or a progress notification: all up to it was sent. */
+	} else if (resp.revision > s->last_rev &&
+		   (resp.created ? s->last_rev == 0 : s->last_rev > 0)) {
+		/* Created from now, or a progress notification: all up to it was
+		 * sent. (Created from a past revision: the replay follows.) */
 		s->last_rev = resp.revision;
 	}
 	if (resp.n_events > 0 || s->reset) {
@@ -409,12 +427,18 @@ watch_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct etcd_watch *w = arg;
 
-	if (w->failed && w->evcon) {
+	if ((w->failed || w->restart) && w->evcon) {
 		/* Not from inside the connection's own callback. */
 		evhttp_connection_free(w->evcon);
 		w->evcon = NULL;
-		w->ep = (w->ep + 1) % w->cl->n_eps;
+		w->req = NULL;
+		evbuffer_drain(w->buf, evbuffer_get_length(w->buf));
+		if (w->failed) {
+			w->ep = (w->ep + 1) % w->cl->n_eps;
+		}
 	}
+	w->restart = false;
+	w->failed = false;
 	watch_send(w);
 }
 

@@ -206,9 +206,8 @@ struct etcd_watch_spec {
  * (a reconnection resumes each) and its own reset; cb's resp->watch_id is
  * the index of the watch in specs. An answer for another id is reported as
  * an error (err -EBADMSG). Returns NULL when n is out of range. */
-struct etcd_watch *etcd_watch_new_multi(struct etcd_client *cl,
-					const struct etcd_watch_spec *specs, size_t n,
-					etcd_watch_cb cb, void *arg);
+struct etcd_watch *etcd_watch_new_multi(struct etcd_client *cl, const struct etcd_watch_spec *specs,
+					size_t n, etcd_watch_cb cb, void *arg);
 /* Move the watch to the endpoint the client's unary calls now use, when it
  * differs (a member that lost quorum may keep a stream open and silent);
  * resumes from the last revision seen + 1. Not from inside a watch_cb. */

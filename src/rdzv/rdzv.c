@@ -106,12 +106,17 @@ rdzv_num_nodes_waiting(struct rdzv *r)
 void
 rdzv_shutdown(struct rdzv *r)
 {
-	r->ops->shutdown(r);
+	if (!r->observer) { /* no member: closes nothing */
+		r->ops->shutdown(r);
+	}
 }
 
 int
 rdzv_exit_barrier(struct rdzv *r)
 {
+	if (r->observer) {
+		return -EINVAL;
+	}
 	if (r->ops->exit_barrier) {
 		return r->ops->exit_barrier(r);
 	}
@@ -122,6 +127,9 @@ rdzv_exit_barrier(struct rdzv *r)
 int
 rdzv_finish(struct rdzv *r, bool close)
 {
+	if (r->observer) {
+		return -EINVAL;
+	}
 	readmit_cancel(r);
 	if (r->ops->finish) {
 		return r->ops->finish(r, close);
@@ -162,6 +170,9 @@ rdzv_leave(struct rdzv *r, uint64_t timeout_usec, void (*done)(void *arg), void 
 
 	if (!r->ops->finish) {
 		return -EOPNOTSUPP;
+	}
+	if (r->observer) {
+		return -EINVAL;
 	}
 	if (r->left || r->leave_timer) {
 		return -EALREADY;
@@ -315,6 +326,9 @@ rdzv_report_failure(struct rdzv *r, int64_t round, int64_t usec,
 {
 	if (!r->ops->run_op) {
 		return -EOPNOTSUPP;
+	}
+	if (r->observer) {
+		return -EINVAL;
 	}
 	if (r->readmit_active) {
 		return -EBUSY;

@@ -165,11 +165,11 @@ struct rdzv *rdzv_new(struct event_base *base, const struct config *cfg, int loc
 		      const struct rdzv_callbacks *cb, char **reterr);
 /* As rdzv_new, for a node that is out of the job (quarantined) but watches
  * its shared state: only rdzv_readmit, rdzv_snapshot and rdzv_free are for
- * it. It is no member: c10d never hosts a store (it connects to the one
- * left hosts, the handle the node left the job with, borrowed for the call,
- * may be NULL; else to the endpoint, even with is_host=true), etcd takes no
- * lease and writes no a/ key, so it never coordinates and the others never
- * count it. */
+ * it (rdzv_next, _exit_barrier, _finish, _leave and _report_failure return
+ * -EINVAL, rdzv_shutdown does nothing). It is no member: c10d never hosts a store (it connects to
+ * the one left hosts, the handle the node left the job with, borrowed for the call, may be NULL;
+ * else to the endpoint, even with is_host=true), etcd takes no lease and writes no a/ key, so it
+ * never coordinates and the others never count it. */
 struct rdzv *rdzv_new_observer(struct event_base *base, const struct config *cfg,
 			       int local_world_size, const struct rdzv_callbacks *cb,
 			       struct rdzv *left, char **reterr);
@@ -234,9 +234,10 @@ bool rdzv_degraded(struct rdzv *r, uint64_t *ret_since_usec, const char **ret_wh
  * Accepts NULL r. */
 bool rdzv_coordinates(struct rdzv *r);
 
-/* Whether this node hosts the rendezvous store the other nodes connect to
- * (c10d: its endpoint is ours, or is_host=true): the job's store and its
- * admissions leave with it. False for the other backends. Accepts NULL r. */
+/* Whether this agent serves the rendezvous store the other nodes connect to
+ * (c10d: it bound the endpoint's port, as its host or with is_host=true):
+ * the job's store and its admissions leave with it. False for the other
+ * backends. Accepts NULL r. */
 bool rdzv_hosts_store(struct rdzv *r);
 
 /* Before rdzv_finish(r, true) after this node's workers failed for good:

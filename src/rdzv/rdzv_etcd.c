@@ -34,7 +34,9 @@
  *                    i/ keys of the round's participants (as torch 2.x's
  *                    agent: rank 0 gathers, everyone reads one answer): roles,
  *                    local world sizes, MASTER_ADDR and a free MASTER_PORT
- *   w/b/<round>/<rank> exit barrier
+ *   b/<round>/<rank> exit barrier arrivals (watched by group rank 0 alone)
+ *   w/b/<round>      put by group rank 0 once every rank arrived: the
+ *                    barrier is over (one event per node, not N)
  *   n/<node>         the coordinator's word to one node: "<round> <rank>
  *                    <world> <gen> <rev>" once a round completes (rev: the
  *                    state write that completed it), "spare" or "closed"
@@ -237,9 +239,15 @@ etcdr_assignment_key(const struct etcdr *c, int64_t round)
 }
 
 char *
-etcdr_round_prefix(const struct etcdr *c, char kind, int64_t round)
+etcdr_arrival_prefix(const struct etcdr *c, int64_t round)
 {
-	return xasprintf("%sw/%c/%" PRId64 "/", c->prefix, kind, round);
+	return xasprintf("%sb/%" PRId64 "/", c->prefix, round);
+}
+
+char *
+etcdr_barrier_key(const struct etcdr *c, int64_t round)
+{
+	return xasprintf("%sw/b/%" PRId64, c->prefix, round);
 }
 
 /* etcd could not be reached (every member tried): log, retry until the
@@ -714,7 +722,6 @@ etcdr_free(struct rdzv *r)
 		return;
 	}
 	etcd_watch_free(c->watch);
-	etcdr_dormant_clear(c);
 	etcd_watch_free(c->deaths);
 	etcd_watch_free(c->jwatch);
 	etcd_client_free(c->cl);
@@ -741,6 +748,7 @@ etcdr_free(struct rdzv *r)
 	free(c->joiners);
 	free(c->assignment);
 	free(c->arrived);
+	etcd_watch_free(c->bwatch);
 	free(c->master_addr);
 	strv_free(c->dead);
 	free(c->join_prefix);

@@ -57,16 +57,15 @@ struct etcdr {
 	struct etcd_client *cl;
 	/* This node's one stream (etcd_watch_new_multi): watch 0 its n/<node>
 	 * (ETCDR_WATCH_ASSIGN), watch 1 w/ (ETCDR_WATCH_W), from the boot on.
-	 * w/ sleeps while the node waits blind for its first word: the events
-	 * that may matter later wait in dormant (copies, at most
-	 * ETCDR_DORMANT_MAX, else dormant_reset: a re-read), and when it wakes
-	 * (w_live) those from w_from on are taken, as a watch started there
-	 * would have brought them. */
+	 * w/ is dormant while the node waits blind for its first word: what
+	 * calls for a re-read is kept as its revision (dormant_reread; a
+	 * compacted history: dormant_reset), and when w/ wakes (w_live) a
+	 * re-read follows only if one came from w_from on, as a watch started
+	 * there would have brought it. */
 	struct etcd_watch *watch;
 	bool w_live;
 	int64_t w_from;
-	struct etcd_event *dormant;
-	size_t n_dormant;
+	int64_t dormant_reread;
 	bool dormant_reset;
 	struct etcd_watch *deaths; /* a/ deletions */
 	char *prefix;
@@ -129,8 +128,8 @@ struct etcdr {
 	bool behind_looked;        /* read again after waiting long */
 	/* A coordinated joiner waits for its n/<node> key (rdzv_etcd_assign.c)
 	 * instead of reading the state, whose size grows with N. */
-	bool blind_off;            /* this join reads the state */
-	uint64_t blind_asked;      /* when the blind join last asked (mono usec) */
+	bool blind_off;       /* this join reads the state */
+	uint64_t blind_asked; /* when the blind join last asked (mono usec) */
 	/* A first join's request and first look ride on the boot's txn
 	 * (boot_join); boot_looked: it found no word and nothing closed, so
 	 * the join's first blind read is done already. */
@@ -138,12 +137,12 @@ struct etcdr {
 	bool boot_looked;
 	int64_t ran_round;      /* the last round this node ran, -1: none */
 	struct event *watch_ev; /* moves the watches (not from their callbacks) */
-	int64_t watch_from;     /* the w/ watch starts here (0: at c->rev + 1) */
+	int64_t watch_from;     /* w/ is heeded from here (0: from c->rev + 1) */
 	/* The coordinator's word to the others (n/<node> keys). */
 	struct rdzv_assign_memo told; /* rdzv_assign.h */
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
-	int rd_state, rd_alive, rd_coord, rd_join, rd_exch, rd_barrier;
+	int rd_state, rd_alive, rd_coord, rd_join, rd_exch, rd_barrier, rd_arrivals;
 	bool rd_take; /* and it may take the coord key (etcdr_encode_look) */
 
 	/* The I/O lane (sync.io_pending): one read or compare-and-set at a
@@ -163,8 +162,14 @@ struct etcdr {
 	char *assignment;        /* the newest w/r/<round> seen */
 	size_t assignment_len;
 	int64_t assignment_round;
-	bool *arrived; /* exit barrier: group ranks seen in w/b/<round>/ */
+	/* The exit barrier: group rank 0 counts the arrivals (b/<round>/) on
+	 * a watch of its own and puts w/b/<round> once all are in; every node
+	 * passes when it sees that key (barrier_passed). */
+	bool *arrived;
 	int n_arrived;
+	struct etcd_watch *bwatch;
+	bool barrier_put;
+	bool barrier_passed;
 	struct event *aux_timer;   /* exchange / barrier deadline */
 	struct event *admit_timer; /* the coordinator lets requests gather */
 
@@ -211,8 +216,12 @@ void etcdr_take_joiners(struct etcdr *c, const struct etcd_range *r);
 void etcdr_joiners_clear(struct etcdr *c);
 /* "w/r/<round>" (malloc'd). */
 char *etcdr_assignment_key(const struct etcdr *c, int64_t round);
-/* "w/<kind>/<round>/" (malloc'd). */
-char *etcdr_round_prefix(const struct etcdr *c, char kind, int64_t round);
+/* The exit barrier's keys (malloc'd): "b/<round>/", under which each group
+ * rank puts its arrival (outside w/: only group rank 0 watches them), and
+ * "w/b/<round>", which group rank 0 puts once all arrived (one w/ event
+ * each, instead of N). */
+char *etcdr_arrival_prefix(const struct etcdr *c, int64_t round);
+char *etcdr_barrier_key(const struct etcdr *c, int64_t round);
 /* etcd could not be reached (err -errno, msg why): log at a bounded rate and
  * retry until the deadline of whatever waits. */
 void etcdr_io_failed(struct etcdr *c, int err, const char *msg);
@@ -227,18 +236,9 @@ void etcdr_deaths_cb(int err, const struct etcd_response *resp, bool reset, cons
 		     void *arg);
 /* A put whose answer only matters when it failed (logged). */
 void etcdr_put_done_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg);
-/* The node's stream (c->watch): its n/<node> watch goes to
- * etcdr_assign_watch_cb, its w/ watch to etcdr_w_events (or to dormant). */
+/* The watches of the node's stream (c->watch), by watch_id. */
 #define ETCDR_WATCH_ASSIGN 0
 #define ETCDR_WATCH_W 1
-#define ETCDR_DORMANT_MAX 32
-void etcdr_stream_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
-		     void *arg);
-void etcdr_assign_watch_cb(const struct etcd_response *resp, bool reset, struct etcdr *c);
-/* w/ events from c->w_from on (reset: some may be missed, re-read). */
-void etcdr_w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool reset);
-/* Drop the dormant events. */
-void etcdr_dormant_clear(struct etcdr *c);
 /* rdzv_backend_ops of the etcd backend (rdzv.h has their contracts). */
 int etcdr_next(struct rdzv *r);
 int etcdr_num_nodes_waiting(struct rdzv *r);
@@ -284,7 +284,7 @@ char *etcdr_encode_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bo
  * as before); look: the txn was etcdr_encode_look's (succeeded: we took the
  * key). Sets c->coordinator_name; etcdr_coordinator_set acts on it. */
 bool etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look);
-/* Note the arrival that a w/b/<round>/<rank> key names. */
+/* Note the arrival that a b/<round>/<rank> key names. */
 void etcdr_barrier_mark(struct etcdr *c, const char *key);
 /* Delete our join request j/<node> (not while its put is in flight). */
 void etcdr_intent_drop(struct etcdr *c);
@@ -322,7 +322,8 @@ char *etcdr_intent_ops(struct etcdr *c, struct etcd_op *ops, size_t *n);
 
 /* ---- rdzv_etcd_lease.c: lease, boot, exit barrier, leaving */
 
-/* The exit barrier: done when every group rank arrived. */
+/* The exit barrier: group rank 0 puts w/b/<round> once every group rank
+ * arrived; it is over for a node that saw that key. */
 void etcdr_barrier_check(struct etcdr *c);
 /* The next step of the boot: lease, a/<node>, watches. */
 void etcdr_boot_step(struct etcdr *c);

@@ -5,12 +5,13 @@
  * a round completes, "spare" for a node it put in the redundancy list and
  * "closed" for everyone who waits when the rendezvous closes, in txns of
  * ASSIGN_TXN_OPS puts (etcd's --max-txn-ops is 128 by default). A joiner
- * that does not hold w/coord watches only its own n/<node> key and reads,
- * in one txn with its join request, that key, the closed key and who
+ * that does not hold w/coord waits for its own n/<node> key and reads, in
+ * one txn with its join request, that key, the closed key and who
  * coordinates: O(1) bytes, whatever N. It reads the state (whose size grows
  * with N) only when the rendezvous closed, it is a spare, it coordinates now,
- * or its join deadline passed; it watches w/ only from its assignment on
- * (the rank exchange, the round's changes, the coordinator's death). */
+ * or its join deadline passed; it heeds w/ only from its assignment on (the
+ * rank exchange, the round's changes, the coordinator's death): one stream
+ * carries both watches from the boot, w/ dormant until then. */
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -185,8 +186,8 @@ etcdr_blind_read(struct etcdr *c)
 }
 
 /* The watch on n/<node> (watch 0 of the node's stream). */
-void
-etcdr_assign_watch_cb(const struct etcd_response *resp, bool reset, struct etcdr *c)
+static void
+assign_events(struct etcdr *c, const struct etcd_response *resp, bool reset)
 {
 	int took = 0;
 
@@ -214,7 +215,7 @@ enum w_kind {
 	W_REREAD, /* w/gen, or a deletion (the coordinator's key, the run's keys) */
 	W_ADMITTED,
 	W_ASSIGNMENT, /* w/r/<round>: the rank exchange's answer */
-	W_OTHER,      /* a barrier arrival (w/b/), w/coord taken */
+	W_OTHER,      /* the barrier's end (w/b/<round>), w/coord taken */
 };
 
 static enum w_kind
@@ -235,43 +236,54 @@ w_kind(const struct etcdr *c, const struct etcd_event *ev)
 	return W_OTHER;
 }
 
-/* w/: w/gen (and deletions: the run's keys going) call for a re-read; the
- * rank assignment and barrier arrivals are taken from the events. */
-void
-etcdr_w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool reset)
+/* One w/ event that needs no re-read: an admission, the rank exchange's
+ * answer, a barrier arrival. */
+static void
+w_event(struct etcdr *c, const struct etcd_event *ev)
+{
+	size_t rlen = strlen(c->watch_prefix) + 2;
+	long long round;
+
+	switch (w_kind(c, ev)) {
+	case W_REREAD:
+		return;
+	case W_ADMITTED:
+		/* Joiners admitted: the coordinator is at work. Those admitted
+		 * hear of it with the round's next notable change (w/gen); no
+		 * crowd of reads per batch. */
+		c->behind_since = 0;
+		c->behind_looked = false;
+		return;
+	case W_ASSIGNMENT:
+		if (parse_int(ev->kv.key + rlen, 0, INT64_MAX, &round) == 0) {
+			etcdr_set_assignment(c, round, ev->kv.value, ev->kv.value_len);
+		}
+		return;
+	case W_OTHER:
+		if (c->sync.barrier && !ev->is_delete) {
+			char *key = etcdr_barrier_key(c, c->sync.round);
+
+			c->barrier_passed = c->barrier_passed || strcmp(ev->kv.key, key) == 0;
+			free(key);
+		}
+		return;
+	}
+}
+
+/* w/ from c->w_from on: w/gen (and deletions: the run's keys going, the
+ * coordinator's death) call for a re-read; the rank assignment and barrier
+ * arrivals are taken from the events. */
+static void
+w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool reset)
 {
 	bool reread = reset;
-	size_t rlen = strlen(c->watch_prefix) + 2;
 
 	for (size_t i = 0; i < n; i++) {
-		const struct etcd_event *ev = &evs[i];
-		long long round;
-
-		if (ev->kv.mod_revision < c->w_from) {
+		if (evs[i].kv.mod_revision < c->w_from) {
 			continue; /* before this node's round: not its business */
 		}
-		switch (w_kind(c, ev)) {
-		case W_REREAD:
-			reread = true;
-			break;
-		case W_ADMITTED:
-			/* Joiners admitted: the coordinator is at work. Those
-			 * admitted hear of it with the round's next notable
-			 * change (w/gen); no crowd of reads per batch. */
-			c->behind_since = 0;
-			c->behind_looked = false;
-			break;
-		case W_ASSIGNMENT:
-			if (parse_int(ev->kv.key + rlen, 0, INT64_MAX, &round) == 0) {
-				etcdr_set_assignment(c, round, ev->kv.value, ev->kv.value_len);
-			}
-			break;
-		case W_OTHER:
-			if (c->sync.barrier) {
-				etcdr_barrier_mark(c, ev->kv.key);
-			}
-			break;
-		}
+		reread = reread || w_kind(c, &evs[i]) == W_REREAD;
+		w_event(c, &evs[i]);
 	}
 	if (reread) {
 		etcdr_read_all(c);
@@ -285,92 +297,53 @@ etcdr_w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool res
 	}
 }
 
-static char *
-dup_bytes(const char *p, size_t len)
-{
-	char *d = xmalloc(len + 1);
-
-	memcpy(d, p, len);
-	d[len] = '\0';
-	return d;
-}
-
-void
-etcdr_dormant_clear(struct etcdr *c)
-{
-	for (size_t i = 0; i < c->n_dormant; i++) {
-		free(c->dormant[i].kv.key);
-		free(c->dormant[i].kv.value);
-	}
-	free(c->dormant);
-	c->dormant = NULL;
-	c->n_dormant = 0;
-	c->dormant_reset = false;
-}
-
-/* w/ while the node waits blind: admissions count at once; what may
- * matter once it runs (re-reads, the rank exchange's answer) waits. */
+/* w/ while the node waits blind: admissions count at once, and so does the
+ * rank exchange's answer (the newest round is kept, whenever it comes);
+ * what calls for a re-read waits as its revision, re-read on wake only
+ * when it falls in the node's round. No barrier before the node runs. */
 static void
-dormant_keep(struct etcdr *c, const struct etcd_response *resp, bool reset)
+w_dormant(struct etcdr *c, const struct etcd_response *resp, bool reset)
 {
 	c->dormant_reset = c->dormant_reset || reset;
 	for (size_t i = 0; i < resp->n_events; i++) {
 		const struct etcd_event *ev = &resp->events[i];
-		struct etcd_event *d;
 
 		switch (w_kind(c, ev)) {
-		case W_ADMITTED:
-			c->behind_since = 0;
-			c->behind_looked = false;
-			continue;
-		case W_OTHER:
-			continue; /* no barrier before the node runs */
 		case W_REREAD:
+			if (ev->kv.mod_revision > c->dormant_reread) {
+				c->dormant_reread = ev->kv.mod_revision;
+			}
+			break;
+		case W_ADMITTED:
 		case W_ASSIGNMENT:
+			w_event(c, ev);
+			break;
+		case W_OTHER:
 			break;
 		}
-		if (c->n_dormant == ETCDR_DORMANT_MAX) {
-			c->dormant_reset = true; /* too many: a re-read instead */
-			continue;
-		}
-		if (!c->dormant) {
-			c->dormant = xcalloc(ETCDR_DORMANT_MAX, sizeof(*c->dormant));
-		}
-		d = &c->dormant[c->n_dormant++];
-		d->is_delete = ev->is_delete;
-		d->kv = (struct etcd_kv){.key = dup_bytes(ev->kv.key, ev->kv.key_len),
-					 .key_len = ev->kv.key_len,
-					 .value = dup_bytes(ev->kv.value, ev->kv.value_len),
-					 .value_len = ev->kv.value_len,
-					 .mod_revision = ev->kv.mod_revision};
 	}
 }
 
 static void
 w_wake(struct etcdr *c)
 {
+	bool reread = c->dormant_reset;
+
 	c->w_live = true;
 	c->w_from = c->watch_from > 0 ? c->watch_from : c->rev + 1;
-	if (c->n_dormant > 0 || c->dormant_reset) {
-		struct etcd_event *evs = c->dormant;
-		size_t n = c->n_dormant;
-		bool reset = c->dormant_reset;
-
-		c->dormant = NULL;
-		c->n_dormant = 0;
-		c->dormant_reset = false;
-		etcdr_w_events(c, evs, n, reset);
-		for (size_t i = 0; i < n; i++) {
-			free(evs[i].kv.key);
-			free(evs[i].kv.value);
-		}
-		free(evs);
+	reread = reread || c->dormant_reread >= c->w_from;
+	c->dormant_reset = false;
+	c->dormant_reread = 0;
+	if (reread) {
+		etcdr_read_all(c);
+	} else if (c->exchanging) {
+		etcdr_exchange_check(c); /* the answer may have come meanwhile */
 	}
 }
 
-void
-etcdr_stream_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
-		void *arg)
+/* The node's stream: its n/<node> watch, and w/ (dormant until woken). */
+static void
+stream_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
 
@@ -382,11 +355,11 @@ etcdr_stream_cb(int err, const struct etcd_response *resp, bool reset, const cha
 		return;
 	}
 	if (resp->watch_id == ETCDR_WATCH_ASSIGN) {
-		etcdr_assign_watch_cb(resp, reset, c);
+		assign_events(c, resp, reset);
 	} else if (c->w_live) {
-		etcdr_w_events(c, resp->events, resp->n_events, reset);
+		w_events(c, resp->events, resp->n_events, reset);
 	} else {
-		dormant_keep(c, resp, reset);
+		w_dormant(c, resp, reset);
 	}
 }
 
@@ -414,12 +387,16 @@ etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
 					   .start_revision = c->rev + 1},
 		};
 
-		c->watch = etcd_watch_new_multi(c->cl, specs, 2, etcdr_stream_cb, c);
+		c->watch = etcd_watch_new_multi(c->cl, specs, ARRAY_SIZE(specs), stream_cb, c);
 	}
-	if (!c->w_live && !etcdr_blind(c)) {
-		/* From our assignment on: the rank exchange's answer may be in
-		 * already, the round's earlier changes are not ours. */
+	if (!c->w_live && (c->ran_round >= 0 || (c->sync.op_active && !etcdr_blind(c)))) {
+		/* In a join that is not blind, or from our first assignment on:
+		 * the rank exchange's answer may be in already, the round's
+		 * earlier changes are not ours. */
 		w_wake(c);
+		if (c->boot != BOOT_READY || c->fin != FIN_NONE) {
+			return;
+		}
 	}
 	if (c->coordinator && !c->deaths) {
 		/* The coordinator alone hears of deaths (from the creation of
@@ -434,6 +411,10 @@ etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
 	} else if (!c->coordinator && c->deaths) {
 		etcd_watch_free(c->deaths);
 		c->deaths = NULL;
+	}
+	if (!c->sync.barrier && c->bwatch) {
+		etcd_watch_free(c->bwatch); /* the barrier is over */
+		c->bwatch = NULL;
 	}
 }
 

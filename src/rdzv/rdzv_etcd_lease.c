@@ -416,11 +416,67 @@ etcdr_boot_step(struct etcdr *c)
 void
 etcdr_barrier_check(struct etcdr *c)
 {
-	if (c->sync.barrier && c->n_arrived >= c->sync.world) {
+	if (!c->sync.barrier) {
+		return;
+	}
+	if (c->sync.rank == 0 && !c->barrier_put && c->n_arrived >= c->sync.world) {
+		struct etcd_op put = {.kind = ETCD_OP_PUT, .value = "1", .value_len = 1};
+		char *key = etcdr_barrier_key(c, c->sync.round), *body;
+
+		/* Every node's w/ watch brings it (ours too). */
+		c->barrier_put = true;
+		put.key = key;
+		body = etcd_encode_op(&put);
+		(void)etcd_client_call(c->cl, "/v3/kv/put", body, etcdr_put_done_cb, c);
+		free(body);
+		free(key);
+	}
+	if (c->barrier_passed) {
 		c->sync.barrier = false;
 		evtimer_del(c->aux_timer);
+		etcdr_watches_update(c); /* group rank 0's arrivals watch goes */
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 	}
+}
+
+/* Our arrival is in: group rank 0 counts it from its watch, and we wait for
+ * w/b/<round> on ours. Read only when it failed (to try again from what
+ * etcd holds): a read per node would be N times the state. */
+static void
+arrival_put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+
+	if (err < 0) {
+		etcdr_put_done_cb(err, resp, errmsg, arg);
+	} else if (c->sync.rank == 0) {
+		etcdr_barrier_check(c);
+	}
+}
+
+/* Group rank 0's watch on the arrivals of its round. */
+static void
+arrivals_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
+{
+	struct etcdr *c = arg;
+
+	if (err < 0) {
+		rdzv_progress(c->r, "%s; reconnecting", errmsg);
+		return;
+	}
+	if (!c->sync.barrier || c->fin != FIN_NONE) {
+		return;
+	}
+	for (size_t i = 0; i < resp->n_events; i++) {
+		if (!resp->events[i].is_delete) {
+			etcdr_barrier_mark(c, resp->events[i].kv.key);
+		}
+	}
+	if (reset) {
+		etcdr_read_all(c); /* compacted: count from a read */
+		return;
+	}
+	etcdr_barrier_check(c);
 }
 
 void
@@ -458,22 +514,34 @@ etcdr_exit_barrier(struct rdzv *r)
 	struct etcdr *c = backend(r);
 	struct etcd_op put = {.kind = ETCD_OP_PUT, .value = "1", .value_len = 1};
 	char *prefix, *key, *body;
+	size_t len;
 
 	if (!c->sync.running) {
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return 0;
 	}
 	c->sync.barrier = true;
+	c->barrier_put = false;
+	c->barrier_passed = false;
 	free(c->arrived);
 	c->arrived = xcalloc((size_t)c->sync.world, sizeof(*c->arrived));
 	c->n_arrived = 0;
-	prefix = etcdr_round_prefix(c, 'b', c->sync.round);
+	prefix = etcdr_arrival_prefix(c, c->sync.round);
 	key = xasprintf("%s%d", prefix, c->sync.rank);
 	put.key = key;
 	body = etcd_encode_op(&put);
-	(void)etcd_client_call(c->cl, "/v3/kv/put", body, etcdr_put_done_cb, c);
+	(void)etcd_client_call(c->cl, "/v3/kv/put", body, arrival_put_cb, c);
 	free(body);
 	free(key);
+	if (c->sync.rank == 0) {
+		/* Every arrival of the round, ours and those before it. */
+		char *end = etcd_prefix_end(prefix, strlen(prefix), &len);
+
+		etcd_watch_free(c->bwatch);
+		c->bwatch = etcd_watch_new(c->cl, prefix, end, c->w_from > 0 ? c->w_from : c->rev,
+					   false, arrivals_cb, c);
+		free(end);
+	}
 	free(prefix);
 	timer_usec(c->aux_timer, c->barrier_timeout);
 	return 0;
@@ -530,6 +598,8 @@ fin_step(struct etcdr *c, int err)
 		c->deaths = NULL;
 		etcd_watch_free(c->jwatch);
 		c->jwatch = NULL;
+		etcd_watch_free(c->bwatch);
+		c->bwatch = NULL;
 		if (c->lease == 0) {
 			c->fin = FIN_NONE;
 			rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);

@@ -27,11 +27,11 @@
 
 /* ---- reading and writing the state -------------------------------------- */
 
-/* The group rank a key w/b/<round>/<rank> of our round names, or -1. */
+/* The group rank a key b/<round>/<rank> of our round names, or -1. */
 static int
 barrier_rank(const struct etcdr *c, const char *key)
 {
-	char *prefix = etcdr_round_prefix(c, 'b', c->sync.round);
+	char *prefix = etcdr_arrival_prefix(c, c->sync.round);
 	size_t plen = strlen(prefix);
 	long long rank = -1;
 
@@ -238,8 +238,8 @@ etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look)
 	 * held on our lease. */
 	me = (look && c->rd_take && resp->succeeded) ||
 	     (r->n_kvs == 1 && r->kvs[0].lease == c->lease);
-	if (!me && r->n_kvs == 0 && c->fin == FIN_NONE) {
-		c->kick_pending = true; /* the next look takes it */
+	if (!me && r->n_kvs == 0 && c->fin == FIN_NONE && c->lease != 0) {
+		c->kick_pending = true; /* the next look takes it (never without a lease) */
 	}
 	free(c->coordinator_name);
 	c->coordinator_name = me              ? xstrdup(c->me.name)
@@ -289,10 +289,13 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 					     r->kvs[0].value_len);
 		}
 	}
-	if ((r = planned(resp, c->rd_barrier)) && c->sync.barrier) {
+	if ((r = planned(resp, c->rd_arrivals)) && c->sync.barrier) {
 		for (size_t i = 0; i < r->n_kvs; i++) {
 			etcdr_barrier_mark(c, r->kvs[i].key);
 		}
+	}
+	if ((r = planned(resp, c->rd_barrier)) && c->sync.barrier && r->n_kvs == 1) {
+		c->barrier_passed = true;
 	}
 	etcdr_overlay(c, &st, now);
 	if (lost) {
@@ -317,12 +320,12 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 /* What a read asks for, after whatever the txn writes first: the state; the a/ range when the dead
  * set must be rebuilt; the coord key (who coordinates); for the coordinator, the join requests
  * since its last look; while exchanging, the i/ range (group rank 0, until it publishes) or
- * w/r/<round> (the others); in the exit barrier, w/b/<round>/. Records where each answer will be
- * (c->rd_*). */
+ * w/r/<round> (the others); in the exit barrier, w/b/<round> (and group rank 0 the arrivals,
+ * b/<round>/). Records where each answer will be (c->rd_*). */
 struct read_plan {
 	struct etcd_op ops[ETCDR_LOOK_OPS]; /* the txn's writes (if any), then the reads */
 	size_t n;
-	char *bufs[3];
+	char *bufs[4];
 };
 
 static void
@@ -330,7 +333,7 @@ read_plan(struct etcdr *c, struct read_plan *p)
 {
 	size_t len;
 
-	c->rd_alive = c->rd_join = c->rd_exch = c->rd_barrier = -1;
+	c->rd_alive = c->rd_join = c->rd_exch = c->rd_barrier = c->rd_arrivals = -1;
 	c->rd_state = (int)p->n;
 	p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->state_key};
 	if (c->alive_stale) {
@@ -360,11 +363,20 @@ read_plan(struct etcdr *c, struct read_plan *p)
 		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[0]};
 	}
 	if (c->sync.barrier) {
+		/* Whether it is over; group rank 0 also counts the arrivals
+		 * (O(N) keys, only there). */
 		c->rd_barrier = (int)p->n;
-		p->bufs[1] = etcdr_round_prefix(c, 'b', c->sync.round);
+		p->bufs[3] = etcdr_barrier_key(c, c->sync.round);
+		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[3]};
+	}
+	if (c->sync.barrier && c->sync.rank == 0) {
+		c->rd_arrivals = (int)p->n;
+		p->bufs[1] = etcdr_arrival_prefix(c, c->sync.round);
 		p->bufs[2] = etcd_prefix_end(p->bufs[1], strlen(p->bufs[1]), &len);
-		p->ops[p->n++] = (struct etcd_op){
-			.kind = ETCD_OP_RANGE, .key = p->bufs[1], .range_end = p->bufs[2]};
+		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
+						  .key = p->bufs[1],
+						  .range_end = p->bufs[2],
+						  .keys_only = true};
 	}
 }
 

@@ -133,8 +133,8 @@ class QuarantineBase(HealthBase):
         self.assertIn("the rendezvous state records 1 earlier quarantine of this host",
                       again.stderr_text())
         st = curl(again.sock, "/handler/status").json()
-        self.assertEqual(st["quarantine_count"], {"quarantines": 2, "inherited": 1, "exemptions": 0},
-                         st)
+        self.assertEqual(st["quarantine_count"],
+                         {"quarantines": 2, "inherited": 1, "exemptions": 0}, st)
         got = curl(a[1].sock, "/handler/nodes").json()["quarantined"]
         self.assertEqual([(x["host"], x["count"]) for x in got], [("127.0.0.3", 2)], got)
         again.signal(signal.SIGTERM)

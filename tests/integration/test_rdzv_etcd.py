@@ -64,18 +64,20 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
 
     # -- cost per participant ------------------------------------------------------
 
-    def swarm_bytes(self, n):
+    def swarm_bytes(self, n, barrier=False):
         """n participants (tests/rdzv_swarm, the real etcd backend): participant
         0 alone in a process started first (it takes the w/coord key: the
         coordinator), the others in a second process; returns the bytes that
         second process read per participant until every one held its round,
-        rank assignment included."""
+        rank assignment included (barrier: then in the exit barrier that all
+        enter next)."""
         swarm = os.environ.get("RDZV_SWARM") or os.path.join(
             os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
         endpoints = self.rdzv_endpoint()
         conf = "join_timeout=60,last_call_timeout=0.5"
         run_id = "bytes%d" % n
-        env = dict(os.environ, RDZV_SWARM_BACKEND="etcd")
+        env = dict(os.environ, RDZV_SWARM_BACKEND="etcd",
+                   RDZV_SWARM_BARRIER="1" if barrier else "0")
         first = subprocess.Popen([swarm, str(n), endpoints, conf, run_id],
                                  env=dict(env, RDZV_SWARM_SLICE="0:1", RDZV_SWARM_HOLD="1"),
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -88,9 +90,13 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
             self.assertEqual(rest.returncode, 0, rest.stderr[-2000:])
         finally:
             first.communicate(b"", timeout=30)
-        fields = dict(kv.split("=", 1) for kv in rest.stdout.split()[1:])
-        self.assertEqual(fields["world"], str(n), rest.stdout)
-        return int(fields["rchar"]) / (n - 1)
+        lines = {ln.split()[0]: dict(kv.split("=", 1) for kv in ln.split()[1:])
+                 for ln in rest.stdout.splitlines() if ln.strip()}
+        self.assertEqual(lines["swarm"]["world"], str(n), rest.stdout)
+        if barrier:
+            self.assertEqual(lines["barrier"]["failed"], "0", rest.stdout)
+            return int(lines["barrier"]["rchar"]) / (n - 1)
+        return int(lines["swarm"]["rchar"]) / (n - 1)
 
     def test_etcd_calls_per_participant(self):
         # What bounds an etcd rendezvous at scale is etcd's CPU per call
@@ -125,6 +131,18 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         large = self.swarm_bytes(200)
         print("bytes read per participant: %d B at N=10, %d B at N=200" % (small, large),
               file=sys.stderr)
+        self.assertLess(large, 1.5 * small + 512,
+                        "per participant: %d B at N=10, %d B at N=200" % (small, large))
+
+    def test_exit_barrier_reads_do_not_grow_with_n(self):
+        # Each node puts its arrival where only group rank 0 looks, and
+        # waits for the one key rank 0 puts once all are in: before, every
+        # arrival reached every node (N x N events) and each node read the
+        # whole state after its own (1000 nodes timed out after 300 s).
+        small = self.swarm_bytes(10, barrier=True)
+        large = self.swarm_bytes(200, barrier=True)
+        print("bytes read per participant in the exit barrier: %d B at N=10, %d B at N=200" % (
+            small, large), file=sys.stderr)
         self.assertLess(large, 1.5 * small + 512,
                         "per participant: %d B at N=10, %d B at N=200" % (small, large))
 

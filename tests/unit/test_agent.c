@@ -261,6 +261,14 @@ static const struct decide_case decide_cases[] = {
 	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .no_restart_code = true,
 	  .quarantine_failures = 2, .quarantine_max = 2},
 	 {A(FAIL), R(NO_RESTART_CODE), false, 1}},
+	{"quarantine: the c10d store host is spared: restarts as without it",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .quarantine_failures = 2, .quarantine_max = 2,
+	  .quarantine_exempt = true},
+	 {A(RESTART), R(WORKER_FAILED), true, 0, 0, 1}},
+	{"quarantine: the spared store host still ends the job on a no-restart code",
+	 {P(RUNNING), R(NONE), O(FAILED), 0, 3, 3, .no_restart_code = true,
+	  .quarantine_failures = 2, .quarantine_max = 2, .quarantine_exempt = true},
+	 {A(FAIL), R(NO_RESTART_CODE), false, 1}},
 	{"quarantine: a drain wins",
 	 {P(DRAINING), R(DRAIN), O(FAILED), 0, 3, 3, .quarantine_failures = 2, .quarantine_max = 2},
 	 {A(EXIT), R(DRAIN_FAILED), false, 1}},
@@ -290,6 +298,10 @@ test_decide(void **state)
 		assert_int_equal(got.reason, c->want.reason);
 		assert_int_equal(got.spends_restart, c->want.spends_restart);
 		assert_int_equal(got.delay_usec, c->want.delay_usec);
+		/* Spared: exempt, and the rules without the exemption quarantine. */
+		assert_int_equal(got.quarantine_spared,
+				 c->in.quarantine_exempt && !c->in.no_restart_code &&
+					 c->in.quarantine_failures >= c->in.quarantine_max);
 		if (got.action != AGENT_ACTION_RESTART) {
 			assert_int_equal(got.exit_code, c->want.exit_code);
 		} else {
