@@ -22,6 +22,11 @@ Figures (one single-member etcd on loopback, data on /dev/shm, started here):
      swarm processes; etcd's own traffic is not in it), and the CPU seconds
      etcd spent on the run (/proc/<etcd pid>/stat utime + stime): on a
      2-vCPU machine etcd's CPU, not the network, bounds the time.
+  3  (--barrier N,...) N participants hold a round as in 2, then all enter
+     the exit barrier at once (as every agent does when its workers
+     succeeded): time from the last participant holding its round to the
+     last one through the barrier, and the bytes read and written per
+     participant in the barrier.
 
 Standard library only; informational (exit 0 unless a run misbehaves badly).
 """

@@ -335,14 +335,24 @@ struct etcd_watch {
 
 static void watch_send(struct etcd_watch *w);
 
-/* Open the stream again (from the timer: never inside its own callback). */
+/* Open the stream again (from the timer: never inside its own callback);
+ * after an answer we cannot place (strange), backing off as after a failed
+ * stream: 100 ms more each time in a row, at most 2 s. */
 static void
-watch_restart(struct etcd_watch *w)
+watch_restart(struct etcd_watch *w, bool strange)
 {
-	struct timeval now = {0, 0};
+	unsigned ms = 0;
+	struct timeval tv;
 
+	if (strange) {
+		w->n_fails++;
+		ms = 100 * w->n_fails;
+		ms = ms > 2000 ? 2000 : ms;
+	}
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
 	w->restart = true;
-	evtimer_add(w->timer, &now);
+	evtimer_add(w->timer, &tv);
 }
 
 static void
@@ -359,7 +369,7 @@ watch_line(struct etcd_watch *w, const char *line, size_t len)
 		resp.error = xasprintf("an answer for watch %" PRId64 " of %zu", resp.watch_id,
 				       w->n_slots);
 		err = -EBADMSG;
-		watch_restart(w);
+		watch_restart(w, true);
 	}
 	if (err < 0) {
 		char *msg = xasprintf("etcd watch at %s: %s", w->cl->eps[w->ep].name,
@@ -370,7 +380,9 @@ watch_line(struct etcd_watch *w, const char *line, size_t len)
 		etcd_response_release(&resp);
 		return;
 	}
-	w->n_fails = 0;
+	if (!w->restart) {
+		w->n_fails = 0;
+	}
 	s = &w->slots[resp.watch_id];
 	if (resp.canceled) {
 		/* The start revision was compacted: this watch starts again from
@@ -379,7 +391,7 @@ watch_line(struct etcd_watch *w, const char *line, size_t len)
 		s->last_rev = 0;
 		s->start = 0;
 		s->reset = true;
-		watch_restart(w);
+		watch_restart(w, false);
 		etcd_response_release(&resp);
 		return;
 	}
@@ -572,6 +584,7 @@ etcd_watch_follow(struct etcd_watch *w)
 	evbuffer_drain(w->buf, evbuffer_get_length(w->buf));
 	w->ep = w->cl->cur;
 	w->failed = false;
+	w->restart = false;
 	watch_send(w);
 }
 

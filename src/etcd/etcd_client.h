@@ -204,8 +204,10 @@ struct etcd_watch_spec {
  * one request body, which etcd's gateway takes before it answers; so the
  * set is fixed for the stream's life). Each keeps its own last revision
  * (a reconnection resumes each) and its own reset; cb's resp->watch_id is
- * the index of the watch in specs. An answer for another id is reported as
- * an error (err -EBADMSG). Returns NULL when n is out of range. */
+ * the index of the watch in specs. A watch etcd cancels (its start was
+ * compacted) opens the stream again at once, that watch from now (reset);
+ * an answer for another id is reported as an error (err -EBADMSG) and opens
+ * the stream again after a backoff. Returns NULL when n is out of range. */
 struct etcd_watch *etcd_watch_new_multi(struct etcd_client *cl, const struct etcd_watch_spec *specs,
 					size_t n, etcd_watch_cb cb, void *arg);
 /* Move the watch to the endpoint the client's unary calls now use, when it

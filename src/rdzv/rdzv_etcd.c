@@ -67,11 +67,13 @@
  * Waiting never polls: one stream per node, from its boot, carries two
  * watches (resumed from their last revisions after a drop, moved to the
  * member the unary calls use after a fail-over): its n/<node>, and w/, which
- * brings w/gen (then a re-read), w/adm, the rank assignment and the barrier
- * arrivals (taken from the events themselves) and the coordinator's death.
- * Before its first round, a blind joiner keeps w/'s events aside and takes
- * those from its assignment on when it wakes (rdzv_etcd_assign.c). The
- * coordinator alone watches the a/ deletions and the join requests. The state
+ * brings w/gen (then a re-read), w/adm, the rank assignment and the end of
+ * the exit barrier (taken from the events themselves) and the coordinator's
+ * death. Before its first round, a blind joiner's w/ is dormant: it keeps
+ * the newest re-read revision and takes a re-read on waking only if that
+ * falls in its round (rdzv_etcd_assign.c). The coordinator alone watches the
+ * a/ deletions and the join requests, group rank 0 alone the barrier's
+ * arrivals. The state
  * itself is outside all of them: a join is never broadcast to every node.
  * Timers only re-run the pure decision on the local copy (last-call and join
  * deadlines).

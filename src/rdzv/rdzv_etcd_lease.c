@@ -413,6 +413,20 @@ etcdr_boot_step(struct etcdr *c)
 
 /* ---- exit barrier and leaving ------------------------------------------- */
 
+static void barrier_put_cb(int err, const struct etcd_response *resp, const char *errmsg,
+			   void *arg);
+
+/* Put key ("1") for the barrier; its answer goes to barrier_put_cb. */
+static void
+barrier_put(struct etcdr *c, const char *key)
+{
+	struct etcd_op put = {.kind = ETCD_OP_PUT, .key = key, .value = "1", .value_len = 1};
+	char *body = etcd_encode_op(&put);
+
+	(void)etcd_client_call(c->cl, "/v3/kv/put", body, barrier_put_cb, c);
+	free(body);
+}
+
 void
 etcdr_barrier_check(struct etcdr *c)
 {
@@ -420,15 +434,11 @@ etcdr_barrier_check(struct etcdr *c)
 		return;
 	}
 	if (c->sync.rank == 0 && !c->barrier_put && c->n_arrived >= c->sync.world) {
-		struct etcd_op put = {.kind = ETCD_OP_PUT, .value = "1", .value_len = 1};
-		char *key = etcdr_barrier_key(c, c->sync.round), *body;
+		char *key = etcdr_barrier_key(c, c->sync.round);
 
 		/* Every node's w/ watch brings it (ours too). */
 		c->barrier_put = true;
-		put.key = key;
-		body = etcd_encode_op(&put);
-		(void)etcd_client_call(c->cl, "/v3/kv/put", body, etcdr_put_done_cb, c);
-		free(body);
+		barrier_put(c, key);
 		free(key);
 	}
 	if (c->barrier_passed) {
@@ -439,19 +449,31 @@ etcdr_barrier_check(struct etcdr *c)
 	}
 }
 
-/* Our arrival is in: group rank 0 counts it from its watch, and we wait for
- * w/b/<round> on ours. Read only when it failed (to try again from what
- * etcd holds): a read per node would be N times the state. */
+/* Our arrival (b/<round>/<rank>) or group rank 0's end (w/b/<round>) is
+ * in: group rank 0 counts arrivals from its watch, and every node waits for
+ * the end on its own. No read (one per node would be N times the state).
+ * A put that failed (every member tried) goes again while the barrier
+ * lasts: both are safe to repeat. */
 static void
-arrival_put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+barrier_put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
+	char *prefix, *key;
 
-	if (err < 0) {
-		etcdr_put_done_cb(err, resp, errmsg, arg);
-	} else if (c->sync.rank == 0) {
-		etcdr_barrier_check(c);
+	if (!c->sync.barrier || c->fin != FIN_NONE) {
+		return;
 	}
+	if (err >= 0) {
+		etcdr_barrier_check(c);
+		return;
+	}
+	rdzv_progress(c->r, "the exit barrier: %s; trying again", errmsg);
+	prefix = etcdr_arrival_prefix(c, c->sync.round);
+	key = c->barrier_put ? etcdr_barrier_key(c, c->sync.round)
+			     : xasprintf("%s%d", prefix, c->sync.rank);
+	barrier_put(c, key);
+	free(key);
+	free(prefix);
 }
 
 /* Group rank 0's watch on the arrivals of its round. */
@@ -512,8 +534,7 @@ int
 etcdr_exit_barrier(struct rdzv *r)
 {
 	struct etcdr *c = backend(r);
-	struct etcd_op put = {.kind = ETCD_OP_PUT, .value = "1", .value_len = 1};
-	char *prefix, *key, *body;
+	char *prefix, *key;
 	size_t len;
 
 	if (!c->sync.running) {
@@ -528,10 +549,7 @@ etcdr_exit_barrier(struct rdzv *r)
 	c->n_arrived = 0;
 	prefix = etcdr_arrival_prefix(c, c->sync.round);
 	key = xasprintf("%s%d", prefix, c->sync.rank);
-	put.key = key;
-	body = etcd_encode_op(&put);
-	(void)etcd_client_call(c->cl, "/v3/kv/put", body, arrival_put_cb, c);
-	free(body);
+	barrier_put(c, key);
 	free(key);
 	if (c->sync.rank == 0) {
 		/* Every arrival of the round, ours and those before it. */

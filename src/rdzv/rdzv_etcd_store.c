@@ -406,6 +406,8 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 	}
 	etcd_watch_follow(c->watch);
 	etcd_watch_follow(c->deaths);
+	etcd_watch_follow(c->jwatch);
+	etcd_watch_follow(c->bwatch);
 	switch (absorb(c, resp, false)) {
 	case 0:
 		etcdr_after_io(c);
