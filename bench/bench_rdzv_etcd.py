@@ -141,6 +141,26 @@ def swarm_once(build, etcd, n, run_id, slice_size, barrier=False):
     return last - t0, rd, wr, etcd_cpu(etcd) - cpu0
 
 
+def swarm_figure(args, etcd, sizes, name, barrier):
+    """Figure 2 (or 3 with barrier): --reps runs of each size in sizes
+    ("N,..."), run ids <name><i>, one line each."""
+    for n in [int(x) for x in sizes.split(",") if x]:
+        res = []
+        for i in range(args.reps):
+            r = swarm_once(args.build, etcd, n, "%s%d_%d" % (name, n, i), args.slice, barrier)
+            if r is not None:
+                res.append(r)
+        times = [r[0] for r in res]
+        print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)  read %s B  written %s B  "
+              "etcd CPU %s s  load %s" % (
+                  n, statistics.median(times) if times else float("nan"),
+                  min(times) if times else float("nan"), len(times), args.reps,
+                  "%.0f" % statistics.median(r[1] for r in res) if res else "-",
+                  "%.0f" % statistics.median(r[2] for r in res) if res else "-",
+                  "%.1f" % statistics.median(r[3] for r in res) if res else "-",
+                  open("/proc/loadavg").read().split()[0]), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -178,42 +198,12 @@ def main():
                 min(times) if times else float("nan"), len(times), args.reps), flush=True)
         print("2  N participants (rdzv_swarm, processes of at most %d), start -> last round "
               "held (s), bytes read / written per participant" % args.slice)
-        for n in [int(x) for x in args.swarm.split(",") if x]:
-            res = []
-            for _ in range(args.reps):
-                runs += 1
-                r = swarm_once(args.build, etcd, n, "swarm%d" % runs, args.slice)
-                if r is not None:
-                    res.append(r)
-            times = [r[0] for r in res]
-            print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)  read %s B  written %s B  "
-                  "etcd CPU %s s  load %s" % (
-                n, statistics.median(times) if times else float("nan"),
-                min(times) if times else float("nan"), len(times), args.reps,
-                "%.0f" % statistics.median(r[1] for r in res) if res else "-",
-                "%.0f" % statistics.median(r[2] for r in res) if res else "-",
-                "%.1f" % statistics.median(r[3] for r in res) if res else "-",
-                open("/proc/loadavg").read().split()[0]), flush=True)
+        swarm_figure(args, etcd, args.swarm, "swarm", False)
         if args.barrier:
             print("3  N participants hold a round, then all enter the exit barrier: last "
                   "round held -> last one through (s), bytes read / written per participant "
                   "in the barrier, etcd CPU for round and barrier")
-        for n in [int(x) for x in args.barrier.split(",") if x]:
-            res = []
-            for _ in range(args.reps):
-                runs += 1
-                r = swarm_once(args.build, etcd, n, "barrier%d" % runs, args.slice, True)
-                if r is not None:
-                    res.append(r)
-            times = [r[0] for r in res]
-            print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)  read %s B  written %s B  "
-                  "etcd CPU %s s  load %s" % (
-                n, statistics.median(times) if times else float("nan"),
-                min(times) if times else float("nan"), len(times), args.reps,
-                "%.0f" % statistics.median(r[1] for r in res) if res else "-",
-                "%.0f" % statistics.median(r[2] for r in res) if res else "-",
-                "%.1f" % statistics.median(r[3] for r in res) if res else "-",
-                open("/proc/loadavg").read().split()[0]), flush=True)
+        swarm_figure(args, etcd, args.barrier, "barrier", True)
     finally:
         etcd.stop()
         shutil.rmtree(tmp, ignore_errors=True)
