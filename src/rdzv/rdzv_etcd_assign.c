@@ -237,7 +237,7 @@ w_kind(const struct etcdr *c, const struct etcd_event *ev)
 }
 
 /* One w/ event that needs no re-read: an admission, the rank exchange's
- * answer, a barrier arrival. */
+ * answer, the end of the exit barrier. */
 static void
 w_event(struct etcdr *c, const struct etcd_event *ev)
 {
@@ -271,8 +271,8 @@ w_event(struct etcdr *c, const struct etcd_event *ev)
 }
 
 /* w/ from c->w_from on: w/gen (and deletions: the run's keys going, the
- * coordinator's death) call for a re-read; the rank assignment and barrier
- * arrivals are taken from the events. */
+ * coordinator's death) call for a re-read; the rank assignment and the
+ * barrier's end are taken from the events. */
 static void
 w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool reset)
 {
