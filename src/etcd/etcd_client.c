@@ -249,14 +249,18 @@ call_send(struct call *c)
 }
 
 int
-etcd_client_call(struct etcd_client *cl, const char *path, const char *body, etcd_cb cb, void *arg)
+etcd_client_call(struct etcd_client *cl, const struct etcd_request *req, etcd_cb cb, void *arg)
 {
-	struct call *c = xcalloc(1, sizeof(*c));
+	struct call *c;
 	struct timeval now = {0, 0};
 
+	if (req->call == ETCD_CALL_WATCH) {
+		return -EINVAL;
+	}
+	c = xcalloc(1, sizeof(*c));
 	c->cl = cl;
-	c->path = xstrdup(path);
-	c->body = xstrdup(body);
+	c->path = xstrdup(etcd_request_path(req->call));
+	c->body = etcd_encode_request(req);
 	c->cb = cb;
 	c->arg = arg;
 	c->next = cl->calls;

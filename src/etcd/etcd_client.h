@@ -69,6 +69,42 @@ struct etcd_cmp {
 	int64_t revision;
 };
 
+/* The calls of etcd's v3 API that elasticd makes (gRPC service/method;
+ * the gateway's path in etcd_request_path). */
+enum etcd_call {
+	ETCD_CALL_RANGE,           /* KV/Range, /v3/kv/range */
+	ETCD_CALL_PUT,             /* KV/Put, /v3/kv/put */
+	ETCD_CALL_DELETE,          /* KV/DeleteRange, /v3/kv/deleterange */
+	ETCD_CALL_TXN,             /* KV/Txn, /v3/kv/txn */
+	ETCD_CALL_LEASE_GRANT,     /* Lease/LeaseGrant, /v3/lease/grant */
+	ETCD_CALL_LEASE_KEEPALIVE, /* Lease/LeaseKeepAlive (one request), /v3/lease/keepalive */
+	ETCD_CALL_LEASE_REVOKE,    /* Lease/LeaseRevoke, /v3/lease/revoke */
+	ETCD_CALL_WATCH,           /* Watch/Watch (a stream), /v3/watch */
+};
+
+/* One unary call, as the caller sees it; the client encodes it for its wire
+ * (JSON or gRPC) before etcd_client_call returns, so every pointer need
+ * only live through that call. */
+struct etcd_request {
+	enum etcd_call call;      /* any but ETCD_CALL_WATCH */
+	const struct etcd_op *op; /* RANGE, PUT, DELETE: op->kind matches call */
+	/* TXN: compare, then success or failure ops. */
+	const struct etcd_cmp *cmp;
+	size_t n_cmp;
+	const struct etcd_op *success;
+	size_t n_success;
+	const struct etcd_op *failure;
+	size_t n_failure;
+	int64_t ttl;   /* LEASE_GRANT: seconds */
+	int64_t lease; /* LEASE_KEEPALIVE, LEASE_REVOKE: the lease ID */
+};
+
+/* The gateway's path of call ("/v3/kv/txn", ...). Static string. */
+const char *etcd_request_path(enum etcd_call call);
+
+/* The gateway's JSON body of req: a malloc'd NUL-terminated string. */
+char *etcd_encode_request(const struct etcd_request *req);
+
 /* JSON bodies, malloc'd NUL-terminated strings. */
 char *etcd_encode_op(const struct etcd_op *op);
 char *etcd_encode_txn(const struct etcd_cmp *cmp, size_t n_cmp, const struct etcd_op *success,
@@ -159,11 +195,11 @@ typedef void (*etcd_cb)(int err, const struct etcd_response *resp, const char *e
  * the list is malformed. */
 struct etcd_client *etcd_client_new(struct event_base *base, const char *endpoints, char **reterr);
 
-/* POST body (JSON, copied) to path ("/v3/kv/txn", ...). On a connection
+/* Make the call req (encoded now: see struct etcd_request). On a connection
  * error, a timeout (timeout_sec per try) or 503 the call moves to the next
- * endpoint, trying each at most twice. Returns 0 (cb will run) or -ENOMEM. */
-int etcd_client_call(struct etcd_client *cl, const char *path, const char *body, etcd_cb cb,
-		     void *arg);
+ * endpoint, trying each at most twice. Returns 0 (cb will run), -EINVAL for
+ * ETCD_CALL_WATCH, or -ENOMEM. */
+int etcd_client_call(struct etcd_client *cl, const struct etcd_request *req, etcd_cb cb, void *arg);
 
 /* Drop every call in flight without calling back (for the owner's free). */
 void etcd_client_cancel_all(struct etcd_client *cl);

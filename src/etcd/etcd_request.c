@@ -279,3 +279,49 @@ etcd_encode_watch(const char *key, const char *range_end, int64_t start_revision
 	}
 	return dump(json_pack("{so}", "create_request", o));
 }
+
+const char *
+etcd_request_path(enum etcd_call call)
+{
+	switch (call) {
+	case ETCD_CALL_RANGE:
+		return "/v3/kv/range";
+	case ETCD_CALL_PUT:
+		return "/v3/kv/put";
+	case ETCD_CALL_DELETE:
+		return "/v3/kv/deleterange";
+	case ETCD_CALL_TXN:
+		return "/v3/kv/txn";
+	case ETCD_CALL_LEASE_GRANT:
+		return "/v3/lease/grant";
+	case ETCD_CALL_LEASE_KEEPALIVE:
+		return "/v3/lease/keepalive";
+	case ETCD_CALL_LEASE_REVOKE:
+		return "/v3/lease/revoke";
+	case ETCD_CALL_WATCH:
+		return "/v3/watch";
+	}
+	return "/";
+}
+
+char *
+etcd_encode_request(const struct etcd_request *req)
+{
+	switch (req->call) {
+	case ETCD_CALL_RANGE:
+	case ETCD_CALL_PUT:
+	case ETCD_CALL_DELETE:
+		return etcd_encode_op(req->op);
+	case ETCD_CALL_TXN:
+		return etcd_encode_txn(req->cmp, req->n_cmp, req->success, req->n_success,
+				       req->failure, req->n_failure);
+	case ETCD_CALL_LEASE_GRANT:
+		return etcd_encode_lease_grant(req->ttl);
+	case ETCD_CALL_LEASE_KEEPALIVE:
+	case ETCD_CALL_LEASE_REVOKE:
+		return etcd_encode_lease_id(req->lease);
+	case ETCD_CALL_WATCH:
+		break;
+	}
+	return xstrdup("{}");
+}

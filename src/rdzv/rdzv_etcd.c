@@ -374,7 +374,7 @@ exchange_publish(struct etcdr *c)
 	struct ranks_node *nodes = xcalloc(n + 1, sizeof(*nodes));
 	json_t **infos = xcalloc(n + 1, sizeof(*infos)), *o;
 	struct etcd_op put = {.kind = ETCD_OP_PUT};
-	char *key = NULL, *body;
+	char *key = NULL;
 	bool identical = rdzv_worker_identical();
 	int ret = 1;
 
@@ -422,9 +422,8 @@ exchange_publish(struct etcdr *c)
 	put.key = key;
 	put.value = c->assignment;
 	put.value_len = c->assignment_len;
-	body = etcd_encode_op(&put);
-	(void)etcd_client_call(c->cl, "/v3/kv/put", body, published_cb, c);
-	free(body);
+	(void)etcd_client_call(c->cl, &(struct etcd_request){.call = ETCD_CALL_PUT, .op = &put},
+			       published_cb, c);
 	free(key);
 	c->published = true;
 	return 1;

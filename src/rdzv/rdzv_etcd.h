@@ -143,7 +143,7 @@ struct etcdr {
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
 	int rd_state, rd_alive, rd_coord, rd_join, rd_exch, rd_barrier, rd_arrivals;
-	bool rd_take; /* and it may take the coord key (etcdr_encode_look) */
+	bool rd_take; /* and it may take the coord key (etcdr_look) */
 
 	/* The I/O lane (sync.io_pending): one read or compare-and-set at a
 	 * time; a read asked for meanwhile goes next. */
@@ -249,7 +249,7 @@ void etcdr_range_release(struct etcd_range *r);
 
 /* ---- rdzv_etcd_store.c: the state under the operation loop */
 
-/* The most ops of a look (etcdr_encode_look). */
+/* The most ops of a look (etcdr_look). */
 #define ETCDR_LOOK_OPS 8
 
 /* Whether somebody coordinates, as the last look found (w/coord held). */
@@ -277,11 +277,11 @@ void etcdr_coord_read(struct etcdr *c, struct etcd_op *ops, size_t *n);
  * own keys) that, with take_key, also takes the coord key when nobody holds
  * it (its put last, so that the answers of ops are at the same indices
  * either way). Never takes it without a lease or while leaving; without the
- * take a look of reads only stays out of raft. Records c->rd_take. Returns
- * the malloc'd JSON body. */
-char *etcdr_encode_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bool take_key);
+ * take a look of reads only stays out of raft. Records c->rd_take and
+ * makes the call, whose answer goes to cb(c). */
+void etcdr_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bool take_key, etcd_cb cb);
 /* Whether we coordinate, from the answer to etcdr_coord_read's range (none:
- * as before); look: the txn was etcdr_encode_look's (succeeded: we took the
+ * as before); look: the txn was etcdr_look's (succeeded: we took the
  * key). Sets c->coordinator_name; etcdr_coordinator_set acts on it. */
 bool etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look);
 /* Note the arrival that a b/<round>/<rank> key names. */

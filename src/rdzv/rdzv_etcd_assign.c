@@ -154,7 +154,7 @@ etcdr_blind_read(struct etcdr *c)
 {
 	struct etcd_op ops[ETCDR_LOOK_OPS];
 	size_t n = 0;
-	char *info = NULL, *body;
+	char *info = NULL;
 
 	if (c->boot_looked) {
 		c->boot_looked = false;
@@ -177,10 +177,8 @@ etcdr_blind_read(struct etcdr *c)
 	c->rd_barrier = (int)n;
 	ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true};
 	etcdr_coord_read(c, ops, &n);
-	body = etcdr_encode_look(c, ops, n, true);
 	c->sync.io_pending = true;
-	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, blind_cb, c);
-	free(body);
+	etcdr_look(c, ops, n, true, blind_cb);
 	free(info);
 	etcdr_watches_update(c);
 }
@@ -440,7 +438,6 @@ put_all(struct etcdr *c, char **keys, char **vals)
 
 	for (size_t first = 0; first < n; first += ASSIGN_TXN_OPS) {
 		size_t k = n - first < ASSIGN_TXN_OPS ? n - first : ASSIGN_TXN_OPS;
-		char *body;
 
 		for (size_t i = 0; i < k; i++) {
 			ops[i] = (struct etcd_op){.kind = ETCD_OP_PUT,
@@ -448,9 +445,11 @@ put_all(struct etcdr *c, char **keys, char **vals)
 						  .value = vals[first + i],
 						  .value_len = strlen(vals[first + i])};
 		}
-		body = etcd_encode_txn(NULL, 0, ops, k, NULL, 0);
-		(void)etcd_client_call(c->cl, "/v3/kv/txn", body, assign_put_cb, c);
-		free(body);
+		(void)etcd_client_call(c->cl,
+				       &(struct etcd_request){.call = ETCD_CALL_TXN,
+							      .success = ops,
+							      .n_success = k},
+				       assign_put_cb, c);
 	}
 	free(ops);
 	strv_free(keys);
@@ -482,14 +481,15 @@ etcdr_assign_drop_requests(struct etcdr *c)
 	c->n_joiners = kept;
 	for (size_t first = 0; first < n; first += ASSIGN_TXN_OPS) {
 		size_t k = n - first < ASSIGN_TXN_OPS ? n - first : ASSIGN_TXN_OPS;
-		char *body;
 
 		for (size_t i = 0; i < k; i++) {
 			ops[i] = (struct etcd_op){.kind = ETCD_OP_DELETE, .key = keys[first + i]};
 		}
-		body = etcd_encode_txn(NULL, 0, ops, k, NULL, 0);
-		(void)etcd_client_call(c->cl, "/v3/kv/txn", body, assign_put_cb, c);
-		free(body);
+		(void)etcd_client_call(c->cl,
+				       &(struct etcd_request){.call = ETCD_CALL_TXN,
+							      .success = ops,
+							      .n_success = k},
+				       assign_put_cb, c);
 	}
 	free(ops);
 	strv_free(keys);

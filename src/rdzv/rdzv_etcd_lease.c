@@ -107,15 +107,14 @@ void
 etcdr_ka_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct etcdr *c = arg;
-	char *body;
 
 	if (c->ka_pending) {
 		return;
 	}
-	body = etcd_encode_lease_id(c->lease);
 	c->ka_pending = true;
-	(void)etcd_client_call(c->cl, "/v3/lease/keepalive", body, ka_cb, c);
-	free(body);
+	(void)etcd_client_call(
+		c->cl, &(struct etcd_request){.call = ETCD_CALL_LEASE_KEEPALIVE, .lease = c->lease},
+		ka_cb, c);
 }
 
 void
@@ -206,12 +205,12 @@ boot_clean(struct etcdr *c, int64_t mod_rev)
 		{.kind = ETCD_OP_DELETE, .key = c->alive_end, .range_end = c->info_prefix},
 		{.kind = ETCD_OP_DELETE, .key = c->assign_prefix, .range_end = c->coord_key},
 		{.kind = ETCD_OP_DELETE, .key = c->coord_end, .range_end = c->prefix_end}};
-	char *body = etcd_encode_txn(&cmp, 1, del, 4, NULL, 0);
+	struct etcd_request req = {
+		.call = ETCD_CALL_TXN, .cmp = &cmp, .n_cmp = 1, .success = del, .n_success = 4};
 
 	rdzv_progress(c->r, "removing the closed rendezvous '%s' left in etcd by an earlier job",
 		      c->r->cfg->rdzv_id);
-	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, clean_cb, c);
-	free(body);
+	(void)etcd_client_call(c->cl, &req, clean_cb, c);
 }
 
 /* The answer to alone_look: [a/ keys older than the state's last write, the
@@ -270,11 +269,10 @@ alone_look(struct etcdr *c, int64_t state_rev)
 		{.kind = ETCD_OP_RANGE, .key = c->state_key},
 		{.kind = ETCD_OP_RANGE, .key = c->closed_key, .keys_only = true},
 	};
-	char *body = etcd_encode_txn(NULL, 0, ops, 3, NULL, 0);
+	struct etcd_request req = {.call = ETCD_CALL_TXN, .success = ops, .n_success = 3};
 
 	c->boot_state_rev = state_rev;
-	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, alone_cb, c);
-	free(body);
+	(void)etcd_client_call(c->cl, &req, alone_cb, c);
 }
 
 /* How often a booting node looks while another removes a closed rendezvous. */
@@ -366,14 +364,12 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 void
 etcdr_boot_step(struct etcdr *c)
 {
-	char *body = NULL;
-	const char *path = "/v3/kv/txn";
-
 	switch (c->boot) {
 	case BOOT_LEASE:
-		body = etcd_encode_lease_grant(c->ttl);
-		path = "/v3/lease/grant";
-		break;
+		(void)etcd_client_call(
+			c->cl, &(struct etcd_request){.call = ETCD_CALL_LEASE_GRANT, .ttl = c->ttl},
+			boot_cb, c);
+		return;
 	case BOOT_CLEAN: {
 		/* In, a look for a closed rendezvous, and who coordinates
 		 * (taken if nobody does); O(1) bytes: not the state's value.
@@ -399,16 +395,14 @@ etcdr_boot_step(struct etcdr *c)
 			ops[n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->assign_key};
 			info = etcdr_intent_ops(c, ops, &n);
 		}
-		body = etcdr_encode_look(c, ops, n, true);
+		etcdr_look(c, ops, n, true, boot_cb);
 		free(info);
-		break;
+		return;
 	}
 	case BOOT_READY:
 	case BOOT_FAILED:
 		return;
 	}
-	(void)etcd_client_call(c->cl, path, body, boot_cb, c);
-	free(body);
 }
 
 /* ---- exit barrier and leaving ------------------------------------------- */
@@ -421,10 +415,10 @@ static void
 barrier_put(struct etcdr *c, const char *key)
 {
 	struct etcd_op put = {.kind = ETCD_OP_PUT, .key = key, .value = "1", .value_len = 1};
-	char *body = etcd_encode_op(&put);
+	(void)etcd_client_call(c->cl,
 
-	(void)etcd_client_call(c->cl, "/v3/kv/put", body, barrier_put_cb, c);
-	free(body);
+			       &(struct etcd_request){.call = ETCD_CALL_PUT, .op = &put},
+			       barrier_put_cb, c);
 }
 
 void
@@ -585,12 +579,11 @@ fin_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 			struct etcd_op del = {.kind = ETCD_OP_DELETE,
 					      .key = c->prefix,
 					      .range_end = c->prefix_end};
-			char *body = etcd_encode_op(&del);
+			struct etcd_request req = {.call = ETCD_CALL_DELETE, .op = &del};
 
 			/* The last one out: remove the run's keys. */
 			c->fin = FIN_DELETE;
-			(void)etcd_client_call(c->cl, "/v3/kv/deleterange", body, fin_cb, c);
-			free(body);
+			(void)etcd_client_call(c->cl, &req, fin_cb, c);
 			return;
 		}
 		c->fin = FIN_NONE;
@@ -604,8 +597,6 @@ fin_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 static void
 fin_step(struct etcdr *c, int err)
 {
-	char *body;
-
 	switch (c->fin) {
 	case FIN_CLOSE:
 		c->fin = FIN_REVOKE;
@@ -623,9 +614,10 @@ fin_step(struct etcdr *c, int err)
 			rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 			return;
 		}
-		body = etcd_encode_lease_id(c->lease);
-		(void)etcd_client_call(c->cl, "/v3/lease/revoke", body, fin_cb, c);
-		free(body);
+		(void)etcd_client_call(
+			c->cl,
+			&(struct etcd_request){.call = ETCD_CALL_LEASE_REVOKE, .lease = c->lease},
+			fin_cb, c);
 		return;
 	case FIN_REVOKE: {
 		struct etcd_op r = {.kind = ETCD_OP_RANGE,
@@ -635,9 +627,9 @@ fin_step(struct etcdr *c, int err)
 
 		c->lease = 0;
 		c->fin = FIN_CHECK;
-		body = etcd_encode_op(&r);
-		(void)etcd_client_call(c->cl, "/v3/kv/range", body, fin_cb, c);
-		free(body);
+		(void)etcd_client_call(c->cl,
+				       &(struct etcd_request){.call = ETCD_CALL_RANGE, .op = &r},
+				       fin_cb, c);
 		return;
 	}
 	case FIN_CHECK:

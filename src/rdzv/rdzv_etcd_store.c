@@ -83,15 +83,13 @@ void
 etcdr_intent_drop(struct etcdr *c)
 {
 	struct etcd_op del = {.kind = ETCD_OP_DELETE, .key = c->join_key};
-	char *body;
 
 	if (!c->intent || c->intent_pending) {
 		return;
 	}
 	c->intent = false;
-	body = etcd_encode_op(&del);
-	(void)etcd_client_call(c->cl, "/v3/kv/deleterange", body, intent_del_cb, c);
-	free(body);
+	(void)etcd_client_call(c->cl, &(struct etcd_request){.call = ETCD_CALL_DELETE, .op = &del},
+			       intent_del_cb, c);
 }
 
 /* A participant needs its join request no more. */
@@ -203,26 +201,33 @@ etcdr_coord_read(struct etcdr *c, struct etcd_op *ops, size_t *n)
 	ops[(*n)++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = c->coord_key};
 }
 
-char *
-etcdr_encode_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bool take_key)
+void
+etcdr_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bool take_key, etcd_cb cb)
 {
 	struct etcd_cmp absent = {.key = c->coord_key, .target = ETCD_CMP_CREATE, .revision = 0};
 	struct etcd_op take[ETCDR_LOOK_OPS + 1];
+	struct etcd_request req = {.call = ETCD_CALL_TXN, .success = ops, .n_success = n};
 
 	/* Never without a lease (the key would outlive us), nor while
 	 * leaving. */
 	c->rd_take = take_key && c->lease != 0 && c->fin == FIN_NONE;
-	if (!c->rd_take) {
-		/* Reads only: etcd serves it without a raft write. */
-		return etcd_encode_txn(NULL, 0, ops, n, NULL, 0);
+	if (c->rd_take) {
+		memcpy(take, ops, n * sizeof(*ops));
+		take[n] = (struct etcd_op){.kind = ETCD_OP_PUT,
+					   .key = c->coord_key,
+					   .value = c->me.name,
+					   .value_len = strlen(c->me.name),
+					   .lease = c->lease};
+		req = (struct etcd_request){.call = ETCD_CALL_TXN,
+					    .cmp = &absent,
+					    .n_cmp = 1,
+					    .success = take,
+					    .n_success = n + 1,
+					    .failure = ops,
+					    .n_failure = n};
 	}
-	memcpy(take, ops, n * sizeof(*ops));
-	take[n] = (struct etcd_op){.kind = ETCD_OP_PUT,
-				   .key = c->coord_key,
-				   .value = c->me.name,
-				   .value_len = strlen(c->me.name),
-				   .lease = c->lease};
-	return etcd_encode_txn(&absent, 1, take, n + 1, ops, n);
+	/* Without the take, reads only: etcd serves it without a raft write. */
+	(void)etcd_client_call(c->cl, &req, cb, c);
 }
 
 bool
@@ -449,7 +454,7 @@ void
 etcdr_read_all(struct etcdr *c)
 {
 	struct read_plan p = {0};
-	char *body, *info = NULL;
+	char *info = NULL;
 
 	if (c->sync.io_pending) {
 		c->kick_pending = true;
@@ -478,10 +483,8 @@ etcdr_read_all(struct etcdr *c)
 		info = etcdr_intent_ops(c, p.ops, &p.n);
 	}
 	read_plan(c, &p);
-	body = etcdr_encode_look(c, p.ops, p.n, !etcdr_coordinator_known(c));
 	c->sync.io_pending = true;
-	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, read_cb, c);
-	free(body);
+	etcdr_look(c, p.ops, p.n, !etcdr_coordinator_known(c), read_cb);
 	free(info);
 	read_plan_release(&p);
 }
@@ -539,7 +542,7 @@ cas_write(struct etcdr *c, enum rdzv_action a)
 	};
 	struct etcd_op put[6] = {{.kind = ETCD_OP_PUT, .key = c->state_key}};
 	struct read_plan p = {0};
-	char *value, *body, gen[32];
+	char *value, gen[32];
 	size_t len, n = 1, n_hb;
 	struct rdzv_heartbeat *hb;
 
@@ -584,10 +587,16 @@ cas_write(struct etcdr *c, enum rdzv_action a)
 			.kind = ETCD_OP_PUT, .key = c->adm_key, .value = "1", .value_len = 1};
 	}
 	read_plan(c, &p);
-	body = etcd_encode_txn(&cmp, 1, put, n, p.ops, p.n);
 	c->sync.io_pending = true;
-	(void)etcd_client_call(c->cl, "/v3/kv/txn", body, cas_cb, c);
-	free(body);
+	(void)etcd_client_call(c->cl,
+			       &(struct etcd_request){.call = ETCD_CALL_TXN,
+						      .cmp = &cmp,
+						      .n_cmp = 1,
+						      .success = put,
+						      .n_success = n,
+						      .failure = p.ops,
+						      .n_failure = p.n},
+			       cas_cb, c);
 	free(value);
 	read_plan_release(&p);
 }
