@@ -7,8 +7,11 @@
  *                                        "missing", or "answer HEX"
  *   grpc_tool HOST:PORT watch KEY N      /etcdserverpb.Watch/Watch: "ready" at
  *                                        the created answer, "message LEN" for
- *                                        the N next answers, then cancels
- *   grpc_tool HOST:PORT many N           N Puts then N Ranges at once
+ *                                        the N next answers, then cancels (N 0:
+ *                                        cancels at once, then runs get KEY)
+ *   grpc_tool HOST:PORT bad METHOD       an unparsable message, the stream left
+ *                                        open
+ *   grpc_tool HOST:PORT many N           N Puts and N Ranges at once
  *
  * Every stream's end prints "close err=E status=S message=M". The exit
  * status is 0 when every call ended with err 0 and grpc-status 0. */
@@ -268,6 +271,22 @@ call_watch(const char *key, int n)
 	return call;
 }
 
+/* An unparsable message on method, the stream left open for sending. */
+static struct call *
+call_bad(const char *method)
+{
+	struct call *call = call_open(method, -1);
+	struct evbuffer *b = evbuffer_new();
+
+	evbuffer_add(b, "\xff", 1);
+	if (call->s) {
+		frame_send(call->s, b, false);
+	} else {
+		evbuffer_free(b);
+	}
+	return call;
+}
+
 static void
 check_done(evutil_socket_t fd, short what, void *arg)
 {
@@ -280,7 +299,7 @@ static int
 usage(void)
 {
 	fprintf(stderr, "usage: grpc_tool HOST:PORT put KEY VALUE | get KEY | watch KEY N | "
-			"many N\n");
+			"bad METHOD | many N\n");
 	return 2;
 }
 
@@ -307,6 +326,14 @@ main(int argc, char **argv)
 		calls[ncalls++] = call_get(argv[3]);
 	} else if (strcmp(argv[2], "watch") == 0 && argc == 5) {
 		calls[ncalls++] = call_watch(argv[3], atoi(argv[4]));
+		if (atoi(argv[4]) == 0 && calls[0]->s) {
+			/* Cancelled before its HEADERS left; the connection goes on. */
+			grpc_stream_cancel(calls[0]->s);
+			pending--;
+			calls[ncalls++] = call_get(argv[3]);
+		}
+	} else if (strcmp(argv[2], "bad") == 0 && argc == 4) {
+		calls[ncalls++] = call_bad(argv[3]);
 	} else if (strcmp(argv[2], "many") == 0 && argc == 4 && atoi(argv[3]) > 0 &&
 		   atoi(argv[3]) <= 1024) {
 		char key[32];

@@ -177,6 +177,12 @@ on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user)
 		s = stream_of(h2, frame->hd.stream_id);
 		if (s && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
 			s->trailers = true;
+			/* The call is over: a stream we still send on (a watch)
+			 * closes now, whatever the server does next. */
+			if (!nghttp2_session_get_stream_local_close(h2, frame->hd.stream_id)) {
+				nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE,
+							  frame->hd.stream_id, NGHTTP2_NO_ERROR);
+			}
 		}
 		break;
 	case NGHTTP2_GOAWAY:

@@ -80,6 +80,25 @@ class EtcdGrpcTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("close err=0 status=3 message=etcdserver: key is not provided", out)
 
+    def test_stream_ended_by_server(self):
+        """A bidirectional stream the server ends while we may still send
+        (an unparsable WatchRequest) reports its trailers; an unknown method
+        its grpc-status (12, Unimplemented)."""
+        rc, out = self.tool("bad", "/etcdserverpb.Watch/Watch", timeout=20)
+        self.assertEqual(rc, 1)
+        self.assertTrue(out[0].startswith("close err=0 status=13 message=grpc: "), out)
+        rc, out = self.tool("bad", "/nope.X/Y", timeout=20)
+        self.assertEqual(out[0], "close err=0 status=12 message=unknown service nope.X")
+
+    def test_cancel_before_sent(self):
+        """A stream cancelled before its HEADERS left gets no callback; the
+        next call on the connection works."""
+        rc, out = self.tool("put", "/grpc/c", "cv")
+        self.assertEqual(rc, 0, out)
+        rc, out = self.tool("watch", "/grpc/c", "0")
+        self.assertEqual((rc, out), (0, ["value cv", "close err=0 status=0 message=",
+                                         "done failed=0"]))
+
     def test_watch_sees_gateway_put(self):
         p = subprocess.Popen([GRPC_TOOL, self.ep, "watch", "/grpc/w", "2"],
                              stdout=subprocess.PIPE, text=True)
