@@ -117,17 +117,22 @@ percent_decode(const uint8_t *v, size_t len)
 	return ret;
 }
 
+/* A non-negative decimal header value; -1 when it is not one. */
 static int
 header_int(const uint8_t *v, size_t len)
 {
-	char buf[16];
+	int n = 0;
 
-	if (len == 0 || len >= sizeof(buf)) {
+	if (len == 0 || len > 9) {
 		return -1;
 	}
-	memcpy(buf, v, len);
-	buf[len] = '\0';
-	return (int)strtol(buf, NULL, 10);
+	for (size_t i = 0; i < len; i++) {
+		if (v[i] < '0' || v[i] > '9') {
+			return -1;
+		}
+		n = n * 10 + (v[i] - '0');
+	}
+	return n;
 }
 
 static int
