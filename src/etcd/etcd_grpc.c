@@ -30,6 +30,11 @@
  * WINDOW_UPDATE per 64 KiB (nghttp2 sends them as the bytes are consumed). */
 #define GRPC_STREAM_WINDOW (1 << 20)
 #define GRPC_CONN_WINDOW (1 << 24)
+/* A watch is idle for hours: TCP keepalive (seconds) finds a member whose
+ * host vanished without a FIN (about 60 s), failing the streams. */
+#define GRPC_KEEPALIVE_IDLE 30
+#define GRPC_KEEPALIVE_INTVL 10
+#define GRPC_KEEPALIVE_CNT 3
 
 struct grpc_stream {
 	struct grpc_conn *c;
@@ -355,9 +360,14 @@ conn_event(struct bufferevent *bev, short what, void *arg)
 	char why[128];
 
 	if (what & BEV_EVENT_CONNECTED) {
-		int one = 1;
+		int fd = bufferevent_getfd(bev), one = 1, idle = GRPC_KEEPALIVE_IDLE,
+		    intvl = GRPC_KEEPALIVE_INTVL, cnt = GRPC_KEEPALIVE_CNT;
 
-		setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 		return;
 	}
 	if (what & BEV_EVENT_EOF) {
