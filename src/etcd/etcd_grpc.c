@@ -539,7 +539,9 @@ grpc_stream_send(struct grpc_stream *s, const void *data, size_t len, bool end_s
 		return -ECONNRESET;
 	}
 	if (evbuffer_add(s->out, data, len) != 0) {
-		return -ENOMEM;
+		/* Out of memory, as xmalloc: a lost message would corrupt the stream. */
+		fprintf(stderr, "elasticd: out of memory queueing %zu bytes\n", len);
+		abort();
 	}
 	s->end_queued = end_stream;
 	if (s->deferred) {
