@@ -511,10 +511,14 @@ grpc_stream_open(struct grpc_conn *c, const char *method, grpc_data_cb data_cb,
 	s->grpc_status = -1;
 	body.source.ptr = s;
 	body.read_callback = body_read;
-	s->id = nghttp2_submit_request(c->h2, NULL, hdrs, sizeof(hdrs) / sizeof(hdrs[0]), &body, s);
+	s->id = s->out ? nghttp2_submit_request(c->h2, NULL, hdrs, sizeof(hdrs) / sizeof(hdrs[0]),
+						&body, s)
+		       : NGHTTP2_ERR_NOMEM;
 	if (s->id < 0) {
 		log_debug("etcd grpc: %s: %s", method, nghttp2_strerror(s->id));
-		evbuffer_free(s->out);
+		if (s->out) {
+			evbuffer_free(s->out);
+		}
 		free(s);
 		return NULL;
 	}
