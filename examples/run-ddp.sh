@@ -13,8 +13,9 @@ cd "$(dirname "$0")/.."
 
 # libc6-dev: gcc only recommends it, and recommends are not installed below.
 # scdoc builds the man pages (build/man/), man-db reads them (man -l).
+# protobuf-c and nghttp2 build etcd's gRPC messages and transport.
 packages="meson ninja-build pkg-config gcc libc6-dev libevent-dev libjansson-dev libhwloc-dev
-libcmocka-dev scdoc man-db python3-torch"
+libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev libcmocka-dev scdoc man-db python3-torch"
 
 missing=""
 for p in $packages; do

@@ -52,11 +52,12 @@ fail() {
 # tracked files; groff-base and man-db render the man page test; systemd has
 # systemd-analyze (the unit test); debhelper, dpkg-dev and build-essential
 # (dpkg-checkbuilddeps requires it) build the .deb; debootstrap builds the
-# torch 2.x root.
+# torch 2.x root; libprotobuf-c-dev, protobuf-c-compiler (protoc-c) and
+# libnghttp2-dev build etcd's gRPC messages and transport.
 packages=(meson ninja-build pkg-config gcc libc6-dev libevent-dev libjansson-dev libhwloc-dev
-	libcmocka-dev python3-torch etcd-server curl clang libclang-rt-14-dev clang-format
-	valgrind scdoc hwloc python3 man-db groff-base git systemd debhelper dpkg-dev
-	build-essential debootstrap)
+	libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev libcmocka-dev python3-torch
+	etcd-server curl clang libclang-rt-14-dev clang-format valgrind scdoc hwloc python3
+	man-db groff-base git systemd debhelper dpkg-dev build-essential debootstrap)
 
 install_missing() {
 	local missing=() p
