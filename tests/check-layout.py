@@ -12,7 +12,9 @@ import sys
 
 MAX_LINES = 1000
 MAX_FUNCTION = 80
-GENERATED = {"version.h"}
+# Made at build time: version.h by meson, etcd_rpc.pb-c.h by protoc-c from
+# src/etcd/etcd_rpc.proto.
+GENERATED = {"version.h", "etcd_rpc.pb-c.h"}
 # Files or functions allowed over the limits (none).
 KNOWN_LONG = set()
 
