@@ -1,14 +1,17 @@
-/* etcd_client.h — a client of etcd 3.4's v3 JSON gateway (tech-notes §4) on the
- * libevent loop: unary calls (/v3/kv/range, put, deleterange, txn,
- * /v3/lease/grant, keepalive, revoke) with fail-over across the endpoints on
- * connection errors and 503, and watch streams (/v3/watch) that reconnect and
- * resume from the last revision seen.
+/* etcd_client.h — a client of etcd 3.4's v3 API on the libevent loop, over
+ * its native gRPC (etcd_grpc.h, etcd_pb.h) or its JSON gateway (tech-notes
+ * §4): unary calls (range, put, deleterange, txn, lease grant, keepalive,
+ * revoke) with fail-over across the endpoints on connection errors and
+ * "unavailable", and watch streams that reconnect and resume from the last
+ * revision seen.
  *
- * Two layers: pure request encoding and response decoding (etcd_encode_*,
- * etcd_response_decode; no I/O, unit-tested and fuzzed), and the evhttp part
- * (etcd_client_*, etcd_watch_*). Keys and values are base64 in JSON; int64s go
- * out as strings and are read from strings or numbers; fields that are zero
- * are absent in answers and read as zero. Plain HTTP only: no auth, no TLS. */
+ * Layers: pure request encoding and response decoding (etcd_encode_*,
+ * etcd_response_decode for JSON, etcd_pb_* for gRPC; no I/O, unit-tested
+ * and fuzzed), and the I/O part (etcd_client_*, etcd_watch_*). In JSON, keys
+ * and values are base64; int64s go out as strings and are read from strings
+ * or numbers; fields that are zero are absent in answers and read as zero.
+ * Both wires give the same struct etcd_response. Plain HTTP only: no auth,
+ * no TLS. */
 #pragma once
 
 #include <stdbool.h>
@@ -189,11 +192,18 @@ void etcd_response_release(struct etcd_response *resp);
  * inside etcd_client_call. */
 typedef void (*etcd_cb)(int err, const struct etcd_response *resp, const char *errmsg, void *arg);
 
+/* How the client talks to etcd, on the same client port either way. */
+enum etcd_wire {
+	ETCD_WIRE_GRPC, /* etcd's native API: gRPC over cleartext HTTP/2 */
+	ETCD_WIRE_JSON, /* the grpc-gateway's JSON over HTTP/1.1 (/v3/...) */
+};
+
 /* A client of the cluster whose members are listed in endpoints
  * ("host[:port],..." port 2379 by default; numeric addresses avoid blocking
- * name lookups). Connects lazily. Returns NULL with *reterr (malloc'd) when
- * the list is malformed. */
-struct etcd_client *etcd_client_new(struct event_base *base, const char *endpoints, char **reterr);
+ * name lookups), speaking wire. Connects lazily. Returns NULL with *reterr
+ * (malloc'd) when the list is malformed. */
+struct etcd_client *etcd_client_new(struct event_base *base, const char *endpoints,
+				    enum etcd_wire wire, char **reterr);
 
 /* Make the call req (encoded now: see struct etcd_request). On a connection
  * error, a timeout (timeout_sec per try) or 503 the call moves to the next
@@ -203,6 +213,9 @@ int etcd_client_call(struct etcd_client *cl, const struct etcd_request *req, etc
 
 /* Drop every call in flight without calling back (for the owner's free). */
 void etcd_client_cancel_all(struct etcd_client *cl);
+
+/* "gRPC" or "JSON gateway": cl's wire, for log lines. Static string. */
+const char *etcd_client_wire_name(const struct etcd_client *cl);
 
 /* "host:port" of the endpoint now in use. Static storage of cl. */
 const char *etcd_client_endpoint(const struct etcd_client *cl);

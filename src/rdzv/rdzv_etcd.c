@@ -631,6 +631,25 @@ etcdr_num_nodes_waiting(struct rdzv *r)
 
 /* ---- set-up ------------------------------------------------------------- */
 
+/* The etcd client of cfg: its --rdzv-endpoint members, over the wire of
+ * --rdzv-conf etcd_protocol (grpc, the default, or json). NULL with
+ * *reterr (malloc'd) on a bad setting. */
+static struct etcd_client *
+etcd_client_from_conf(struct event_base *base, const struct config *cfg, char **reterr)
+{
+	const char *v = config_rdzv_conf_get(cfg, "etcd_protocol");
+
+	if (v && strcmp(v, "grpc") != 0 && strcmp(v, "json") != 0) {
+		*reterr = xasprintf("--rdzv-conf: invalid value '%s' for etcd_protocol: expected "
+				    "'grpc' (etcd's native API) or 'json' (its JSON gateway)",
+				    v);
+		return NULL;
+	}
+	return etcd_client_new(base, cfg->rdzv_endpoint,
+			       v && strcmp(v, "json") == 0 ? ETCD_WIRE_JSON : ETCD_WIRE_GRPC,
+			       reterr);
+}
+
 static int
 etcdr_init(struct rdzv *r, char **reterr)
 {
@@ -661,7 +680,7 @@ etcdr_init(struct rdzv *r, char **reterr)
 				  "(HOST[:PORT],...)");
 		return -EINVAL;
 	}
-	c->cl = etcd_client_new(r->base, cfg->rdzv_endpoint, reterr);
+	c->cl = etcd_client_from_conf(r->base, cfg, reterr);
 	if (!c->cl) {
 		return -EINVAL;
 	}

@@ -322,6 +322,9 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		}
 		c->lease = resp->id;
 		c->boot = BOOT_CLEAN;
+		rdzv_progress(c->r, "etcd at %s (%s) granted lease %" PRIx64 " (TTL %" PRId64 " s)",
+			      etcd_client_endpoint(c->cl), etcd_client_wire_name(c->cl), c->lease,
+			      c->ttl);
 		break;
 	case BOOT_CLEAN:
 		/* [put a/<node>, the state (keys only), the closed key, the

@@ -159,6 +159,9 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         # take it over while the first leaves).
         said = [r for r in results if "coordinates the rendezvous 'job'" in r.err]
         self.assertGreaterEqual(len(said), 1, results)
+        # etcd's native API by default.
+        for r in results:
+            self.assertRegex(r.err, r"etcd at 127\.0\.0\.1:\d+ \(gRPC\) granted lease", r.err)
         # The last one out removed the run's keys.
         self.assertTrue(lib.wait_until(lambda: self.etcd.keys("/elasticd/") == [], 10),
                         self.etcd.keys("/elasticd/"))
@@ -303,6 +306,29 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         failed = [e for e in events if e.get("name", "").endswith("_keep_alive")
                   and e.get("node_state") == "FAILED"]
         self.assertTrue(failed, events[-5:])
+
+    def test_json_gateway_protocol(self):
+        # --rdzv-conf etcd_protocol=json: the same rendezvous through etcd's
+        # JSON gateway (HTTP/1.1), for endpoints that pass only HTTP/1.1.
+        self.start_etcd(1)
+        conf = FAST + ",etcd_protocol=json"
+        # Long enough for keep-alives (TTL 3 s: one a second).
+        a = [self.agent("2", body="sleep 2.5", conf=conf) for _ in range(2)]
+        results = self.wait_all(a)
+        for r in results:
+            self.assertRc(r, 0)
+            self.assertIn("(JSON gateway) granted lease", r.err)
+        self.check_world(self.worker_dumps(), 2)
+        self.assertTrue(lib.wait_until(lambda: self.etcd.keys("/elasticd/") == [], 10),
+                        self.etcd.keys("/elasticd/"))
+
+    def test_bad_etcd_protocol(self):
+        r = self.run_elasticd("--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                              "127.0.0.1:2379", "--rdzv-conf", "etcd_protocol=http3",
+                              "--no-python", "/bin/true")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("etcd_protocol", r.err)
+        self.assertIn("'http3'", r.err)
 
     def test_bad_endpoint(self):
         r = self.run_elasticd("--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
