@@ -3,6 +3,11 @@
 
     /usr/bin/python3 bench/bench_rdzv_etcd.py [--build build] [--agents 2,16,64]
         [--swarm 16,64,256] [--reps 3] [--slice 2500] [--barrier N,...] [--tuned]
+        [--protocol grpc|json]
+
+--protocol picks how elasticd talks to etcd (--rdzv-conf etcd_protocol):
+grpc, etcd's native API over HTTP/2 (elasticd's default), or json, its JSON
+gateway over HTTP/1.1.
 
 --tuned runs etcd as a large job's operator may: GOGC=400 in its environment
 (Go's garbage collector runs a quarter as often: GC was about 14 % of etcd's
@@ -50,7 +55,7 @@ from etcd_cluster import Etcd  # noqa: E402
 WORKER = "#!/bin/sh\ndate +%s.%N > \"$1/$RANK\"\n"
 
 
-def agents_once(elasticd, etcd, n, run_id, tmp):
+def agents_once(elasticd, etcd, n, run_id, tmp, conf):
     stamps = tempfile.mkdtemp(dir=tmp)
     worker = os.path.join(tmp, "worker.sh")
     with open(worker, "w") as f:
@@ -60,8 +65,7 @@ def agents_once(elasticd, etcd, n, run_id, tmp):
     t0 = time.time()
     procs = [subprocess.Popen([elasticd, "--nnodes", str(n), "--nproc-per-node", "1",
                                "--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints,
-                               "--rdzv-id", run_id, "--rdzv-conf",
-                               "join_timeout=300,last_call_timeout=0.5",
+                               "--rdzv-id", run_id, "--rdzv-conf", conf,
                                "--log-dir", os.path.join(tmp, "logs"),
                                "--no-python", worker, stamps],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -91,7 +95,7 @@ def parse_swarm(out, what="swarm"):
     return None
 
 
-def swarm_once(build, etcd, n, run_id, slice_size, barrier=False):
+def swarm_once(build, etcd, n, run_id, slice_size, barrier, conf):
     """n participants in processes of at most slice_size each (the fd limit
     is per process), all started at once. Returns (seconds from the first
     start to the last participant holding its round, bytes read and written
@@ -103,7 +107,6 @@ def swarm_once(build, etcd, n, run_id, slice_size, barrier=False):
     for the round and the barrier together)."""
     env = dict(os.environ, RDZV_SWARM_BACKEND="etcd",
                RDZV_SWARM_BARRIER="1" if barrier else "0")
-    conf = "join_timeout=300,last_call_timeout=0.5"
     driver = os.path.join(build, "tests", "rdzv_swarm")
     procs = []
     first = 0
@@ -147,7 +150,8 @@ def swarm_figure(args, etcd, sizes, name, barrier):
     for n in [int(x) for x in sizes.split(",") if x]:
         res = []
         for i in range(args.reps):
-            r = swarm_once(args.build, etcd, n, "%s%d_%d" % (name, n, i), args.slice, barrier)
+            r = swarm_once(args.build, etcd, n, "%s%d_%d" % (name, n, i), args.slice, barrier,
+                           conf(args))
             if r is not None:
                 res.append(r)
         times = [r[0] for r in res]
@@ -159,6 +163,11 @@ def swarm_figure(args, etcd, sizes, name, barrier):
                   "%.0f" % statistics.median(r[2] for r in res) if res else "-",
                   "%.1f" % statistics.median(r[3] for r in res) if res else "-",
                   open("/proc/loadavg").read().split()[0]), flush=True)
+
+
+def conf(args):
+    """The agents' --rdzv-conf."""
+    return "join_timeout=300,last_call_timeout=0.5,etcd_protocol=" + args.protocol
 
 
 def main():
@@ -173,6 +182,8 @@ def main():
                     help="N,... : the exit barrier after a round of N participants")
     ap.add_argument("--tuned", action="store_true",
                     help="etcd with GOGC=400 and --backend-batch-interval=10ms")
+    ap.add_argument("--protocol", choices=("grpc", "json"), default="grpc",
+                    help="how elasticd talks to etcd (--rdzv-conf etcd_protocol)")
     args = ap.parse_args()
     elasticd = os.path.join(args.build, "src", "elasticd")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -185,12 +196,13 @@ def main():
         etcd = Etcd(1)
     try:
         runs = 0
+        print("elasticd talks to etcd over " + args.protocol)
         print("1  N real elasticd agents, launch -> last worker running (s)")
         for n in [int(x) for x in args.agents.split(",") if x]:
             times = []
             for _ in range(args.reps):
                 runs += 1
-                t = agents_once(elasticd, etcd, n, "bench%d" % runs, tmp)
+                t = agents_once(elasticd, etcd, n, "bench%d" % runs, tmp, conf(args))
                 if t is not None:
                     times.append(t)
             print("   N=%-5d median %.3f  min %.3f  (%d/%d ok)" % (
