@@ -62,10 +62,58 @@ etcd_endpoint_evcon(struct etcd_client *cl, const struct etcd_endpoint *ep, int 
 	return evcon;
 }
 
-struct grpc_conn *
-etcd_endpoint_gconn(struct etcd_client *cl, const struct etcd_endpoint *ep)
+static void
+reap_cb(evutil_socket_t fd, short what, void *arg)
 {
-	return grpc_conn_new(cl->base, ep->host, ep->port, ep->name);
+	struct etcd_client *cl = arg;
+
+	for (size_t i = 0; i < cl->n_dropped; i++) {
+		grpc_conn_free(cl->dropped[i]);
+	}
+	cl->n_dropped = 0;
+}
+
+/* Replace the broken connection to ep: its calls fail over and its watches
+ * open again, from the loop; it is freed from the loop (we may be inside
+ * one of its callbacks). */
+static void
+endpoint_gconn_drop(struct etcd_client *cl, struct etcd_endpoint *ep)
+{
+	struct grpc_conn *old = ep->gconn;
+
+	ep->gconn = NULL;
+	for (struct call *c = cl->calls; c; c = c->next) {
+		if (c->gconn == old && c->gs) {
+			struct timeval now = {0, 0};
+
+			/* No callback of its stream may follow (we may be in
+			 * old's loop over its streams). */
+			grpc_stream_cancel(c->gs);
+			c->gs = NULL;
+			c->lost = true;
+			evtimer_add(c->deadline, &now);
+		}
+	}
+	for (struct etcd_watch *w = cl->watches; w; w = etcd_watch_next(w)) {
+		etcd_watch_conn_lost(w, old);
+	}
+	cl->dropped = xrealloc(cl->dropped, (cl->n_dropped + 1) * sizeof(*cl->dropped));
+	cl->dropped[cl->n_dropped++] = old;
+	event_active(cl->reap, 0, 0);
+}
+
+struct grpc_conn *
+etcd_client_gconn(struct etcd_client *cl, size_t i)
+{
+	struct etcd_endpoint *ep = &cl->eps[i];
+
+	if (ep->gconn && grpc_conn_broken(ep->gconn)) {
+		endpoint_gconn_drop(cl, ep);
+	}
+	if (!ep->gconn) {
+		ep->gconn = grpc_conn_new(cl->base, ep->host, ep->port, ep->name);
+	}
+	return ep->gconn;
 }
 
 struct etcd_client *
@@ -76,6 +124,7 @@ etcd_client_new(struct event_base *base, const char *endpoints, enum etcd_wire w
 
 	cl->base = base;
 	cl->wire = wire;
+	cl->reap = event_new(base, -1, 0, reap_cb, cl);
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		struct etcd_endpoint ep = {0};
 		char *t = tok, *why = NULL;
@@ -301,44 +350,16 @@ call_deadline_cb(evutil_socket_t fd, short what, void *arg)
 				 : xasprintf("no answer in %d s", ETCD_CALL_TIMEOUT));
 }
 
-/* Drop cl's gRPC connection to ep when it broke, failing over the calls
- * still on it. Not from inside the connection's callbacks. */
-static void
-endpoint_gconn_check(struct etcd_client *cl, struct etcd_endpoint *ep)
-{
-	struct grpc_conn *old = ep->gconn;
-
-	if (!old || !grpc_conn_broken(old)) {
-		return;
-	}
-	ep->gconn = NULL;
-	for (struct call *c = cl->calls; c; c = c->next) {
-		if (c->gconn == old && c->gs) {
-			struct timeval now = {0, 0};
-
-			/* Its stream goes with old: fail over from the loop. */
-			c->gs = NULL;
-			c->lost = true;
-			evtimer_add(c->deadline, &now);
-		}
-	}
-	grpc_conn_free(old);
-}
-
 /* A try over gRPC: a stream with the one request. */
 static void
 call_send_grpc(struct call *c, struct etcd_endpoint *ep)
 {
 	struct timeval tv = {ETCD_CALL_TIMEOUT, 0};
 
-	endpoint_gconn_check(c->cl, ep);
-	if (!ep->gconn) {
-		ep->gconn = etcd_endpoint_gconn(c->cl, ep);
-	}
-	c->gconn = ep->gconn;
-	c->gs = ep->gconn ? grpc_stream_open(ep->gconn, c->path, call_grpc_data_cb,
-					     call_grpc_close_cb, c)
-			  : NULL;
+	c->gconn = etcd_client_gconn(c->cl, (size_t)(ep - c->cl->eps));
+	c->gs = c->gconn ? grpc_stream_open(c->gconn, c->path, call_grpc_data_cb,
+					    call_grpc_close_cb, c)
+			 : NULL;
 	if (!c->gs || grpc_stream_send(c->gs, c->body, c->body_len, true) < 0) {
 		call_failover(c, xstrdup("cannot open a stream"));
 		return;
@@ -422,17 +443,13 @@ etcd_client_call(struct etcd_client *cl, const struct etcd_request *req, etcd_cb
 void
 etcd_client_cancel_all(struct etcd_client *cl)
 {
-	/* Freeing a connection frees its requests without callbacks. */
-	for (struct call *c = cl->calls; c; c = c->next) {
-		c->gs = NULL;
-	}
+	/* Freeing a JSON connection frees its requests without callbacks; a
+	 * gRPC call's stream is cancelled (the watches share the connection). */
 	for (size_t i = 0; i < cl->n_eps; i++) {
 		if (cl->eps[i].evcon) {
 			evhttp_connection_free(cl->eps[i].evcon);
 			cl->eps[i].evcon = NULL;
 		}
-		grpc_conn_free(cl->eps[i].gconn);
-		cl->eps[i].gconn = NULL;
 	}
 	while (cl->calls) {
 		call_free(cl->calls);
@@ -446,7 +463,13 @@ etcd_client_free(struct etcd_client *cl)
 		return;
 	}
 	etcd_client_cancel_all(cl);
+	reap_cb(-1, 0, cl);
+	free(cl->dropped);
+	if (cl->reap) {
+		event_free(cl->reap);
+	}
 	for (size_t i = 0; i < cl->n_eps; i++) {
+		grpc_conn_free(cl->eps[i].gconn);
 		free(cl->eps[i].host);
 		free(cl->eps[i].name);
 	}

@@ -40,13 +40,14 @@ struct etcd_watch {
 	size_t ep;
 	struct evhttp_connection *evcon; /* JSON */
 	struct evhttp_request *req;      /* JSON: in flight */
-	struct grpc_conn *gconn;         /* gRPC: the stream's own connection */
+	struct grpc_conn *gconn;         /* gRPC: the client's, the stream is on */
 	struct grpc_stream *gs;          /* gRPC: the stream */
 	struct evbuffer *buf;            /* received, not yet a whole line/message */
 	struct event *timer;
-	bool failed;      /* the last stream ended with an error: next endpoint */
-	bool restart;     /* a watch of the stream ended: open the stream again */
-	unsigned n_fails; /* in a row */
+	bool failed;                    /* the last stream ended with an error: next endpoint */
+	bool restart;                   /* a watch of the stream ended: open the stream again */
+	unsigned n_fails;               /* in a row */
+	struct etcd_watch *next, *prev; /* the client's watches */
 };
 
 static void watch_send(struct etcd_watch *w);
@@ -200,10 +201,10 @@ watch_chunk_cb(struct evhttp_request *req, void *arg)
 	}
 }
 
-/* Drop the stream, and its connection when drop_conn or on JSON (whose
- * connection carries the one stream). Not from inside their callbacks. */
+/* Drop the stream, and on JSON its connection (which carries the one
+ * stream; not from inside its callbacks). */
 static void
-watch_close(struct etcd_watch *w, bool drop_conn)
+watch_close(struct etcd_watch *w)
 {
 	if (w->evcon) {
 		evhttp_connection_free(w->evcon);
@@ -214,10 +215,7 @@ watch_close(struct etcd_watch *w, bool drop_conn)
 		grpc_stream_cancel(w->gs);
 		w->gs = NULL;
 	}
-	if (drop_conn && w->gconn) {
-		grpc_conn_free(w->gconn);
-		w->gconn = NULL;
-	}
+	w->gconn = NULL;
 	evbuffer_drain(w->buf, evbuffer_get_length(w->buf));
 }
 
@@ -226,9 +224,9 @@ watch_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct etcd_watch *w = arg;
 
-	if ((w->failed || w->restart) && (w->evcon || w->gconn)) {
+	if (w->failed || w->restart) {
 		/* Not from inside the connection's own callback. */
-		watch_close(w, w->failed);
+		watch_close(w);
 		if (w->failed) {
 			w->ep = (w->ep + 1) % w->cl->n_eps;
 		}
@@ -282,15 +280,7 @@ watch_done_cb(struct evhttp_request *req, void *arg)
 static bool
 watch_send_grpc(struct etcd_watch *w)
 {
-	const struct etcd_endpoint *ep = &w->cl->eps[w->ep];
-
-	if (w->gconn && grpc_conn_broken(w->gconn)) {
-		grpc_conn_free(w->gconn);
-		w->gconn = NULL;
-	}
-	if (!w->gconn) {
-		w->gconn = etcd_endpoint_gconn(w->cl, ep);
-	}
+	w->gconn = etcd_client_gconn(w->cl, w->ep);
 	w->gs = w->gconn ? grpc_stream_open(w->gconn, etcd_pb_method(ETCD_CALL_WATCH),
 					    watch_grpc_data_cb, watch_grpc_close_cb, w)
 			 : NULL;
@@ -387,6 +377,11 @@ etcd_watch_new_multi(struct etcd_client *cl, const struct etcd_watch_spec *specs
 	w->ep = cl->cur;
 	w->buf = evbuffer_new();
 	w->timer = evtimer_new(cl->base, watch_timer_cb, w);
+	w->next = cl->watches;
+	if (cl->watches) {
+		cl->watches->prev = w;
+	}
+	cl->watches = w;
 	watch_send(w);
 	return w;
 }
@@ -410,7 +405,7 @@ etcd_watch_follow(struct etcd_watch *w)
 		return;
 	}
 	/* Never called from inside this watch's own connection callbacks. */
-	watch_close(w, true);
+	watch_close(w);
 	evtimer_del(w->timer);
 	w->ep = w->cl->cur;
 	w->failed = false;
@@ -424,7 +419,15 @@ etcd_watch_free(struct etcd_watch *w)
 	if (!w) {
 		return;
 	}
-	watch_close(w, true);
+	watch_close(w);
+	if (w->prev) {
+		w->prev->next = w->next;
+	} else {
+		w->cl->watches = w->next;
+	}
+	if (w->next) {
+		w->next->prev = w->prev;
+	}
 	event_free(w->timer);
 	evbuffer_free(w->buf);
 	for (size_t i = 0; i < w->n_slots; i++) {
@@ -432,4 +435,30 @@ etcd_watch_free(struct etcd_watch *w)
 		free(w->slots[i].range_end);
 	}
 	free(w);
+}
+
+struct etcd_watch *
+etcd_watch_next(const struct etcd_watch *w)
+{
+	return w->next;
+}
+
+void
+etcd_watch_conn_lost(struct etcd_watch *w, struct grpc_conn *conn)
+{
+	if (w->gconn != conn) {
+		return;
+	}
+	w->gconn = NULL;
+	if (w->gs) {
+		struct timeval tv = {0, 100000};
+
+		/* No callback of it may follow; open again on the next
+		 * member. */
+		grpc_stream_cancel(w->gs);
+		w->gs = NULL;
+		w->failed = true;
+		w->n_fails++;
+		evtimer_add(w->timer, &tv);
+	}
 }
