@@ -26,7 +26,9 @@ Figures (one single-member etcd on loopback, data on /dev/shm, started here):
      bytes read and written per participant (/proc/<pid>/io rchar/wchar of the
      swarm processes; etcd's own traffic is not in it), and the CPU seconds
      etcd spent on the run (/proc/<etcd pid>/stat utime + stime): on a
-     2-vCPU machine etcd's CPU, not the network, bounds the time.
+     2-vCPU machine etcd's CPU, not the network, bounds the time. Each run
+     starts once etcd holds no lease of an earlier run (a swarm exits
+     without revoking its leases; their expiry would skew the next run).
   3  (--barrier N,...) N participants hold a round as in 2, then all enter
      the exit barrier at once (as every agent does when its workers
      succeeded): time from the last participant holding its round to the
@@ -37,6 +39,7 @@ Standard library only; informational (exit 0 unless a run misbehaves badly).
 """
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -45,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -85,6 +89,24 @@ def etcd_cpu(etcd):
             fields = f.read().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def leases(etcd):
+    """How many leases etcd holds (/v3/lease/leases)."""
+    req = urllib.request.Request(
+        "http://127.0.0.1:%d/v3/lease/leases" % etcd.members[0]["client"], data=b"{}",
+        method="POST")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return len(json.loads(r.read()).get("leases") or [])
+
+
+def quiet(etcd, timeout=120):
+    """Wait until the leases of the last run are gone: a swarm exits
+    without revoking its participants' leases, and thousands expiring at
+    once (a raft write each) would land in the next run's figure."""
+    deadline = time.time() + timeout
+    while leases(etcd) and time.time() < deadline:
+        time.sleep(1)
 
 
 def parse_swarm(out, what="swarm"):
@@ -150,6 +172,7 @@ def swarm_figure(args, etcd, sizes, name, barrier):
     for n in [int(x) for x in sizes.split(",") if x]:
         res = []
         for i in range(args.reps):
+            quiet(etcd)
             r = swarm_once(args.build, etcd, n, "%s%d_%d" % (name, n, i), args.slice, barrier,
                            conf(args))
             if r is not None:
