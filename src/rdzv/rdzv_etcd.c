@@ -259,6 +259,7 @@ etcdr_io_failed(struct etcdr *c, int err, const char *msg)
 {
 	uint64_t now = now_usec();
 
+	c->io_fails++;
 	if (c->err_logged == 0 || now - c->err_logged >= ERR_LOG_USEC) {
 		c->err_logged = now;
 		rdzv_progress(c->r, "cannot reach etcd (%s); retrying%s", msg,
@@ -280,7 +281,21 @@ etcdr_io_failed(struct etcdr *c, int err, const char *msg)
 		return;
 	}
 	c->kick_pending = true;
-	timer_usec(c->retry_timer, RETRY_USEC);
+	timer_usec(c->retry_timer, etcdr_retry_usec(c, c->sync.next_active ? c->sync.next_deadline
+									   : c->sync.op_deadline));
+}
+
+uint64_t
+etcdr_retry_usec(struct etcdr *c, uint64_t deadline)
+{
+	unsigned doublings = c->io_fails > 5 ? 4 : c->io_fails > 0 ? c->io_fails - 1 : 0;
+	uint64_t whole = (uint64_t)RETRY_USEC << doublings, now = now_usec(), pause;
+
+	pause = whole / 2 + rdzv_sync_jitter(&c->sync, whole / 2);
+	if (deadline > now && now + pause > deadline + RETRY_USEC / 10) {
+		pause = deadline - now + RETRY_USEC / 10;
+	}
+	return pause;
 }
 
 /* ---- the watches -------------------------------------------------------- */

@@ -103,7 +103,8 @@ struct etcdr {
 	struct ratelimit ka_tell;
 	bool ka_pending;
 	uint64_t err_logged;
-	char *boot_err; /* why the boot's last try failed */
+	unsigned io_fails; /* tries of the boot or of the loop's I/O failed in a row */
+	char *boot_err;    /* why the boot's last try failed */
 
 	/* The operation loop and its local copy (rdzv_sync.h). */
 	struct rdzv_sync sync;
@@ -225,6 +226,13 @@ char *etcdr_barrier_key(const struct etcdr *c, int64_t round);
 /* etcd could not be reached (err -errno, msg why): log at a bounded rate and
  * retry until the deadline of whatever waits. */
 void etcdr_io_failed(struct etcdr *c, int err, const char *msg);
+/* The pause before the next try after c->io_fails failures in a row (at
+ * least one), in microseconds: RETRY_USEC doubling up to 16 times it, each
+ * drawn in [half, whole) from the node's own PRNG, and never past deadline
+ * (monotonic usec; 0: none) by more than RETRY_USEC / 10. A crowd that
+ * failed together (etcd's "too many requests" under thousands of nodes)
+ * thus spreads out and thins instead of retrying in step. */
+uint64_t etcdr_retry_usec(struct etcdr *c, uint64_t deadline);
 /* The rank exchange looks at what it has (publish, or take the answer). */
 void etcdr_exchange_check(struct etcdr *c);
 /* next_rendezvous fails with err (-errno) and msg. */

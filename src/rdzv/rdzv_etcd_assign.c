@@ -120,6 +120,7 @@ blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 		etcdr_io_failed(c, err, errmsg);
 		return;
 	}
+	c->io_fails = 0;
 	if ((size_t)c->rd_coord >= resp->n_ranges) {
 		rdzv_sync_fail(&c->sync, -EBADMSG);
 		return;

@@ -131,6 +131,7 @@ boot_failed_try(struct etcdr *c, int err, const char *msg)
 
 	free(c->boot_err);
 	c->boot_err = xstrdup(msg);
+	c->io_fails++;
 
 	if (c->err_logged == 0 || now - c->err_logged >= ERR_LOG_USEC) {
 		c->err_logged = now;
@@ -146,7 +147,7 @@ boot_failed_try(struct etcdr *c, int err, const char *msg)
 		free(m);
 		return;
 	}
-	timer_usec(c->boot_timer, RETRY_USEC);
+	timer_usec(c->boot_timer, etcdr_retry_usec(c, deadline));
 }
 
 /* a/<node> is in at revision rev (c->boot_coordinator: whether we
@@ -161,6 +162,7 @@ boot_ready(struct etcdr *c, int64_t rev, int64_t deaths_from)
 	c->rev = rev;
 	c->boot = BOOT_READY;
 	c->err_logged = 0;
+	c->io_fails = 0;
 	c->deaths_from = deaths_from > 0 && deaths_from <= rev ? deaths_from : rev + 1;
 	timer_usec(c->ka_timer, (uint64_t)c->ttl * USEC_PER_SEC / 3);
 	/* Not before: the coordinator's work reads the state, which the

@@ -409,6 +409,7 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 		etcdr_io_failed(c, err, errmsg);
 		return;
 	}
+	c->io_fails = 0;
 	etcd_watch_follow(c->watch);
 	etcd_watch_follow(c->deaths);
 	etcd_watch_follow(c->jwatch);
@@ -503,6 +504,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		etcdr_io_failed(c, err, errmsg);
 		return;
 	}
+	c->io_fails = 0;
 	rdzv_record_sync(c->r, c->me.name, resp->succeeded);
 	if (resp->succeeded) {
 		c->mod_rev = resp->revision;
