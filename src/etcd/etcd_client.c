@@ -24,27 +24,6 @@
 
 #define ETCD_DEFAULT_PORT 2379
 
-struct call {
-	struct etcd_client *cl;
-	struct call *next, *prev;
-	enum etcd_call call;
-	char *path; /* JSON: the gateway's path; gRPC: the method */
-	char *body; /* JSON: NUL-terminated; gRPC: the framed message */
-	size_t body_len;
-	etcd_cb cb;
-	void *arg;
-	size_t ep; /* the endpoint of the try in flight */
-	unsigned tries;
-	struct event *retry;
-	char *last_err;
-	/* gRPC: the try's stream, its answer so far, its deadline */
-	struct grpc_conn *gconn;
-	struct grpc_stream *gs;
-	struct evbuffer *in;
-	struct event *deadline;
-	bool lost; /* its connection broke under it */
-};
-
 struct evhttp_connection *
 etcd_endpoint_evcon(struct etcd_client *cl, const struct etcd_endpoint *ep, int timeout)
 {
@@ -97,6 +76,7 @@ endpoint_gconn_drop(struct etcd_client *cl, struct etcd_endpoint *ep)
 	for (struct etcd_watch *w = cl->watches; w; w = etcd_watch_next(w)) {
 		etcd_watch_conn_lost(w, old);
 	}
+	etcd_ka_conn_lost(cl, old);
 	cl->dropped = xrealloc(cl->dropped, (cl->n_dropped + 1) * sizeof(*cl->dropped));
 	cl->dropped[cl->n_dropped++] = old;
 	event_active(cl->reap, 0, 0);
@@ -205,6 +185,7 @@ call_free(struct call *c)
 	if (c->gs) {
 		grpc_stream_cancel(c->gs);
 	}
+	etcd_ka_forget(cl, c);
 	if (c->in) {
 		evbuffer_free(c->in);
 	}
@@ -226,8 +207,8 @@ call_retry_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* This try failed for a reason another member may not have. */
-static void
-call_failover(struct call *c, char *why)
+void
+etcd_call_failover(struct call *c, char *why)
 {
 	struct etcd_client *cl = c->cl;
 
@@ -235,6 +216,7 @@ call_failover(struct call *c, char *why)
 		grpc_stream_cancel(c->gs);
 		c->gs = NULL;
 	}
+	etcd_ka_forget(cl, c);
 	if (c->deadline) {
 		evtimer_del(c->deadline);
 	}
@@ -261,8 +243,6 @@ call_failover(struct call *c, char *why)
 	evtimer_add(c->retry, &tv);
 }
 
-static void call_answer(struct call *c, int err, struct etcd_response *resp);
-
 static void
 call_done_cb(struct evhttp_request *req, void *arg)
 {
@@ -273,23 +253,23 @@ call_done_cb(struct evhttp_request *req, void *arg)
 	int err;
 
 	if (code == 0) {
-		call_failover(c, xstrdup("cannot connect or no answer"));
+		etcd_call_failover(c, xstrdup("cannot connect or no answer"));
 		return;
 	}
 	in = evhttp_request_get_input_buffer(req);
 	err = etcd_response_decode(code, (const char *)evbuffer_pullup(in, -1),
 				   evbuffer_get_length(in), &resp);
-	call_answer(c, err, &resp);
+	etcd_call_answer(c, err, &resp);
 }
 
 /* The try ended with an answer (err 0) or an error etcd reported. */
-static void
-call_answer(struct call *c, int err, struct etcd_response *resp)
+void
+etcd_call_answer(struct call *c, int err, struct etcd_response *resp)
 {
 	char *msg;
 
 	if (err == -EAGAIN) {
-		call_failover(c, xasprintf("unavailable (%s)", resp->error));
+		etcd_call_failover(c, xasprintf("unavailable (%s)", resp->error));
 		etcd_response_release(resp);
 		return;
 	}
@@ -322,8 +302,9 @@ call_grpc_close_cb(struct grpc_stream *s, int err, int status, const char *messa
 	c->gs = NULL;
 	evtimer_del(c->deadline);
 	if (err < 0) {
-		call_failover(c, xstrdup(err == -ECONNRESET ? "cannot connect or connection lost"
-							    : "HTTP/2 error"));
+		etcd_call_failover(c,
+				   xstrdup(err == -ECONNRESET ? "cannot connect or connection lost"
+							      : "HTTP/2 error"));
 		return;
 	}
 	err = status < 0 ? -EPROTO : etcd_pb_status_errno(status);
@@ -338,7 +319,7 @@ call_grpc_close_cb(struct grpc_stream *s, int err, int status, const char *messa
 		err = -EBADMSG;
 		resp.error = xstrdup("no answer message");
 	}
-	call_answer(c, err, &resp);
+	etcd_call_answer(c, err, &resp);
 }
 
 static void
@@ -346,8 +327,8 @@ call_deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct call *c = arg;
 
-	call_failover(c, c->lost ? xstrdup("connection lost")
-				 : xasprintf("no answer in %d s", ETCD_CALL_TIMEOUT));
+	etcd_call_failover(c, c->lost ? xstrdup("connection lost")
+				      : xasprintf("no answer in %d s", ETCD_CALL_TIMEOUT));
 }
 
 /* A try over gRPC: a stream with the one request. */
@@ -361,7 +342,7 @@ call_send_grpc(struct call *c, struct etcd_endpoint *ep)
 					    call_grpc_close_cb, c)
 			 : NULL;
 	if (!c->gs || grpc_stream_send(c->gs, c->body, c->body_len, true) < 0) {
-		call_failover(c, xstrdup("cannot open a stream"));
+		etcd_call_failover(c, xstrdup("cannot open a stream"));
 		return;
 	}
 	evbuffer_drain(c->in, evbuffer_get_length(c->in));
@@ -380,6 +361,10 @@ call_send(struct call *c)
 	c->ep = cl->cur;
 	c->tries++;
 	ep = &cl->eps[c->ep];
+	if (cl->wire == ETCD_WIRE_GRPC && c->call == ETCD_CALL_LEASE_KEEPALIVE) {
+		etcd_ka_send(cl, c);
+		return;
+	}
 	if (cl->wire == ETCD_WIRE_GRPC) {
 		call_send_grpc(c, ep);
 		return;
@@ -389,7 +374,7 @@ call_send(struct call *c)
 	}
 	req = ep->evcon ? evhttp_request_new(call_done_cb, c) : NULL;
 	if (!req) {
-		call_failover(c, xstrdup("cannot create a connection"));
+		etcd_call_failover(c, xstrdup("cannot create a connection"));
 		return;
 	}
 	h = evhttp_request_get_output_headers(req);
@@ -398,7 +383,7 @@ call_send(struct call *c)
 	evbuffer_add(evhttp_request_get_output_buffer(req), c->body, strlen(c->body));
 	if (evhttp_make_request(ep->evcon, req, EVHTTP_REQ_POST, c->path) < 0) {
 		/* libevent freed req. */
-		call_failover(c, xstrdup("cannot send the request"));
+		etcd_call_failover(c, xstrdup("cannot send the request"));
 	}
 }
 
@@ -463,6 +448,7 @@ etcd_client_free(struct etcd_client *cl)
 		return;
 	}
 	etcd_client_cancel_all(cl);
+	etcd_ka_free(cl);
 	reap_cb(-1, 0, cl);
 	free(cl->dropped);
 	if (cl->reap) {

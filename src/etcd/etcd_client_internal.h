@@ -16,6 +16,31 @@ struct grpc_conn;
  * answers 503 after about 7 s). */
 #define ETCD_CALL_TIMEOUT 10
 
+/* A unary call in flight (etcd_client.c). */
+struct call {
+	struct etcd_client *cl;
+	struct call *next, *prev;
+	enum etcd_call call;
+	char *path; /* JSON: the gateway's path; gRPC: the method */
+	char *body; /* JSON: NUL-terminated; gRPC: the framed message */
+	size_t body_len;
+	etcd_cb cb;
+	void *arg;
+	size_t ep; /* the endpoint of the try in flight */
+	unsigned tries;
+	struct event *retry;
+	char *last_err;
+	/* gRPC: the try's stream, its answer so far, its deadline */
+	struct grpc_conn *gconn;
+	struct grpc_stream *gs;
+	struct evbuffer *in;
+	struct event *deadline;
+	bool lost; /* its connection broke under it */
+	/* gRPC keep-alive: queued on the client's LeaseKeepAlive stream */
+	bool on_ka;
+	struct call *ka_next;
+};
+
 /* One member of the cluster. */
 struct etcd_endpoint {
 	char *host;
@@ -25,7 +50,16 @@ struct etcd_endpoint {
 	struct grpc_conn *gconn;         /* gRPC: calls and watches, all on one */
 };
 
-struct call;
+/* gRPC keep-alives ride one LeaseKeepAlive stream per client, as etcd's own
+ * client does (a message each, not a stream each; etcd answers them in
+ * order): etcd_keepalive.c. */
+struct ka_stream {
+	struct grpc_conn *gconn;
+	struct grpc_stream *gs;
+	size_t ep;
+	struct evbuffer *in;      /* answers so far */
+	struct call *head, *tail; /* sent, not answered: oldest first */
+};
 
 struct etcd_client {
 	struct event_base *base;
@@ -38,6 +72,7 @@ struct etcd_client {
 	struct grpc_conn **dropped; /* broken connections, freed by reap */
 	size_t n_dropped;
 	struct event *reap;
+	struct ka_stream ka;
 };
 
 /* A JSON gateway connection to ep whose requests time out after timeout
@@ -52,6 +87,23 @@ struct evhttp_connection *etcd_endpoint_evcon(struct etcd_client *cl,
  * from the loop, so this is safe inside any callback. NULL only when a
  * connection cannot be made. */
 struct grpc_conn *etcd_client_gconn(struct etcd_client *cl, size_t i);
+
+/* The try of c ended: an answer (err 0, resp) or an error etcd reported;
+ * -EAGAIN fails over. Consumes resp (released) and maybe c (freed). */
+void etcd_call_answer(struct call *c, int err, struct etcd_response *resp);
+/* The try of c failed for a reason another member may not have (why,
+ * malloc'd, taken): the next member after a pause, or the end. */
+void etcd_call_failover(struct call *c, char *why);
+
+/* Send c (a LEASE_KEEPALIVE) on cl's keep-alive stream to c->ep, opening
+ * it when needed; its answer or failure comes from the loop. */
+void etcd_ka_send(struct etcd_client *cl, struct call *c);
+/* Forget c (being freed or failed over) if queued on the stream. */
+void etcd_ka_forget(struct etcd_client *cl, struct call *c);
+/* The stream is on conn, being dropped: fail its calls over from the loop. */
+void etcd_ka_conn_lost(struct etcd_client *cl, struct grpc_conn *conn);
+/* Close the stream without callbacks (the client's free). */
+void etcd_ka_free(struct etcd_client *cl);
 
 /* The watch after w in its client's list (cl->watches, which etcd_watch.c
  * keeps), or NULL. */

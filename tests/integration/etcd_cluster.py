@@ -93,16 +93,19 @@ class Etcd:
                               for kv in json.load(r).get("kvs", []))
         return None
 
-    def requests(self):
+    def requests(self, metric="grpc_server_handled_total"):
         """gRPC calls the first member has handled so far, by method
         ("Txn", "Watch", "LeaseGrant", ...), from its /metrics: each call
-        through the JSON gateway (a unary call, a watch stream) is one."""
+        through the JSON gateway (a unary call, a watch stream) is one.
+        metric: another of etcd's per-method counters, such as
+        grpc_server_started_total (streams opened) or
+        grpc_server_msg_received_total (messages received on them)."""
         counts = {}
         m = self.members[0]
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % m["client"],
                                     timeout=10) as r:
             for line in r.read().decode().splitlines():
-                if line.startswith("grpc_server_handled_total{"):
+                if line.startswith(metric + "{"):
                     method = line.split('grpc_method="', 1)[1].split('"', 1)[0]
                     counts[method] = counts.get(method, 0) + float(line.rsplit(" ", 1)[1])
         return counts

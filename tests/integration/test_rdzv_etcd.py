@@ -307,6 +307,24 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
                   and e.get("node_state") == "FAILED"]
         self.assertTrue(failed, events[-5:])
 
+    def test_keep_alives_share_one_stream(self):
+        # Over gRPC, an agent's keep-alives are messages on one
+        # LeaseKeepAlive stream (as etcd's own client sends them), not a
+        # stream each: at 10 000 agents, a keep-alive every TTL/3 seconds
+        # each is what etcd's CPU goes to.
+        self.start_etcd(1)
+        before = self.etcd.requests("grpc_server_started_total")
+        sent0 = self.etcd.requests("grpc_server_msg_received_total")
+        # TTL 3 s: a keep-alive a second, about five in the run.
+        r = self.agent("1", body="sleep 5.5").wait(60)
+        self.assertRc(r, 0)
+        streams = (self.etcd.requests("grpc_server_started_total").get("LeaseKeepAlive", 0)
+                   - before.get("LeaseKeepAlive", 0))
+        sent = (self.etcd.requests("grpc_server_msg_received_total").get("LeaseKeepAlive", 0)
+                - sent0.get("LeaseKeepAlive", 0))
+        self.assertGreaterEqual(sent, 4, "keep-alives received by etcd")
+        self.assertEqual(streams, 1, "LeaseKeepAlive streams for %d keep-alives" % sent)
+
     def test_json_gateway_protocol(self):
         # --rdzv-conf etcd_protocol=json: the same rendezvous through etcd's
         # JSON gateway (HTTP/1.1), for endpoints that pass only HTTP/1.1.
