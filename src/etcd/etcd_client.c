@@ -288,6 +288,14 @@ call_grpc_data_cb(struct grpc_stream *s, const uint8_t *data, size_t len, void *
 	struct call *c = arg;
 
 	evbuffer_add(c->in, data, len);
+	if (evbuffer_get_length(c->in) > ETCD_PB_FRAME + ETCD_MAX_BODY) {
+		struct etcd_response resp = {.error = xstrdup("answer too large")};
+
+		grpc_stream_cancel(c->gs);
+		c->gs = NULL;
+		evtimer_del(c->deadline);
+		etcd_call_answer(c, -EBADMSG, &resp);
+	}
 }
 
 /* The stream of a gRPC try ended: its status, and its one answer. */

@@ -206,9 +206,12 @@ struct etcd_client *etcd_client_new(struct event_base *base, const char *endpoin
 				    enum etcd_wire wire, char **reterr);
 
 /* Make the call req (encoded now: see struct etcd_request). On a connection
- * error, a timeout (timeout_sec per try) or 503 the call moves to the next
- * endpoint, trying each at most twice. Returns 0 (cb will run), -EINVAL for
- * ETCD_CALL_WATCH, or -ENOMEM. */
+ * error, no answer in 10 s, or "unavailable" (gRPC UNAVAILABLE or
+ * DEADLINE_EXCEEDED; the gateway's 502, 503, 504) the call moves to the
+ * next endpoint, trying each at most twice. Over gRPC, keep-alives go as
+ * messages on one LeaseKeepAlive stream per client, the rest as a stream a
+ * call, all on one connection per member. Returns 0 (cb will run), -EINVAL
+ * for ETCD_CALL_WATCH, or -ENOMEM. */
 int etcd_client_call(struct etcd_client *cl, const struct etcd_request *req, etcd_cb cb, void *arg);
 
 /* Drop every call in flight without calling back (for the owner's free). */
@@ -232,7 +235,8 @@ typedef void (*etcd_watch_cb)(int err, const struct etcd_response *resp, bool re
 			      const char *errmsg, void *arg);
 
 /* Watch key (with range_end for a prefix) from start_revision (0: now) on a
- * connection of its own; no_put: deletions only (puts are filtered out by
+ * stream of its own (JSON: a connection of its own; gRPC: on the client's
+ * connection to the member); no_put: deletions only (puts are filtered out by
  * etcd). After any drop it reconnects (next endpoint on errors) and resumes
  * from the last revision seen + 1. resp->watch_id is 0. */
 struct etcd_watch *etcd_watch_new(struct etcd_client *cl, const char *key, const char *range_end,

@@ -199,8 +199,8 @@ on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user)
 		/* nghttp2 closes the streams above last_stream_id (REFUSED_STREAM);
 		 * the others may finish. */
 		if (!c->broken) {
-			log_info("etcd grpc: %s sent GOAWAY (error %u)", c->name,
-				 frame->goaway.error_code);
+			log_debug("etcd grpc: %s sent GOAWAY (error %u)", c->name,
+				  frame->goaway.error_code);
 		}
 		c->broken = true;
 		break;
@@ -290,7 +290,7 @@ static void
 conn_fail(struct grpc_conn *c, const char *why)
 {
 	if (!c->failed) {
-		log_info("etcd grpc: connection to %s closed: %s", c->name, why);
+		log_debug("etcd grpc: connection to %s closed: %s", c->name, why);
 	}
 	c->broken = true;
 	c->failed = true;
@@ -303,6 +303,22 @@ conn_fail(struct grpc_conn *c, const char *why)
 		c->bev = NULL;
 	}
 	conn_kick(c);
+}
+
+/* nghttp2 ended the session (a GOAWAY either way, or a connection error it
+ * found): no new stream; once its last frames are out, the connection
+ * fails, and the streams with it (grpc-go servers may keep the socket open
+ * after our GOAWAY). */
+static void
+conn_done_check(struct grpc_conn *c)
+{
+	if (c->failed || nghttp2_session_want_read(c->h2) || nghttp2_session_want_write(c->h2)) {
+		return;
+	}
+	c->broken = true;
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+		conn_fail(c, "session done");
+	}
 }
 
 static void
@@ -327,10 +343,14 @@ conn_flush(evutil_socket_t fd, short what, void *arg)
 		}
 		bufferevent_write(c->bev, data, (size_t)n);
 	}
-	if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) &&
-	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
-		conn_fail(c, "session done");
-	}
+	conn_done_check(c);
+}
+
+/* The write callback: the output drained. */
+static void
+conn_write(struct bufferevent *bev, void *arg)
+{
+	conn_done_check(arg);
 }
 
 static void
@@ -439,7 +459,7 @@ conn_connect(struct grpc_conn *c, const char *host, int port)
 		freeaddrinfo(ai);
 		return;
 	}
-	bufferevent_setcb(c->bev, conn_read, NULL, conn_event, c);
+	bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	r = bufferevent_socket_connect(c->bev, ai->ai_addr, (int)ai->ai_addrlen);
 	freeaddrinfo(ai);

@@ -15,8 +15,6 @@
 #include "etcd_pb.h"
 #include "util.h"
 
-static void ka_reset(struct etcd_client *cl);
-
 /* Take c off the queue. */
 static void
 ka_unlink(struct ka_stream *ka, struct call *c)
@@ -36,6 +34,32 @@ ka_unlink(struct ka_stream *ka, struct call *c)
 	}
 	c->ka_next = NULL;
 	c->on_ka = false;
+}
+
+/* Drop the stream (no more callbacks of it) and fail over, from the loop,
+ * every keep-alive on it: it may be cut, stuck or out of step. */
+static void
+ka_reset(struct etcd_client *cl)
+{
+	struct ka_stream *ka = &cl->ka;
+
+	if (ka->gs) {
+		grpc_stream_cancel(ka->gs);
+		ka->gs = NULL;
+	}
+	ka->gconn = NULL;
+	if (ka->in) {
+		evbuffer_drain(ka->in, evbuffer_get_length(ka->in));
+	}
+	while (ka->head) {
+		struct call *c = ka->head;
+		struct timeval now = {0, 0};
+
+		ka_unlink(ka, c);
+		/* call_deadline_cb fails it over ("connection lost"). */
+		c->lost = true;
+		evtimer_add(c->deadline, &now);
+	}
 }
 
 static void
@@ -75,32 +99,6 @@ ka_close_cb(struct grpc_stream *gs, int err, int status, const char *message, vo
 
 	cl->ka.gs = NULL;
 	ka_reset(cl);
-}
-
-/* Drop the stream (no more callbacks of it) and fail over, from the loop,
- * every keep-alive on it: it may be cut, stuck or out of step. */
-static void
-ka_reset(struct etcd_client *cl)
-{
-	struct ka_stream *ka = &cl->ka;
-
-	if (ka->gs) {
-		grpc_stream_cancel(ka->gs);
-		ka->gs = NULL;
-	}
-	ka->gconn = NULL;
-	if (ka->in) {
-		evbuffer_drain(ka->in, evbuffer_get_length(ka->in));
-	}
-	while (ka->head) {
-		struct call *c = ka->head;
-		struct timeval now = {0, 0};
-
-		ka_unlink(ka, c);
-		/* call_deadline_cb fails it over ("connection lost"). */
-		c->lost = true;
-		evtimer_add(c->deadline, &now);
-	}
 }
 
 void

@@ -44,7 +44,8 @@ int etcd_pb_next_message(const uint8_t *buf, size_t len, const uint8_t **msg, si
 
 /* Decode msg (len bytes, unframed), the answer of call (ETCD_CALL_WATCH: a
  * WatchResponse), into *ret, shaped as etcd_response_decode shapes the
- * gateway's answer: revision from the header; a range answer's kvs and
+ * gateway's answer (but an empty range or delete answer has its ranges[0],
+ * where the gateway leaves the zero fields out): revision from the header; a range answer's kvs and
  * count in ranges[0]; a delete's count in ranges[0].deleted; a txn's
  * succeeded and one range per response op (empty for a put); a lease's ID
  * and TTL (TTL <= 0 on a keepalive: the lease is gone); a watch answer's
@@ -54,10 +55,11 @@ int etcd_pb_next_message(const uint8_t *buf, size_t len, const uint8_t **msg, si
 int etcd_pb_decode(enum etcd_call call, const uint8_t *msg, size_t len, struct etcd_response *ret);
 
 /* The -errno of a call that ended with gRPC status code (the grpc-status
- * trailer), matching etcd_response_decode's map of the gateway's HTTP
- * statuses for the same codes: 0 OK; -EAGAIN UNAVAILABLE, DEADLINE_EXCEEDED,
- * ABORTED, RESOURCE_EXHAUSTED (retry, maybe on another member); -ENOENT
+ * trailer; -1 when absent), the same as etcd_response_decode gives for the
+ * HTTP status that etcd's gateway answers for that code: 0 OK; -EAGAIN
+ * UNAVAILABLE, DEADLINE_EXCEEDED (retry, maybe on another member); -ENOENT
  * NOT_FOUND; -EINVAL INVALID_ARGUMENT, OUT_OF_RANGE; -EEXIST
  * FAILED_PRECONDITION; -EACCES PERMISSION_DENIED, UNAUTHENTICATED; -EPROTO
- * any other code. */
+ * any other code (RESOURCE_EXHAUSTED, etcd's "too many requests", among
+ * them: the caller backs off rather than fail over at once). */
 int etcd_pb_status_errno(int code);

@@ -47,6 +47,7 @@ struct etcd_watch {
 	bool failed;                    /* the last stream ended with an error: next endpoint */
 	bool restart;                   /* a watch of the stream ended: open the stream again */
 	unsigned n_fails;               /* in a row */
+	bool told;                      /* the owner heard of this run of failures */
 	struct etcd_watch *next, *prev; /* the client's watches */
 };
 
@@ -98,6 +99,7 @@ watch_answer(struct etcd_watch *w, int err, struct etcd_response *resp)
 	}
 	if (!w->restart) {
 		w->n_fails = 0;
+		w->told = false;
 	}
 	s = &w->slots[resp->watch_id];
 	if (resp->canceled) {
@@ -255,9 +257,10 @@ watch_ended(struct etcd_watch *w, bool failed, const char *why)
 			tv.tv_sec = ms / 1000;
 			tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
 		}
-		if (w->n_fails == 2 * w->cl->n_eps) {
+		if (w->n_fails >= 2 * w->cl->n_eps && !w->told) {
 			char *msg = xasprintf("etcd watch at %s: %s", w->cl->eps[w->ep].name, why);
 
+			w->told = true;
 			w->cb(-EHOSTUNREACH, NULL, false, msg, w->arg);
 			free(msg);
 		}

@@ -325,20 +325,31 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         self.assertGreaterEqual(sent, 4, "keep-alives received by etcd")
         self.assertEqual(streams, 1, "LeaseKeepAlive streams for %d keep-alives" % sent)
 
-    def test_json_gateway_protocol(self):
-        # --rdzv-conf etcd_protocol=json: the same rendezvous through etcd's
-        # JSON gateway (HTTP/1.1), for endpoints that pass only HTTP/1.1.
-        self.start_etcd(1)
-        conf = FAST + ",etcd_protocol=json"
-        # Long enough for keep-alives (TTL 3 s: one a second).
-        a = [self.agent("2", body="sleep 2.5", conf=conf) for _ in range(2)]
+    def member_killed_while_workers_run(self, conf, wire):
+        """Two agents on three members; the member they talk to first is
+        SIGKILLed while their workers run (keep-alives every second, TTL
+        3 s): their keep-alives, watches and exit barrier move to another
+        member, and no lease is lost."""
+        self.start_etcd(3)
+        a = [self.agent("2", body="sleep 6", conf=conf) for _ in range(2)]
+        self.wait_dumps(2, timeout=60)
+        self.etcd.kill(0)
         results = self.wait_all(a)
         for r in results:
             self.assertRc(r, 0)
-            self.assertIn("(JSON gateway) granted lease", r.err)
+            self.assertIn("(%s) granted lease" % wire, r.err)
+            self.assertNotIn("this node's etcd lease expired", r.err)
         self.check_world(self.worker_dumps(), 2)
-        self.assertTrue(lib.wait_until(lambda: self.etcd.keys("/elasticd/") == [], 10),
-                        self.etcd.keys("/elasticd/"))
+        self.assertTrue(lib.wait_until(lambda: self.etcd.keys("/elasticd/") == [],
+                                       10), self.etcd.keys("/elasticd/"))
+
+    def test_member_killed_while_workers_run(self):
+        self.member_killed_while_workers_run(FAST, "gRPC")
+
+    def test_json_gateway_protocol(self):
+        # --rdzv-conf etcd_protocol=json: the same rendezvous through etcd's
+        # JSON gateway (HTTP/1.1), for endpoints that pass only HTTP/1.1.
+        self.member_killed_while_workers_run(FAST + ",etcd_protocol=json", "JSON gateway")
 
     def test_bad_etcd_protocol(self):
         r = self.run_elasticd("--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",

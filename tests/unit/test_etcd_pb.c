@@ -735,37 +735,48 @@ test_encode_then_split(void **state)
 
 /* ---- statuses ----------------------------------------------------------- */
 
+/* Both wires give a caller the same -errno for the same failure: each gRPC
+ * code, and the HTTP status etcd 3.4's gateway (grpc-gateway v1) answers
+ * for it, through etcd_response_decode. */
 static void
 test_status_errno(void **state)
 {
 	static const struct {
 		int code;
+		int http; /* 0: no HTTP equivalent */
 		int err;
 	} table[] = {
-		{0, 0},        /* OK */
-		{1, -EPROTO},  /* CANCELLED */
-		{2, -EPROTO},  /* UNKNOWN */
-		{3, -EINVAL},  /* INVALID_ARGUMENT */
-		{4, -EAGAIN},  /* DEADLINE_EXCEEDED */
-		{5, -ENOENT},  /* NOT_FOUND */
-		{6, -EPROTO},  /* ALREADY_EXISTS */
-		{7, -EACCES},  /* PERMISSION_DENIED */
-		{8, -EAGAIN},  /* RESOURCE_EXHAUSTED */
-		{9, -EEXIST},  /* FAILED_PRECONDITION */
-		{10, -EAGAIN}, /* ABORTED */
-		{11, -EINVAL}, /* OUT_OF_RANGE */
-		{12, -EPROTO}, /* UNIMPLEMENTED */
-		{13, -EPROTO}, /* INTERNAL */
-		{14, -EAGAIN}, /* UNAVAILABLE */
-		{15, -EPROTO}, /* DATA_LOSS */
-		{16, -EACCES}, /* UNAUTHENTICATED */
-		{17, -EPROTO}, /* none */
-		{-1, -EPROTO}, /* no grpc-status */
-		{1000, -EPROTO},
+		{0, 200, 0},        /* OK */
+		{1, 408, -EPROTO},  /* CANCELLED */
+		{2, 500, -EPROTO},  /* UNKNOWN */
+		{3, 400, -EINVAL},  /* INVALID_ARGUMENT */
+		{4, 504, -EAGAIN},  /* DEADLINE_EXCEEDED */
+		{5, 404, -ENOENT},  /* NOT_FOUND */
+		{6, 409, -EPROTO},  /* ALREADY_EXISTS */
+		{7, 403, -EACCES},  /* PERMISSION_DENIED */
+		{8, 429, -EPROTO},  /* RESOURCE_EXHAUSTED ("too many requests") */
+		{9, 412, -EEXIST},  /* FAILED_PRECONDITION */
+		{10, 409, -EPROTO}, /* ABORTED */
+		{11, 400, -EINVAL}, /* OUT_OF_RANGE */
+		{12, 501, -EPROTO}, /* UNIMPLEMENTED */
+		{13, 500, -EPROTO}, /* INTERNAL */
+		{14, 503, -EAGAIN}, /* UNAVAILABLE */
+		{15, 500, -EPROTO}, /* DATA_LOSS */
+		{16, 401, -EACCES}, /* UNAUTHENTICATED */
+		{17, 0, -EPROTO},   /* none */
+		{-1, 0, -EPROTO},   /* no grpc-status */
+		{1000, 0, -EPROTO},
 	};
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		struct etcd_response r;
+
 		assert_int_equal(etcd_pb_status_errno(table[i].code), table[i].err);
+		if (table[i].http > 200) {
+			assert_int_equal(etcd_response_decode(table[i].http, "{}", 2, &r),
+					 table[i].err);
+			etcd_response_release(&r);
+		}
 	}
 }
 
