@@ -2,7 +2,8 @@
 """bench_rdzv_etcd.py -- the etcd rendezvous backend at scale.
 
     /usr/bin/python3 bench/bench_rdzv_etcd.py [--build build] [--agents 2,16,64]
-        [--swarm 16,64,256] [--reps 3] [--slice 2500] [--barrier N,...] [--tuned]
+        [--swarm 16,64,256] [--reps 3] [--slice 2500] [--barrier N,...] [--again N,...]
+        [--tuned]
         [--protocol grpc|json]
 
 --protocol picks how elasticd talks to etcd (--rdzv-conf etcd_protocol):
@@ -34,6 +35,10 @@ Figures (one single-member etcd on loopback, data on /dev/shm, started here):
      succeeded): time from the last participant holding its round to the
      last one through the barrier, and the bytes read and written per
      participant in the barrier.
+  4  (--again N,...) N participants hold a round as in 2, then all ask for
+     the next round at once (what every agent does when a worker of the job
+     failed): time from the last participant holding the first round to the
+     last one holding the next, and the bytes per participant for it.
 
 Standard library only; informational (exit 0 unless a run misbehaves badly).
 """
@@ -117,18 +122,20 @@ def parse_swarm(out, what="swarm"):
     return None
 
 
-def swarm_once(build, etcd, n, run_id, slice_size, barrier, conf):
+def swarm_once(build, etcd, n, run_id, slice_size, then, conf):
     """n participants in processes of at most slice_size each (the fd limit
     is per process), all started at once. Returns (seconds from the first
     start to the last participant holding its round, bytes read and written
     per participant: /proc/<pid>/io of the swarm processes, the coordinator's
-    O(N) included; etcd's CPU seconds), or None. barrier: then every
-    participant enters the exit barrier, and the result is (seconds from the
-    last participant holding its round to the last one through the barrier,
-    bytes read, written per participant in the barrier, etcd's CPU seconds
-    for the round and the barrier together)."""
+    O(N) included; etcd's CPU seconds), or None. then "barrier": then every
+    participant enters the exit barrier; "reform": then every participant
+    asks for the next round at once (as after a worker failed); the result
+    is then (seconds from the last participant holding its round to the last
+    one through the barrier, or holding the next round; bytes read, written
+    per participant in that phase; etcd's CPU seconds for both phases)."""
     env = dict(os.environ, RDZV_SWARM_BACKEND="etcd",
-               RDZV_SWARM_BARRIER="1" if barrier else "0")
+               RDZV_SWARM_BARRIER="1" if then == "barrier" else "0",
+               RDZV_SWARM_ROUNDS="2" if then == "reform" else "1")
     driver = os.path.join(build, "tests", "rdzv_swarm")
     procs = []
     first = 0
@@ -148,14 +155,14 @@ def swarm_once(build, etcd, n, run_id, slice_size, barrier, conf):
                 sys.stderr.write(err.decode()[-500:])
                 return None
             outs.append(parse_swarm(out))
-            bars.append(parse_swarm(out, "barrier"))
+            bars.append(parse_swarm(out, then) if then else None)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
     last = max(float(o["last_abs"]) for o in outs)
-    if barrier:
+    if then:
         if any(b is None or b["failed"] != "0" for b in bars):
             return None
         return (max(float(b["last_abs"]) for b in bars) - last,
@@ -166,14 +173,14 @@ def swarm_once(build, etcd, n, run_id, slice_size, barrier, conf):
     return last - t0, rd, wr, etcd_cpu(etcd) - cpu0
 
 
-def swarm_figure(args, etcd, sizes, name, barrier):
-    """Figure 2 (or 3 with barrier): --reps runs of each size in sizes
+def swarm_figure(args, etcd, sizes, name, then):
+    """Figure 2 (3 with then "barrier", 4 with "reform"): --reps runs of each size in sizes
     ("N,..."), run ids <name><i>, one line each."""
     for n in [int(x) for x in sizes.split(",") if x]:
         res = []
         for i in range(args.reps):
             quiet(etcd)
-            r = swarm_once(args.build, etcd, n, "%s%d_%d" % (name, n, i), args.slice, barrier,
+            r = swarm_once(args.build, etcd, n, "%s%d_%d" % (name, n, i), args.slice, then,
                            conf(args))
             if r is not None:
                 res.append(r)
@@ -203,6 +210,8 @@ def main():
                     help="participants per swarm process (each holds ~3 fds per participant)")
     ap.add_argument("--barrier", default="",
                     help="N,... : the exit barrier after a round of N participants")
+    ap.add_argument("--again", default="",
+                    help="N,... : all N participants of a round ask for the next one")
     ap.add_argument("--tuned", action="store_true",
                     help="etcd with GOGC=400 and --backend-batch-interval=10ms")
     ap.add_argument("--protocol", choices=("grpc", "json"), default="grpc",
@@ -233,12 +242,17 @@ def main():
                 min(times) if times else float("nan"), len(times), args.reps), flush=True)
         print("2  N participants (rdzv_swarm, processes of at most %d), start -> last round "
               "held (s), bytes read / written per participant" % args.slice)
-        swarm_figure(args, etcd, args.swarm, "swarm", False)
+        swarm_figure(args, etcd, args.swarm, "swarm", None)
         if args.barrier:
             print("3  N participants hold a round, then all enter the exit barrier: last "
                   "round held -> last one through (s), bytes read / written per participant "
                   "in the barrier, etcd CPU for round and barrier")
-        swarm_figure(args, etcd, args.barrier, "barrier", True)
+        swarm_figure(args, etcd, args.barrier, "barrier", "barrier")
+        if args.again:
+            print("4  N participants hold a round, then all ask for the next round at once "
+                  "(every agent restarting its workers after one failed): last round held -> "
+                  "last next round held (s), bytes read / written per participant for it")
+        swarm_figure(args, etcd, args.again, "again", "reform")
     finally:
         etcd.stop()
         shutil.rmtree(tmp, ignore_errors=True)
