@@ -60,11 +60,17 @@ pb_str(struct evbuffer *b, unsigned field, const char *s)
 	pb_bytes(b, field, s, strlen(s));
 }
 
-/* The gRPC frame of message b (freed). */
+/* The gRPC frame of message b (freed) on s; nothing when s is NULL (the
+ * stream did not open). */
 static void
 frame_send(struct grpc_stream *s, struct evbuffer *b, bool end)
 {
 	size_t len = evbuffer_get_length(b);
+
+	if (!s) {
+		evbuffer_free(b);
+		return;
+	}
 	uint8_t hdr[5] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
 			  (uint8_t)len};
 	struct evbuffer *f = evbuffer_new();
@@ -230,11 +236,7 @@ call_put(const char *key, const char *value)
 
 	pb_str(b, 1, key);
 	pb_str(b, 2, value);
-	if (call->s) {
-		frame_send(call->s, b, true);
-	} else {
-		evbuffer_free(b);
-	}
+	frame_send(call->s, b, true);
 	return call;
 }
 
@@ -246,11 +248,7 @@ call_get(const char *key)
 
 	call->print_value = true;
 	pb_str(b, 1, key);
-	if (call->s) {
-		frame_send(call->s, b, true);
-	} else {
-		evbuffer_free(b);
-	}
+	frame_send(call->s, b, true);
 	return call;
 }
 
@@ -263,11 +261,7 @@ call_watch(const char *key, int n)
 	pb_str(create, 1, key);
 	pb_bytes(b, 1, evbuffer_pullup(create, -1), evbuffer_get_length(create));
 	evbuffer_free(create);
-	if (call->s) {
-		frame_send(call->s, b, false);
-	} else {
-		evbuffer_free(b);
-	}
+	frame_send(call->s, b, false);
 	return call;
 }
 
@@ -279,11 +273,7 @@ call_bad(const char *method)
 	struct evbuffer *b = evbuffer_new();
 
 	evbuffer_add(b, "\xff", 1);
-	if (call->s) {
-		frame_send(call->s, b, false);
-	} else {
-		evbuffer_free(b);
-	}
+	frame_send(call->s, b, false);
 	return call;
 }
 
