@@ -3,9 +3,11 @@
 #include "rdzv_assign.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv_dynamic.h"
 #include "util.h"
 
 void
@@ -123,4 +125,128 @@ rdzv_assign_plan(struct rdzv_assign_memo *m, const struct rdzv_state *st,
 		    xasprintf("%" PRId64 " %d %zu %" PRIu64 "%s", st->round,
 			      st->participants[i].rank, st->n_participants, st->gen, suffix));
 	}
+}
+
+/* ---- delegated exits ------------------------------------------------------ */
+
+void
+rdzv_exits_request(int64_t round, char *buf, size_t len)
+{
+	if (round < 0) {
+		snprintf(buf, len, "%s", "");
+		return;
+	}
+	snprintf(buf, len, "x%" PRId64, round);
+}
+
+bool
+rdzv_exits_note(struct rdzv_exits *e, const struct rdzv_node *n, const char *value, size_t len)
+{
+	char buf[32];
+	long long round;
+	size_t i;
+
+	if (len < 2 || len >= sizeof(buf) || value[0] != 'x') {
+		return false;
+	}
+	memcpy(buf, value + 1, len - 1);
+	buf[len - 1] = '\0';
+	if (parse_int(buf, 0, INT64_MAX, &round) < 0) {
+		return false;
+	}
+	for (i = 0; i < e->n && rdzv_node_cmp(&e->nodes[i], n) != 0; i++) {
+	}
+	if (i == e->n) {
+		e->nodes = xrealloc(e->nodes, (i + 1) * sizeof(*e->nodes));
+		e->rounds = xrealloc(e->rounds, (i + 1) * sizeof(*e->rounds));
+		rdzv_node_copy(&e->nodes[e->n++], n);
+	}
+	e->rounds[i] = round;
+	return true;
+}
+
+/* Whether exit i is still due on st: then its node's exit op action (no
+ * deadline: it asked now) into *ret, and its context into *ret_ctx. */
+static bool
+exit_due(const struct rdzv_exits *e, const struct rdzv_state *st, size_t i,
+	 const struct rdzv_ctx *ctx, enum rdzv_action *ret, struct rdzv_ctx *ret_ctx)
+{
+	*ret_ctx = *ctx;
+	if (st->round != e->rounds[i]) {
+		return false;
+	}
+	ret_ctx->node = &e->nodes[i];
+	ret_ctx->op_deadline = UINT64_MAX;
+	/* The node's own op: none of the coordinator's records. */
+	ret_ctx->close_record = NULL;
+	ret_ctx->quarantine = NULL;
+	ret_ctx->readmit = NULL;
+	ret_ctx->failure = NULL;
+	*ret = rdzv_decide(RDZV_OP_EXIT, st, ret_ctx);
+	return rdzv_action_is_mutation(*ret);
+}
+
+size_t
+rdzv_exits_apply(const struct rdzv_exits *e, struct rdzv_state *st, const struct rdzv_ctx *ctx,
+		 bool *notable)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < e->n; i++) {
+		struct rdzv_ctx x;
+		enum rdzv_action a;
+
+		if (!exit_due(e, st, i, ctx, &a, &x)) {
+			continue; /* out already */
+		}
+		if (rdzv_apply(st, a, &x)) {
+			*notable = true;
+		}
+		n++;
+	}
+	return n;
+}
+
+bool
+rdzv_exits_due(const struct rdzv_exits *e, const struct rdzv_state *st, const struct rdzv_node *n,
+	       const struct rdzv_ctx *ctx)
+{
+	struct rdzv_ctx x;
+	enum rdzv_action a;
+
+	for (size_t i = 0; i < e->n; i++) {
+		if (rdzv_node_cmp(&e->nodes[i], n) == 0) {
+			return exit_due(e, st, i, ctx, &a, &x);
+		}
+	}
+	return false;
+}
+
+void
+rdzv_exits_prune(struct rdzv_exits *e, const struct rdzv_state *st, const struct rdzv_ctx *ctx)
+{
+	struct rdzv_ctx x;
+	enum rdzv_action a;
+	size_t k = 0;
+
+	for (size_t i = 0; i < e->n; i++) {
+		if (exit_due(e, st, i, ctx, &a, &x)) {
+			e->rounds[k] = e->rounds[i];
+			e->nodes[k++] = e->nodes[i];
+		} else {
+			rdzv_node_release(&e->nodes[i]);
+		}
+	}
+	e->n = k;
+}
+
+void
+rdzv_exits_release(struct rdzv_exits *e)
+{
+	for (size_t i = 0; i < e->n; i++) {
+		rdzv_node_release(&e->nodes[i]);
+	}
+	free(e->nodes);
+	free(e->rounds);
+	*e = (struct rdzv_exits){0};
 }

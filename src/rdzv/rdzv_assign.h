@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdzv_dynamic.h"
 #include "rdzv_state.h"
 
 /* What the coordinator told so far, so that each word goes out once. */
@@ -41,3 +42,49 @@ void rdzv_assign_memo_reset(struct rdzv_assign_memo *m);
 void rdzv_assign_plan(struct rdzv_assign_memo *m, const struct rdzv_state *st,
 		      const struct rdzv_node *joiners, size_t n_joiners, const char *me,
 		      const char *suffix, char ***nodes, char ***vals);
+
+/* ---- delegated exits -------------------------------------------------------
+ * A node that ran round R and asks for the next round at once (all of them
+ * do when one worker failed) would run torch's exit op itself first: a read
+ * and a compare-and-set of the whole state, O(N) bytes each, O(N^2) for the
+ * crowd. Instead its join request carries "x<R>", and the coordinator runs
+ * the exit op for it (rdzv_decide(RDZV_OP_EXIT)) in the compare-and-set that
+ * admits it, while the node waits on its assignment key. */
+
+/* The exits a coordinator was asked for: nodes[i] leaves round rounds[i]. */
+struct rdzv_exits {
+	struct rdzv_node *nodes;
+	int64_t *rounds;
+	size_t n;
+};
+
+/* The join request value of a node leaving round (>= 0): "x<round>" into
+ * buf of size len (at least 24 bytes); "" for round < 0 (a plain request). */
+void rdzv_exits_request(int64_t round, char *buf, size_t len);
+
+/* A join request of node n with value[0..len): when it is "x<round>",
+ * record that n leaves that round (replacing an earlier round of n) and
+ * return true; false for any other value (nothing recorded). n is copied. */
+bool rdzv_exits_note(struct rdzv_exits *e, const struct rdzv_node *n, const char *value,
+		     size_t len);
+
+/* Apply to st the exit op of every recorded node still a participant of
+ * the round it leaves (st->round), in order of record, as the node itself
+ * would (no deadline: it asked now); ctx: the coordinator's decision context
+ * (its node is replaced). Sets *notable as rdzv_apply does. Returns how many
+ * exits changed st. */
+size_t rdzv_exits_apply(const struct rdzv_exits *e, struct rdzv_state *st,
+			const struct rdzv_ctx *ctx, bool *notable);
+
+/* Whether st still holds n where a recorded exit must take it out first
+ * (n would look admitted, but is in the round it leaves). */
+bool rdzv_exits_due(const struct rdzv_exits *e, const struct rdzv_state *st,
+		    const struct rdzv_node *n, const struct rdzv_ctx *ctx);
+
+/* Forget the exits st shows done or stale (the node is out of the round it
+ * leaves, or the state moved past it): keep those still due. */
+void rdzv_exits_prune(struct rdzv_exits *e, const struct rdzv_state *st,
+		      const struct rdzv_ctx *ctx);
+
+/* Forget every exit and free what e holds (e is empty after). */
+void rdzv_exits_release(struct rdzv_exits *e);

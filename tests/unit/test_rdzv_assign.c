@@ -137,11 +137,120 @@ test_plan(void **state)
 	}
 }
 
+/* Delegated exits: the coordinator runs the exit op of the nodes whose join
+ * request says "x<round>", for those still in that round, before it admits
+ * them. */
+#define S 1000000LL
+static const struct rdzv_settings exit_settings = {
+	.min_nodes = 1,
+	.max_nodes = 2,
+	.last_call_usec = 30 * S,
+	.keep_alive_interval_usec = 5 * S,
+	.keep_alive_max_attempt = 3,
+};
+
+static void
+load(const char *text, struct rdzv_state *st)
+{
+	assert_int_equal(rdzv_state_decode(text, strlen(text), st), 0);
+}
+
+static void
+node(struct rdzv_node *n, const char *s)
+{
+	assert_int_equal(rdzv_node_parse(n, s, strlen(s)), 0);
+}
+
+static void
+test_exits(void **state)
+{
+	struct rdzv_node coord, a, b, c;
+	struct rdzv_ctx ctx = {.settings = &exit_settings,
+			       .node = &coord,
+			       .now_wall = 1000 * S,
+			       .now_mono = 500 * S,
+			       .op_deadline = 1}; /* the coordinator's own: ignored */
+	struct rdzv_exits e = {0};
+	struct rdzv_state st;
+	char buf[32];
+	bool notable = false;
+
+	node(&coord, "k_1_0");
+	node(&a, "a_1_0");
+	node(&b, "b_1_0");
+	node(&c, "c_1_0");
+	rdzv_exits_request(3, buf, sizeof(buf));
+	assert_string_equal(buf, "x3");
+	rdzv_exits_request(-1, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	/* Plain requests, or anything else, are no exits. */
+	assert_false(rdzv_exits_note(&e, &c, "1", 1));
+	assert_false(rdzv_exits_note(&e, &c, "x", 1));
+	assert_false(rdzv_exits_note(&e, &c, "x3z", 3));
+	assert_false(rdzv_exits_note(&e, &c, "x-1", 3));
+	assert_int_equal(e.n, 0);
+	assert_true(rdzv_exits_note(&e, &a, "x1", 2));
+	assert_true(rdzv_exits_note(&e, &a, "x3", 2)); /* a's newer request replaces it */
+	assert_true(rdzv_exits_note(&e, &b, "x2", 2)); /* stale: round 3 runs */
+	assert_int_equal(e.n, 2);
+
+	/* One leaves a running round of two: the other runs on. */
+	load("elasticd-rdzv 1 3 5 1 0 -1\np a_1_0 0\np b_1_0 1\n"
+	     "h a_1_0 999000000\nh b_1_0 999000000\n",
+	     &st);
+	assert_true(rdzv_exits_due(&e, &st, &a, &ctx));
+	assert_false(rdzv_exits_due(&e, &st, &b, &ctx));
+	assert_false(rdzv_exits_due(&e, &st, &c, &ctx));
+	assert_int_equal(rdzv_exits_apply(&e, &st, &ctx, &notable), 1);
+	assert_true(notable); /* a complete round lost a member */
+	assert_int_equal(st.round, 3);
+	assert_int_equal(st.n_participants, 1);
+	assert_true(rdzv_state_find_participant(&st, &a) < 0);
+	assert_false(rdzv_exits_due(&e, &st, &a, &ctx));
+	/* Applied, and stale: forgotten. */
+	rdzv_exits_prune(&e, &st, &ctx);
+	assert_int_equal(e.n, 0);
+	rdzv_state_release(&st);
+
+	/* Both leave: the round empties, the next one opens and admits them. */
+	assert_true(rdzv_exits_note(&e, &a, "x3", 2));
+	assert_true(rdzv_exits_note(&e, &b, "x3", 2));
+	load("elasticd-rdzv 1 3 5 1 0 -1\np a_1_0 0\np b_1_0 1\n"
+	     "h a_1_0 999000000\nh b_1_0 999000000\n",
+	     &st);
+	rdzv_exits_prune(&e, &st, &ctx); /* both still due: kept */
+	assert_int_equal(e.n, 2);
+	notable = false;
+	assert_int_equal(rdzv_exits_apply(&e, &st, &ctx, &notable), 2);
+	assert_true(notable);
+	assert_int_equal(st.round, 4);
+	assert_false(st.complete);
+	assert_int_equal(st.n_participants, 0);
+	{
+		struct rdzv_node both[2] = {a, b};
+
+		assert_int_equal(rdzv_admit(&st, both, 2, &ctx, NULL), 2);
+	}
+	assert_int_equal(st.n_participants, 2);
+	assert_true(st.complete); /* max_nodes */
+	/* Exits are idempotent: once out, nothing more. */
+	assert_int_equal(rdzv_exits_apply(&e, &st, &ctx, &notable), 0);
+	rdzv_exits_prune(&e, &st, &ctx);
+	assert_int_equal(e.n, 0);
+	rdzv_state_release(&st);
+	rdzv_exits_release(&e);
+	rdzv_node_release(&coord);
+	rdzv_node_release(&a);
+	rdzv_node_release(&b);
+	rdzv_node_release(&c);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan),
+		cmocka_unit_test(test_exits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
