@@ -26,6 +26,10 @@
  * round, they all enter the exit barrier (as every agent does when its
  * workers succeeded), and a line "barrier N=<n> failed=<f> start_abs=<s>
  * last_abs=<s> rchar=<bytes> wchar=<bytes>" follows once all passed it.
+ * RDZV_SWARM_AGAIN_AFTER=<ms>: with RDZV_SWARM_ROUNDS=2, run the event loop
+ * that long between the two rounds (a test acts meanwhile).
+ * RDZV_SWARM_NNODES=<MIN:MAX>: --nnodes (default N).
+ * RDZV_SWARM_PROGRESS=1: the participants' progress lines on stderr.
  * RDZV_SWARM_HOLD=1: then keep the event loop (and a store hosted here)
  * running until stdin reaches EOF.
  * Exit 0, or 1 on any rendezvous error. */
@@ -101,6 +105,12 @@ finished_cb(int err, const char *errmsg, void *arg)
 }
 
 static void
+progress_cb(const char *msg, void *arg)
+{
+	fprintf(stderr, "rdzv_swarm: participant %ld: %s\n", (long)(intptr_t)arg, msg);
+}
+
+static void
 stdin_cb(evutil_socket_t fd, short what, void *arg)
 {
 	char buf[256];
@@ -163,6 +173,15 @@ reform(struct rdzv **rs, const char *nn)
 {
 	long long rchar = proc_io("rchar"), wchar = proc_io("wchar");
 
+	if (getenv("RDZV_SWARM_AGAIN_AFTER")) {
+		long ms = atol(getenv("RDZV_SWARM_AGAIN_AFTER"));
+		struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+		rchar = proc_io("rchar");
+		wchar = proc_io("wchar");
+	}
 	n_done = 0;
 	for (int i = 0; i < n_total; i++) {
 		if (rdzv_next(rs[i]) < 0) {
@@ -239,8 +258,9 @@ main(int argc, char **argv)
 		conf_others = xasprintf("%s,is_host=false", conf);
 		conf = conf_others;
 	}
-	if (parse_configs(&cfg, &host_cfg, nn, backend, argv[2], argc > 4 ? argv[4] : "swarm", conf,
-			  host_conf) < 0) {
+	if (parse_configs(&cfg, &host_cfg,
+			  getenv("RDZV_SWARM_NNODES") ? getenv("RDZV_SWARM_NNODES") : nn, backend,
+			  argv[2], argc > 4 ? argv[4] : "swarm", conf, host_conf) < 0) {
 		return 2;
 	}
 	base = event_base_new();
@@ -248,9 +268,11 @@ main(int argc, char **argv)
 	start = now_usec();
 	start_abs = abs_now();
 	for (int i = 0; i < n_total; i++) {
-		struct rdzv_callbacks cb = {.done = done_cb,
-					    .finished = finished_cb,
-					    .arg = (void *)(intptr_t)(first_i + i)};
+		struct rdzv_callbacks cb = {
+			.done = done_cb,
+			.finished = finished_cb,
+			.progress = env_is("RDZV_SWARM_PROGRESS", "1") ? progress_cb : NULL,
+			.arg = (void *)(intptr_t)(first_i + i)};
 
 		rs[i] = rdzv_new(base, hosted && i == 0 ? &host_cfg : &cfg, 1, &cb, &err);
 		if (!rs[i] || rdzv_next(rs[i]) < 0) {
