@@ -222,6 +222,8 @@ etcdr_take_joiners(struct etcdr *c, const struct etcd_range *r)
 		    rdzv_node_parse(n, kv->key + plen, kv->key_len - plen) < 0) {
 			continue;
 		}
+		/* "x<round>": out of that round first (rdzv_assign.h). */
+		(void)rdzv_exits_note(&c->exits, n, kv->value, kv->value_len);
 		for (size_t k = 0; k < c->n_joiners && !dup; k++) {
 			dup = rdzv_node_cmp(&c->joiners[k], n) == 0;
 		}
@@ -339,6 +341,7 @@ void
 etcdr_next_fail(struct etcdr *c, int err, const char *msg)
 {
 	c->sync.next_active = false;
+	c->rejoin_round = -1;
 	c->next_pending = false;
 	c->exchanging = false;
 	evtimer_del(c->aux_timer);
@@ -597,13 +600,49 @@ void
 etcdr_start_next(struct etcdr *c)
 {
 	c->next_pending = false;
+	c->rejoin_round = -1;
 	if (c->ran_round < 0) {
 		/* Never in a round: the exit op has nothing to do (and would read
 		 * the whole state). */
 		etcdr_op_start(c, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
 		return;
 	}
+	if (etcdr_coordinator_known(c) && !c->coordinator) {
+		/* The coordinator takes us out of the round we ran in the write
+		 * that admits us (our request says "x<round>"), and we wait for
+		 * our n/<node> key: no O(N) read and write of our own. */
+		c->rejoin_round = c->ran_round;
+		c->rejoin_asked = now_usec();
+		etcdr_op_start(c, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
+		return;
+	}
 	etcdr_op_start(c, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
+}
+
+bool
+etcdr_rejoin_check(struct etcdr *c)
+{
+	const struct rdzv_state *st = &c->sync.st;
+	int64_t round = c->rejoin_round;
+
+	if (round < 0 || !c->sync.op_active || c->sync.op != RDZV_OP_JOIN) {
+		return false;
+	}
+	if (st->round != round || !st->complete || rdzv_state_find_participant(st, &c->me) < 0) {
+		/* Out: the coordinator ran our exit op, its event is ours. */
+		rdzv_record_action(c->r, c->me.name, round, RDZV_ACTION_REMOVE_FROM_PARTICIPANTS,
+				   false);
+		c->rejoin_round = -1;
+		return false;
+	}
+	/* The coordinator has not taken us out (yet): as torch, ourselves. */
+	rdzv_progress(c->r,
+		      "the coordinator has not taken %s out of round %" PRId64
+		      " of the rendezvous '%s' yet; leaving it itself",
+		      c->me.name, round, c->r->cfg->rdzv_id);
+	c->rejoin_round = -1;
+	etcdr_op_start(c, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
+	return true;
 }
 
 int
@@ -631,6 +670,7 @@ etcdr_next(struct rdzv *r)
 	}
 	if (c->sync.op_active) {
 		/* A take-over: the loop under way goes on as the exit op. */
+		c->rejoin_round = -1;
 		rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, exit_done);
 		return 0;
 	}
@@ -726,7 +766,7 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->closed_key = xasprintf("%sclosed", c->prefix);
 	c->coord_key = xasprintf("%sw/coord", c->prefix);
 	c->coord_end = etcd_prefix_end(c->coord_key, strlen(c->coord_key), &len);
-	c->ran_round = -1;
+	c->ran_round = c->rejoin_round = -1;
 	rdzv_assign_memo_init(&c->told);
 	c->watch_ev = event_new(r->base, -1, 0, etcdr_watch_ev_cb, c);
 	c->alive_end = etcd_prefix_end(c->alive_prefix, strlen(c->alive_prefix), &len);
@@ -781,6 +821,7 @@ etcdr_free(struct rdzv *r)
 	etcdr_range_release(&c->infos);
 	etcdr_joiners_clear(c);
 	free(c->joiners);
+	rdzv_exits_release(&c->exits);
 	free(c->assignment);
 	free(c->arrived);
 	etcd_watch_free(c->bwatch);

@@ -136,9 +136,17 @@ struct etcdr {
 	 * the join's first blind read is done already. */
 	bool boot_join;
 	bool boot_looked;
-	int64_t ran_round;      /* the last round this node ran, -1: none */
-	struct event *watch_ev; /* moves the watches (not from their callbacks) */
-	int64_t watch_from;     /* w/ is heeded from here (0: from c->rev + 1) */
+	int64_t ran_round; /* the last round this node ran, -1: none */
+	/* Delegated exits (rdzv_assign.h): a node of the last round that asks
+	 * for the next one puts "x<round>" as its join request and waits blind;
+	 * the coordinator takes it out of that round in the write that admits
+	 * it. */
+	int64_t rejoin_round;    /* the round our request leaves, -1: none */
+	uint64_t rejoin_asked;   /* since when (monotonic usec) */
+	struct rdzv_exits exits; /* the coordinator: the exits asked of it */
+	char join_value[32];     /* our j/<node> value: "1" or "x<round>" */
+	struct event *watch_ev;  /* moves the watches (not from their callbacks) */
+	int64_t watch_from;      /* w/ is heeded from here (0: from c->rev + 1) */
 	/* The coordinator's word to the others (n/<node> keys). */
 	struct rdzv_assign_memo told; /* rdzv_assign.h */
 	/* Which ranges the read or compare-and-set in flight asks for
@@ -211,7 +219,7 @@ void etcdr_dead_from_alive(struct etcdr *c, const struct rdzv_state *st,
 /* Deep copy of an answer's range into dst (released first). */
 void etcdr_range_copy(struct etcd_range *dst, const struct etcd_range *src);
 /* The coordinator: the j/ requests of r, in order of request, added to
- * those it holds. */
+ * those it holds; the exits they ask for ("x<round>") to c->exits. */
 void etcdr_take_joiners(struct etcdr *c, const struct etcd_range *r);
 /* Forget every join request held. */
 void etcdr_joiners_clear(struct etcdr *c);
@@ -237,8 +245,16 @@ uint64_t etcdr_retry_usec(struct etcdr *c, uint64_t deadline);
 void etcdr_exchange_check(struct etcdr *c);
 /* next_rendezvous fails with err (-errno) and msg. */
 void etcdr_next_fail(struct etcdr *c, int err, const char *msg);
-/* Start next_rendezvous's exit operation (etcd is reachable). */
+/* Start next_rendezvous's exit operation (etcd is reachable): a node of
+ * the last round that does not coordinate leaves it through the coordinator
+ * (a delegated exit, c->rejoin_round), any other runs torch's exit op. */
 void etcdr_start_next(struct etcdr *c);
+/* After a read of the state during a delegated rejoin: when the state still
+ * holds this node in the completed round it asked to leave, the coordinator
+ * did not take it out: start the exit op itself (torch's), then the join,
+ * and return true (a read for it is on its way: the caller looks no
+ * further at this answer); false otherwise. */
+bool etcdr_rejoin_check(struct etcdr *c);
 /* Watch callbacks (arg: the etcdr): a/ deletions; w/ changes. */
 void etcdr_deaths_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
 		     void *arg);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "etcd_client.h"
 #include "rdzv.h"
 #include "rdzv_sync.h"
@@ -76,7 +77,25 @@ assign_take(struct etcdr *c, const char *v, size_t len)
 	if (!c->intent_pending) {
 		c->intent = false; /* the coordinator deleted j/<node> */
 	}
+	if (c->rejoin_round >= 0) {
+		/* The coordinator ran our exit op: its event is ours. */
+		rdzv_record_action(c->r, c->me.name, c->rejoin_round,
+				   RDZV_ACTION_REMOVE_FROM_PARTICIPANTS, false);
+		c->rejoin_round = -1;
+	}
 	rdzv_sync_assigned(&c->sync, round, rank, world, (uint64_t)gen);
+	if (c->w_live) {
+		/* A rejoin: what w/ held back while we waited counts from the
+		 * write that completed the round on (as w_wake). */
+		bool reread = c->dormant_reread >= c->watch_from || c->dormant_reset;
+
+		c->w_from = c->watch_from;
+		c->dormant_reread = 0;
+		c->dormant_reset = false;
+		if (reread) {
+			etcdr_read_all(c);
+		}
+	}
 	etcdr_watches_update(c);
 	return 1;
 }
@@ -142,6 +161,17 @@ blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 		blind_end(c);
 		return;
 	}
+	if (c->rejoin_round >= 0 && now_usec() - c->rejoin_asked >= blind_window(c)) {
+		/* No coordinator took us out within a keep-alive window: the
+		 * state tells whether we must leave our round ourselves
+		 * (etcdr_rejoin_check). */
+		rdzv_progress(c->r,
+			      "no word from the coordinator of the rendezvous '%s' for %" PRId64
+			      " s; reading the state",
+			      c->r->cfg->rdzv_id, c->ttl);
+		blind_end(c);
+		return;
+	}
 	if (!etcdr_blind(c) || c->kick_pending) {
 		etcdr_watches_update(c);
 		etcdr_read_all(c);
@@ -161,6 +191,10 @@ etcdr_blind_read(struct etcdr *c)
 		c->boot_looked = false;
 		blind_wait(c);
 		return;
+	}
+	if (c->rejoin_round >= 0 && !c->intent && !c->intent_asked) {
+		/* Our word for the round we ran goes before we ask again. */
+		ops[n++] = (struct etcd_op){.kind = ETCD_OP_DELETE, .key = c->assign_key};
 	}
 	if ((!c->intent && !c->intent_asked) ||
 	    (c->blind_asked && now_usec() - c->blind_asked >= blind_window(c))) {
@@ -275,11 +309,20 @@ w_event(struct etcdr *c, const struct etcd_event *ev)
 static void
 w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool reset)
 {
-	bool reread = reset;
+	bool reread = reset, blind = etcdr_blind(c);
 
 	for (size_t i = 0; i < n; i++) {
 		if (evs[i].kv.mod_revision < c->w_from) {
 			continue; /* before this node's round: not its business */
+		}
+		if (blind && !evs[i].is_delete && w_kind(c, &evs[i]) == W_REREAD) {
+			/* A blind rejoin waits for its n/<node> key, not for
+			 * every admission's w/gen (a read each: N x batches);
+			 * the revision counts once the word comes. */
+			if (evs[i].kv.mod_revision > c->dormant_reread) {
+				c->dormant_reread = evs[i].kv.mod_revision;
+			}
+			continue;
 		}
 		reread = reread || w_kind(c, &evs[i]) == W_REREAD;
 		w_event(c, &evs[i]);
@@ -462,15 +505,19 @@ etcdr_assign_drop_requests(struct etcdr *c)
 {
 	struct etcd_op *ops = xcalloc(ASSIGN_TXN_OPS + 1, sizeof(*ops));
 	const struct rdzv_state *st = &c->sync.st;
+	struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
 	char **keys = NULL;
 	size_t n = 0, kept = 0;
 
 	for (size_t i = 0; i < c->n_joiners; i++) {
 		struct rdzv_node *j = &c->joiners[i];
 
-		if (rdzv_state_find_participant(st, j) < 0 && rdzv_state_find_wait(st, j) < 0 &&
-		    rdzv_state_find_redundant(st, j) < 0) {
-			c->joiners[kept++] = *j; /* not in (yet): held for the next look */
+		if ((rdzv_state_find_participant(st, j) < 0 && rdzv_state_find_wait(st, j) < 0 &&
+		     rdzv_state_find_redundant(st, j) < 0) ||
+		    rdzv_exits_due(&c->exits, st, j, &ctx)) {
+			/* Not in (yet), or in the round it leaves: held for
+			 * the next look. */
+			c->joiners[kept++] = *j;
 			continue;
 		}
 		if (strcmp(j->name, c->me.name) != 0) {

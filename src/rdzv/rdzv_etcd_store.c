@@ -176,6 +176,7 @@ etcdr_coordinator_set(struct etcdr *c, bool on, int64_t rev)
 			 c->me.name, c->r->cfg->rdzv_id);
 	etcdr_watches_update(c); /* the deaths watch goes with the work */
 	etcdr_joiners_clear(c);
+	rdzv_exits_release(&c->exits);
 	etcd_watch_free(c->jwatch);
 	c->jwatch = NULL;
 	if (on) {
@@ -350,12 +351,12 @@ read_plan(struct etcdr *c, struct read_plan *p)
 	}
 	etcdr_coord_read(c, p->ops, &p->n);
 	if (c->coordinator) {
-		/* The requests since the last look. */
+		/* The requests since the last look, with their values (a
+		 * delegated exit's "x<round>"). */
 		c->rd_join = (int)p->n;
 		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
 						  .key = c->join_prefix,
 						  .range_end = c->join_end,
-						  .keys_only = true,
 						  .min_mod_revision = c->j_seen + 1};
 	}
 	if (c->exchanging && c->sync.rank == 0 && !c->published) {
@@ -416,7 +417,9 @@ read_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 	etcd_watch_follow(c->bwatch);
 	switch (absorb(c, resp, false)) {
 	case 0:
-		etcdr_after_io(c);
+		if (!etcdr_rejoin_check(c)) {
+			etcdr_after_io(c);
+		}
 		return;
 	case 1:
 		etcdr_read_all(c); /* before any decision */
@@ -436,10 +439,16 @@ etcdr_intent_ops(struct etcdr *c, struct etcd_op *ops, size_t *n)
 	char *info = json_dumps(o, JSON_COMPACT);
 
 	json_decref(o);
+	/* A node of the last round asks the coordinator to take it out of it
+	 * first: "x<round>" (rdzv_assign.h); "1" otherwise. */
+	rdzv_exits_request(c->rejoin_round, c->join_value, sizeof(c->join_value));
+	if (!c->join_value[0]) {
+		snprintf(c->join_value, sizeof(c->join_value), "1");
+	}
 	ops[(*n)++] = (struct etcd_op){.kind = ETCD_OP_PUT,
 				       .key = c->join_key,
-				       .value = "1",
-				       .value_len = 1,
+				       .value = c->join_value,
+				       .value_len = strlen(c->join_value),
 				       .lease = c->lease};
 	ops[(*n)++] = (struct etcd_op){.kind = ETCD_OP_PUT,
 				       .key = c->info_key,
@@ -513,6 +522,11 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 			c->intent = false;
 		}
 		etcdr_assign_drop_requests(c); /* and forget those now in */
+		if (c->coordinator) {
+			struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
+
+			rdzv_exits_prune(&c->exits, &c->sync.st, &ctx);
+		}
 		intent_check(c);
 		rdzv_sync_written(&c->sync);
 	} else if ((took = absorb(c, resp, true)) < 0) {
@@ -523,6 +537,7 @@ cas_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 		return;
 	} else if (c->sync.op_active) {
 		/* Lost a race: rdzv_sync_lost decides again after a pause. */
+		(void)etcdr_rejoin_check(c);
 		return;
 	}
 	etcdr_after_io(c);
@@ -614,8 +629,11 @@ admit_now(struct etcdr *c)
 	    c->alive_stale || (c->n_joiners == 0 && c->sync.st.n_wait_list == 0)) {
 		return false;
 	}
-	if (rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, &ctx,
-				&c->sync.notable) == 0) {
+	/* The exits asked for first: out of the last round, then in. */
+	if (rdzv_exits_apply(&c->exits, &c->sync.st, &ctx, &c->sync.notable) +
+		    rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, &ctx,
+					&c->sync.notable) ==
+	    0) {
 		return false;
 	}
 	c->cas_admits = true;
@@ -729,8 +747,11 @@ store_admit(void *arg, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *
 {
 	struct etcdr *c = arg;
 
-	c->cas_admits = c->n_joiners > 0 && rdzv_admit_requests(c->r, st, false, c->joiners,
-								c->n_joiners, ctx, notable) > 0;
+	c->cas_admits = c->n_joiners > 0 &&
+			rdzv_exits_apply(&c->exits, st, ctx, notable) +
+					rdzv_admit_requests(c->r, st, false, c->joiners,
+							    c->n_joiners, ctx, notable) >
+				0;
 }
 
 /* Something changed while we read or wrote: that read decides. */

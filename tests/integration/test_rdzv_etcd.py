@@ -64,20 +64,34 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
 
     # -- cost per participant ------------------------------------------------------
 
-    def swarm_bytes(self, n, barrier=False):
+    def swarm_bytes(self, n, barrier=False, again=False):
         """n participants (tests/rdzv_swarm, the real etcd backend): participant
         0 alone in a process started first (it takes the w/coord key: the
         coordinator), the others in a second process; returns the bytes that
         second process read per participant until every one held its round,
         rank assignment included (barrier: then in the exit barrier that all
-        enter next)."""
+        enter next). again: all n in one process instead (none starts the
+        next round before all hold theirs: a node that left first would have
+        the others read the state to re-form), and the bytes it read per
+        participant, the coordinator's O(N) included, while all ask for the
+        next round at once and get it."""
         swarm = os.environ.get("RDZV_SWARM") or os.path.join(
             os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
         endpoints = self.rdzv_endpoint()
         conf = "join_timeout=60,last_call_timeout=0.5"
         run_id = "bytes%d" % n
         env = dict(os.environ, RDZV_SWARM_BACKEND="etcd",
-                   RDZV_SWARM_BARRIER="1" if barrier else "0")
+                   RDZV_SWARM_BARRIER="1" if barrier else "0",
+                   RDZV_SWARM_ROUNDS="2" if again else "1")
+        if again:
+            run = subprocess.run([swarm, str(n), endpoints, conf, run_id], env=env,
+                                 capture_output=True, text=True, timeout=90)
+            self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+            lines = {ln.split()[0]: dict(kv.split("=", 1) for kv in ln.split()[1:])
+                     for ln in run.stdout.splitlines() if ln.strip()}
+            self.assertEqual(lines["reform"]["failed"], "0", run.stdout)
+            self.assertEqual(lines["reform"]["world"], str(n), run.stdout)
+            return int(lines["reform"]["rchar"]) / n
         first = subprocess.Popen([swarm, str(n), endpoints, conf, run_id],
                                  env=dict(env, RDZV_SWARM_SLICE="0:1", RDZV_SWARM_HOLD="1"),
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -145,6 +159,71 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
             small, large), file=sys.stderr)
         self.assertLess(large, 1.5 * small + 512,
                         "per participant: %d B at N=10, %d B at N=200" % (small, large))
+
+    def test_all_again_reads_do_not_grow_with_n(self):
+        # When one worker fails every node asks for the next round at once.
+        # A node of the last round does not run torch's exit op itself (a
+        # read and a write of the whole state: O(N) bytes each, 10 s for 200
+        # nodes, none in 60 s for 1000): its join request says which round it
+        # leaves ("x<round>"), the coordinator takes it out in the write that
+        # admits it, and the node waits for its n/<node> key as a first join.
+        small = self.swarm_bytes(10, again=True)
+        large = self.swarm_bytes(200, again=True)
+        print("bytes read per participant asking for the next round: %d B at N=10, "
+              "%d B at N=200" % (small, large), file=sys.stderr)
+        self.assertLess(large, 1.5 * small + 512,
+                        "per participant: %d B at N=10, %d B at N=200" % (small, large))
+
+    def test_all_again_coordinator_gone_node_exits_itself(self):
+        # The coordinator dies just before the others ask for the next round
+        # at once: their requests ask it to take them out of the round they
+        # ran, and nobody does. Once its lease expires (or after a
+        # keep-alive window with no word) a node reads the state, finds
+        # itself still in that round, leaves it itself (torch's exit op,
+        # and says so), and the round re-forms without the dead one well
+        # within the join timeout.
+        self.start_etcd(1)
+        n = 6
+        swarm = os.environ.get("RDZV_SWARM") or os.path.join(
+            os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
+        conf = "join_timeout=30," + FAST  # lease TTL 3 s
+        env = dict(os.environ, RDZV_SWARM_BACKEND="etcd", RDZV_SWARM_NNODES="2:%d" % n,
+                   RDZV_SWARM_PROGRESS="1")
+        # Participant 0 alone, first: it takes w/coord.
+        first = subprocess.Popen([swarm, str(n), self.etcd.endpoints, conf, "gone"],
+                                 env=dict(env, RDZV_SWARM_SLICE="0:1", RDZV_SWARM_HOLD="1"),
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        rest = None
+        try:
+            time.sleep(0.5)
+            rest = subprocess.Popen([swarm, str(n), self.etcd.endpoints, conf, "gone"],
+                                    env=dict(env, RDZV_SWARM_SLICE="1:%d" % (n - 1),
+                                             RDZV_SWARM_ROUNDS="2",
+                                             RDZV_SWARM_AGAIN_AFTER="500"),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = rest.stdout.readline()
+            self.assertTrue(line.startswith("swarm "), line)
+            self.assertIn(" world=%d " % n, line)
+            # The round runs; its coordinator dies before the others ask
+            # again (in 0.5 s), its lease still held for up to 3 s.
+            first.kill()
+            t = time.monotonic()
+            out, err = rest.communicate(timeout=60)
+            took = time.monotonic() - t
+        finally:
+            if first.poll() is None:
+                first.kill()
+            first.communicate()
+            if rest and rest.poll() is None:
+                rest.kill()
+                rest.communicate()
+        self.assertEqual(rest.returncode, 0, err[-3000:])
+        reform = dict(kv.split("=", 1) for kv in out.split("\n")[0].split()[1:])
+        self.assertEqual(reform["failed"], "0", out)
+        self.assertEqual(reform["world"], str(n - 1), out)
+        self.assertLess(took, 20, err[-3000:])
+        self.assertIn("leaving it itself", err, err[-3000:])
 
     # -- what only etcd has ------------------------------------------------------
 
