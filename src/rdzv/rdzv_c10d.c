@@ -896,11 +896,7 @@ c10d_free(struct rdzv *r)
 	strv_free(c->exchange_keys);
 	joiners_clear(c);
 	free(c->joiners);
-	for (size_t i = 0; i < c->n_exiters; i++) {
-		rdzv_node_release(&c->exiters[i]);
-	}
-	free(c->exiters);
-	free(c->exit_rounds);
+	rdzv_exits_release(&c->exits);
 	rdzv_assign_memo_reset(&c->told);
 	if (c->admit_ev) {
 		event_free(c->admit_ev);

@@ -128,10 +128,8 @@ struct c10d {
 	 * ("<key>/j/<node>" = "x"): the coordinator takes it out of the old
 	 * round (torch's exit op, on its behalf) in the write that admits it,
 	 * instead of every node racing to write the whole state. */
-	int64_t rejoin_round;      /* the round we left by "x", -1: none */
-	struct rdzv_node *exiters; /* coordinator: "x<round>" requests */
-	int64_t *exit_rounds;      /* ... the round each one leaves */
-	size_t n_exiters;
+	int64_t rejoin_round;    /* the round we left by "x", -1: none */
+	struct rdzv_exits exits; /* coordinator: "x<round>" requests (rdzv_assign.h) */
 
 	bool next_pending; /* asked before the store was reachable */
 	bool finishing;

@@ -240,80 +240,21 @@ c10d_ask_to_join(struct c10d *c)
 void
 c10d_exits_note(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len)
 {
-	char buf[32];
-	long long round;
-	size_t i;
-
-	snprintf(buf, sizeof(buf), "%.*s", (int)(len - 1), (const char *)value + 1);
-	if (len > sizeof(buf) || parse_int(buf, 0, INT64_MAX, &round) < 0) {
-		return;
-	}
-	for (i = 0; i < c->n_exiters && rdzv_node_cmp(&c->exiters[i], n) != 0; i++) {
-	}
-	if (i == c->n_exiters) {
-		c->exiters = xrealloc(c->exiters, (i + 1) * sizeof(*c->exiters));
-		c->exit_rounds = xrealloc(c->exit_rounds, (i + 1) * sizeof(*c->exit_rounds));
-		rdzv_node_copy(&c->exiters[c->n_exiters++], n);
-	}
-	c->exit_rounds[i] = round;
-}
-
-/* Whether exiter i is still a participant of the round it leaves: then the
- * exit op's action for it (no deadline: it asked now) into *ret. */
-static bool
-exit_due(struct c10d *c, const struct rdzv_state *st, size_t i, const struct rdzv_ctx *ctx,
-	 enum rdzv_action *ret)
-{
-	struct rdzv_ctx x = *ctx;
-
-	if (st->round != c->exit_rounds[i]) {
-		return false;
-	}
-	x.node = &c->exiters[i];
-	x.op_deadline = UINT64_MAX;
-	x.close_record = NULL;
-	*ret = rdzv_decide(RDZV_OP_EXIT, st, &x);
-	return rdzv_action_is_mutation(*ret);
+	(void)rdzv_exits_note(&c->exits, n, (const char *)value, len);
 }
 
 size_t
 c10d_exits_apply(struct c10d *c, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *notable)
 {
-	size_t n = 0;
-
-	for (size_t i = 0; i < c->n_exiters; i++) {
-		struct rdzv_ctx x = *ctx;
-		enum rdzv_action a;
-
-		if (!exit_due(c, st, i, ctx, &a)) {
-			continue; /* out already */
-		}
-		x.node = &c->exiters[i];
-		if (rdzv_apply(st, a, &x)) {
-			*notable = true;
-		}
-		n++;
-	}
-	return n;
+	return rdzv_exits_apply(&c->exits, st, ctx, notable);
 }
 
 void
 c10d_exits_prune(struct c10d *c)
 {
 	struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
-	enum rdzv_action a;
-	size_t k = 0;
 
-	for (size_t i = 0; i < c->n_exiters; i++) {
-		if (c->sync.st.round <= c->exit_rounds[i] &&
-		    exit_due(c, &c->sync.st, i, &ctx, &a)) {
-			c->exit_rounds[k] = c->exit_rounds[i];
-			c->exiters[k++] = c->exiters[i];
-		} else {
-			rdzv_node_release(&c->exiters[i]);
-		}
-	}
-	c->n_exiters = k;
+	rdzv_exits_prune(&c->exits, &c->sync.st, &ctx);
 }
 
 void
