@@ -494,6 +494,9 @@ state_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		c10d_store_gone(c, err);
 		return;
 	}
+	if (!c->sync.next_active) {
+		return; /* left (or shut down) while we asked: no round to start */
+	}
 	if (rep->status != TCPSTORE_READY) {
 		/* Create the state key as torch's C10dRendezvousBackend does (a
 		 * GET of a missing key ends the connection on torch's stores);
@@ -513,6 +516,11 @@ coordinator_check_cb(int err, const struct tcpstore_reply *rep, void *arg)
 
 	if (err < 0) {
 		c10d_store_gone(c, err);
+		return;
+	}
+	if (!c->sync.next_active) {
+		/* Left (or shut down) while we asked: starting the join now would
+		 * take over the leave's operation. */
 		return;
 	}
 	if (rep->status == TCPSTORE_READY) {

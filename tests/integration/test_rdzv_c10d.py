@@ -123,6 +123,33 @@ class C10dTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
                  and e["source"] == "AGENT"]
         self.assertEqual([e["metadata"]["raw_error"] for e in agent], [failed[0]["message"]])
 
+    def test_sigterm_while_the_next_round_starts(self):
+        # SIGTERM lands while a node's first question of the next round (is
+        # there a coordinator?) is unanswered: the node leaves the rendezvous,
+        # and the late answer must not start a join in the leave's place
+        # (that join raced the leave; a CI run saw the agent crash).
+        host = self.agent("2", body="sleep 60", conf=FAST + ",is_host=true")
+        time.sleep(0.3)
+        flag = self.path("fail")
+        other = self.agent("2", body="while [ ! -e %s ]; do sleep 0.05; done; exit 1" % flag,
+                           conf=FAST + ",is_host=false", extra=("--max-restarts", "1"))
+        self.wait_dumps(2)
+        host.signal(signal.SIGSTOP)  # the store answers nothing until SIGCONT
+        try:
+            open(flag, "w").close()
+            self.assertTrue(other.wait_stderr("attempts to join the next round", 20),
+                            other.stderr_text())
+            time.sleep(0.3)
+            other.signal(signal.SIGTERM)
+            time.sleep(0.3)
+        finally:
+            host.signal(signal.SIGCONT)
+        res = other.wait(30)
+        self.assertRc(res, 128 + signal.SIGTERM)
+        self.assertIn("left the rendezvous 'job' (it stays open for the others)", res.err)
+        host.signal(signal.SIGTERM)
+        self.assertRc(host.wait(30), 128 + signal.SIGTERM)
+
     def test_no_store_fails_within_join_timeout(self):
         a = self.agent("2", conf=FAST + ",is_host=false,join_timeout=1")
         res = a.wait(30)
