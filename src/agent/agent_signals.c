@@ -161,9 +161,12 @@ agent_on_signal(struct agent *a, int sig)
 	}
 	a->signo = sig;
 	log_warn("Received %s death signal, shutting down workers", signal_name(sig));
-	/* Out of the rendezvous, left open for the others, while the workers stop. */
-	a->leaving = a->phase != AGENT_PHASE_EXIT_BARRIER && a->phase != AGENT_PHASE_CLOSING &&
-		     a->rdzv && rdzv_leave(a->rdzv, 5 * USEC_PER_SEC, agent_left_cb, a) == 0;
+	/* Out of the rendezvous, left open for the others, while the workers
+	 * stop; a leave under way already (drain, exclude, quarantine: it may
+	 * carry the quarantine entry) is waited for, not forgotten. */
+	a->leaving = a->leaving ||
+		     (a->phase != AGENT_PHASE_EXIT_BARRIER && a->phase != AGENT_PHASE_CLOSING &&
+		      a->rdzv && rdzv_leave(a->rdzv, 5 * USEC_PER_SEC, agent_left_cb, a) == 0);
 	agent_notify_stopping(a, "stopping: %s received, stopping the workers (SIGKILL after %d s)",
 			      signal_name(sig), a->cfg->term_timeout);
 	agent_set_phase(a, AGENT_PHASE_STOPPING_SIGNAL, AGENT_REASON_SIGNAL, signal_name(sig));

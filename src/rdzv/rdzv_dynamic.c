@@ -44,6 +44,8 @@ rdzv_action_name(enum rdzv_action a)
 		return "READMIT";
 	case RDZV_ACTION_REPORT_FAILURE:
 		return "REPORT_FAILURE";
+	case RDZV_ACTION_QUARANTINE:
+		return "QUARANTINE";
 	}
 	return "?";
 }
@@ -85,6 +87,7 @@ rdzv_action_is_mutation(enum rdzv_action a)
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
 	case RDZV_ACTION_READMIT:
 	case RDZV_ACTION_REPORT_FAILURE:
+	case RDZV_ACTION_QUARANTINE:
 		return true;
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_ERROR_CLOSED:
@@ -205,7 +208,20 @@ decide_join(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 	return RDZV_ACTION_SYNC;
 }
 
-/* RDZV_OP_LEAVE: out of every list this node is on, one at a time. */
+/* Whether the state holds ctx->quarantine as this node's entry. */
+static bool
+quarantine_held(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
+{
+	long pos = rdzv_state_find_quarantine(st, ctx->node);
+
+	return pos >= 0 && rdzv_node_cmp(&st->quarantine[pos].node, ctx->node) == 0 &&
+	       st->quarantine[pos].until == ctx->quarantine->until &&
+	       st->quarantine[pos].count == ctx->quarantine->count;
+}
+
+/* RDZV_OP_LEAVE: out of every list this node is on, one at a time; a
+ * quarantine (ctx->quarantine) rides on the last removal, or is written
+ * alone when the node is on no list (dropped as dead meanwhile). */
 static enum rdzv_action
 decide_leave(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 {
@@ -217,6 +233,8 @@ decide_leave(const struct rdzv_state *st, const struct rdzv_ctx *ctx)
 		a = RDZV_ACTION_REMOVE_FROM_WAIT_LIST;
 	} else if (rdzv_state_find_redundant(st, ctx->node) >= 0) {
 		a = RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST;
+	} else if (ctx->quarantine && !quarantine_held(st, ctx)) {
+		a = RDZV_ACTION_QUARANTINE;
 	} else {
 		return RDZV_ACTION_FINISH;
 	}
@@ -447,6 +465,8 @@ rdzv_apply(struct rdzv_state *st, enum rdzv_action a, const struct rdzv_ctx *ctx
 		/* Expired, not dropped: its count stays for the next cooldown. */
 		return ctx->readmit &&
 		       rdzv_state_expire_quarantine(st, ctx->readmit, ctx->now_wall);
+	case RDZV_ACTION_QUARANTINE:
+		break; /* apply_quarantine below */
 	case RDZV_ACTION_REPORT_FAILURE:
 		/* Not notable: nobody waits for it; the reporters read it. */
 		(void)(ctx->failure &&
@@ -613,6 +633,7 @@ rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_timeout_
 	case RDZV_ACTION_MARK_RENDEZVOUS_CLOSED:
 	case RDZV_ACTION_READMIT:
 	case RDZV_ACTION_REPORT_FAILURE:
+	case RDZV_ACTION_QUARANTINE:
 	case RDZV_ACTION_SYNC:
 	case RDZV_ACTION_FINISH:
 		break;

@@ -70,6 +70,9 @@ enum rdzv_action {
 	RDZV_ACTION_READMIT,
 	/* elasticd's: write ctx->failure (RDZV_OP_REPORT_FAILURE). */
 	RDZV_ACTION_REPORT_FAILURE,
+	/* elasticd's: record ctx->quarantine alone (RDZV_OP_LEAVE of a node
+	 * that is on no list any more: dropped as dead meanwhile). */
+	RDZV_ACTION_QUARANTINE,
 };
 
 /* Everything a decision looks at besides the state. */

@@ -153,6 +153,40 @@ class QuarantineTest(QuarantineBase):
     def test_quarantine_count_survives_a_restart(self):
         self.quarantine_count_survives_a_restart()
 
+    def test_sigterm_during_the_quarantine_leave_keeps_the_entry(self):
+        # The quarantine's leave writes the node's entry into the shared
+        # state. A SIGTERM (systemd stopping the unit) that comes while the
+        # leave is unanswered (here: the store host stopped) waits for it:
+        # the entry is written and a restarted agent stays out.
+        def q(n):
+            return quarantine_flags(n, 1, 60)
+        host = self.agent(0, nnodes="1:2", extra=q(0))
+        time.sleep(0.5)  # it hosts the c10d store
+        bad = self.agent(2, "crash", nnodes="1:2", extra=q(2))
+        self.assertTrue(lib.wait_until(
+            lambda: self.dumps_where(lambda d: d["AGENT_PID"] == bad.pid), 30))
+        host.signal(signal.SIGSTOP)  # its worker crashes 0.3 s after its dump
+        try:
+            # Its failure report cannot be written: after 4 s it counts its
+            # own failure, is quarantined, and leaves (unanswered too).
+            self.assertTrue(lib.wait_until(
+                lambda: events(bad.events, "elasticd.node.quarantined"), 30),
+                bad.stderr_text())
+            bad.signal(signal.SIGTERM)
+            time.sleep(0.5)
+        finally:
+            host.signal(signal.SIGCONT)
+        res = bad.wait(30)
+        self.assertRc(res, 128 + signal.SIGTERM)
+        self.assertIn("left the rendezvous 'job' (it stays open for the others)", res.err)
+        def entries():
+            return [(x["host"], x["active"]) for x in curl(
+                host.sock, "/handler/nodes").json()["quarantined"]]
+        self.assertTrue(lib.wait_until(lambda: entries() == [("127.0.0.3", True)], 10),
+                        entries())
+        host.signal(signal.SIGTERM)
+        self.assertRc(host.wait(30), 128 + signal.SIGTERM)
+
     def test_store_host_is_exempt(self):
         # The crashing node hosts the store (is_host=true). Quarantining it
         # would take the job's store and admissions away: the others would

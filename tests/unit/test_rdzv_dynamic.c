@@ -514,6 +514,20 @@ test_apply_quarantine(void **state)
 	assert_false(rdzv_state_quarantined(&st, &other, NOW_WALL));
 	rdzv_node_release(&other);
 	rdzv_state_release(&st);
+	/* Dropped as dead before its leave: the leave writes the entry alone,
+	 * once, and nothing else changes. */
+	load(H(0, 1, 0, -1) "p a_1_0 0\nq me_1_0 1500000000 1\n", &st);
+	ctx.quarantine = &q;
+	assert_int_equal(rdzv_decide(RDZV_OP_LEAVE, &st, &ctx), RDZV_ACTION_QUARANTINE);
+	assert_true(rdzv_action_is_mutation(RDZV_ACTION_QUARANTINE));
+	assert_true(rdzv_apply(&st, RDZV_ACTION_QUARANTINE, &ctx));
+	enc = rdzv_state_encode(&st, &len);
+	assert_string_equal(enc, H(0, 1, 0, -1) "p a_1_0 0\nq me_1_0 2000000000 2\n");
+	free(enc);
+	assert_int_equal(rdzv_decide(RDZV_OP_LEAVE, &st, &ctx), RDZV_ACTION_FINISH);
+	ctx.quarantine = NULL;
+	assert_int_equal(rdzv_decide(RDZV_OP_LEAVE, &st, &ctx), RDZV_ACTION_FINISH);
+	rdzv_state_release(&st);
 	(void)state;
 }
 
