@@ -677,6 +677,7 @@ etcdr_finish(struct rdzv *r, bool close)
 	c->sync.barrier = false;
 	c->exchanging = false;
 	c->sync.next_active = false;
+	c->next_pending = false; /* a boot that ends now starts no join */
 	evtimer_del(c->aux_timer);
 	c->fin_close = close;
 	c->fin = FIN_CLOSE;
