@@ -134,7 +134,9 @@ got_state_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	adopt(c, rep->value.data, rep->value.len, ADOPT_READ);
-	c10d_rejoin_check(c);
+	if (c10d_rejoin_check(c)) {
+		return; /* the exit op's own read decides: one store call at a time */
+	}
 	rdzv_sync_step(&c->sync);
 	admit_soon(c);
 }
@@ -158,7 +160,7 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	/* compare_set answers with what the key holds now: ours if we won. */
-	has_set = rep->value.len == c->pending_len &&
+	has_set = c->pending && rep->value.len == c->pending_len &&
 		  memcmp(rep->value.data, c->pending, c->pending_len) == 0;
 	if (has_set && gen > 0) {
 		char *k = gen_key(c, gen);

@@ -200,8 +200,10 @@ void c10d_exits_prune(struct c10d *c);
 /* Leave the last round by delegation, then join (coordinated nodes). */
 void c10d_rejoin(struct c10d *c);
 /* After a read during a delegated rejoin: if the state still holds us in
- * the round we left, leave it ourselves (torch's exit op). */
-void c10d_rejoin_check(struct c10d *c);
+ * the round we left, leave it ourselves (torch's exit op). Returns true
+ * when it started that op: its own read is in flight, and the caller must
+ * not step the old copy (that would send a second store call). */
+bool c10d_rejoin_check(struct c10d *c);
 /* "<key>/a/<node>" (malloc'd). */
 char *c10d_assign_key(const struct c10d *c, const char *node);
 /* The coordinator, after any new copy: publish the assignments of a round

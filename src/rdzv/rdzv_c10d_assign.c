@@ -272,7 +272,7 @@ c10d_rejoin(struct c10d *c)
 	rdzv_sync_start(&c->sync, RDZV_OP_JOIN, c->sync.next_deadline, c10d_join_done);
 }
 
-void
+bool
 c10d_rejoin_check(struct c10d *c)
 {
 	const struct rdzv_state *st = &c->sync.st;
@@ -280,9 +280,10 @@ c10d_rejoin_check(struct c10d *c)
 	if (c->rejoin_round < 0 || !c->sync.op_active || c->sync.op != RDZV_OP_JOIN ||
 	    st->round != c->rejoin_round || !st->complete ||
 	    rdzv_state_find_participant(st, &c->me) < 0) {
-		return;
+		return false;
 	}
 	/* The coordinator has not taken us out (yet): as torch, ourselves. */
 	c->rejoin_round = -1;
 	rdzv_sync_start(&c->sync, RDZV_OP_EXIT, c->sync.next_deadline, c10d_exit_done);
+	return true;
 }

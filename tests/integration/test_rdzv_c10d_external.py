@@ -157,5 +157,30 @@ class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         self.assertRegex(coord[0]["message"], r"coordinates the rendezvous 'job'")
 
 
+    def test_rejoiner_takes_the_lease_over_and_leaves_its_round(self):
+        # The coordinator stops answering (SIGSTOP) as B asks to rejoin: B
+        # waits blind for a delegated exit, then takes the lease over, reads
+        # the state, finds itself still in its old round and runs the exit
+        # op itself. That op's read must not race the old read's write (two
+        # store calls at once: a CI crash in cas_cb, SIGSEGV).
+        flag = self.path("fail")
+        a = self.agent("2", body="sleep 60")
+        self.assertTrue(a.wait_stderr("coordinates the rendezvous", 20), a.stderr_text())
+        b = self.agent("2", body="while [ ! -e %s ]; do sleep 0.05; done; exit 1" % flag,
+                       extra=("--max-restarts", "1"))
+        self.wait_dumps(2)
+        a.signal(signal.SIGSTOP)
+        try:
+            open(flag, "w").close()
+            self.assertTrue(b.wait_stderr("coordinates the rendezvous", 20), b.stderr_text())
+            time.sleep(2)
+            self.assertIsNone(b.proc.poll(), b.stderr_text()[-3000:])
+        finally:
+            a.signal(signal.SIGCONT)
+        for x in (b, a):
+            x.signal(signal.SIGTERM)
+            self.assertRc(x.wait(30), 128 + signal.SIGTERM)
+
+
 if __name__ == "__main__":
     lib.main()
