@@ -604,9 +604,11 @@ c10d_store_gone(struct c10d *c, int err)
 	c->dead_msg = xstrdup(msg);
 	evtimer_del(c->ka_timer);
 	if (c->sync.op_active) {
-		/* Ends the operation; its completion reports the error below. */
+		/* Ends the operation; a join's completion reports the error. A
+		 * keep-alive's does not: the running round is told below. */
 		rdzv_sync_end(&c->sync, -ECONNRESET, RDZV_ACTION_ERROR_CLOSED);
-	} else if (c->sync.next_active) {
+	}
+	if (c->sync.next_active) {
 		c10d_next_fail(c, -ECONNRESET, msg);
 	} else if (c->sync.barrier) {
 		c->sync.barrier = false;

@@ -181,6 +181,24 @@ class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
             x.signal(signal.SIGTERM)
             self.assertRc(x.wait(30), 128 + signal.SIGTERM)
 
+    def test_store_gone_during_a_keep_alive_fails_every_node(self):
+        # The store stops answering while the coordinator's keep-alive op
+        # waits on it, then dies: that op ends with the error, and the
+        # running round is told too (it was not: the coordinator's workers
+        # ran on with no store), as the other node's is.
+        a = self.agent("2", body="sleep 60")
+        self.assertTrue(a.wait_stderr("coordinates the rendezvous", 20), a.stderr_text())
+        b = self.agent("2", body="sleep 60")
+        self.wait_dumps(2)
+        time.sleep(1)
+        os.kill(self.store.proc.pid, signal.SIGSTOP)
+        time.sleep(1.5)  # keep-alives every 0.5 s: one waits on the store now
+        os.kill(self.store.proc.pid, signal.SIGKILL)
+        for x in (a, b):
+            res = x.wait(20)
+            self.assertRc(res, 1)
+            self.assertRegex(res.err, r"the rendezvous store at 127\.0\.0\.1:%d is gone"
+                             % self.store.port)
 
 if __name__ == "__main__":
     lib.main()
