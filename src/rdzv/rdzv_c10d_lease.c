@@ -528,6 +528,18 @@ lease_go(struct c10d *c)
 	}
 }
 
+/* The lease we hold (c->lease) back to the store, stale (stamp 0), its
+ * queue cursor kept for the next holder. No answer awaited. */
+static void
+lease_hand_back(struct c10d *c, int64_t cursor)
+{
+	char *k = lease_key(c), *v = rdzv_lease_format(c->me.name, 0, cursor);
+
+	tcpstore_client_compare_set(c->cl, k, c->lease, c->lease_len, v, strlen(v), NULL, NULL);
+	free(k);
+	free(v);
+}
+
 static void
 lease_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
@@ -546,7 +558,15 @@ lease_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	c->lease = xmalloc(rep->value.len + 1);
 	memcpy(c->lease, rep->value.data, rep->value.len);
 	c->lease_len = rep->value.len;
-	if (v == RDZV_LEASE_FREE && !c->finishing) {
+	if (c->finishing) {
+		/* Left while we asked: a lease that became ours goes back at
+		 * once, or nobody would coordinate until it went stale. */
+		if (v == RDZV_LEASE_MINE && !c->coordinator && !c->dead && c->up) {
+			lease_hand_back(c, cursor);
+		}
+		return;
+	}
+	if (v == RDZV_LEASE_FREE) {
 		/* Stale: ours if nobody else takes it first. */
 		lease_cas(c, c->lease, c->lease_len, now, cursor);
 		return;
@@ -592,19 +612,13 @@ c10d_lease_tick(struct c10d *c)
 void
 c10d_lease_release(struct c10d *c)
 {
-	char *k, *v;
-
 	if (!c->leased || !c->coordinator || c->dead || !c->up || !c->lease) {
 		return;
 	}
 	if (c->qcl && c->q_running) {
 		(void)tcpstore_client_cancel_wait(c->qcl);
 	}
-	k = lease_key(c);
-	v = rdzv_lease_format(c->me.name, 0, c->q_next);
-	tcpstore_client_compare_set(c->cl, k, c->lease, c->lease_len, v, strlen(v), NULL, NULL);
-	free(k);
-	free(v);
+	lease_hand_back(c, c->q_next);
 }
 
 void
