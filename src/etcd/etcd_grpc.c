@@ -35,6 +35,16 @@
 #define GRPC_KEEPALIVE_IDLE 30
 #define GRPC_KEEPALIVE_INTVL 10
 #define GRPC_KEEPALIVE_CNT 3
+/* A member that hangs with its TCP connection up (stopped, frozen, its disk
+ * stalled) answers nothing, and TCP keepalive never fires: with streams
+ * open and nothing read for GRPC_PING_IDLE_USEC, an HTTP/2 PING goes out,
+ * and a PING unanswered for GRPC_PING_TIMEOUT_USEC fails the connection
+ * (its calls fail over, its watches and keep-alives open elsewhere), well
+ * within a lease's TTL of 15 s. Not more often: etcd's gRPC server sends
+ * GOAWAY ENHANCE_YOUR_CALM to a client that pings more often than
+ * --grpc-keepalive-min-time (5 s by default). */
+#define GRPC_PING_IDLE_USEC (5 * USEC_PER_SEC)
+#define GRPC_PING_TIMEOUT_USEC (3 * USEC_PER_SEC)
 
 struct grpc_stream {
 	struct grpc_conn *c;
@@ -63,10 +73,14 @@ struct grpc_conn {
 	char *authority;
 	char *name; /* "host:port", for logs */
 	bool broken;
-	bool failed; /* fail the streams at the next flush */
+	bool failed;        /* fail the streams at the next flush */
+	struct event *ping; /* the liveness timer (GRPC_PING_*) */
+	uint64_t last_read; /* now_usec() of the last bytes read */
+	uint64_t ping_sent; /* now_usec() of the PING unanswered, 0: none */
 };
 
 static void conn_fail(struct grpc_conn *c, const char *why);
+static void conn_ping_arm(struct grpc_conn *c, uint64_t usec);
 
 static void
 conn_kick(struct grpc_conn *c)
@@ -203,6 +217,11 @@ on_frame_recv(nghttp2_session *h2, const nghttp2_frame *frame, void *user)
 				  frame->goaway.error_code);
 		}
 		c->broken = true;
+		break;
+	case NGHTTP2_PING:
+		if (frame->hd.flags & NGHTTP2_FLAG_ACK) {
+			c->ping_sent = 0;
+		}
 		break;
 	}
 	return 0;
@@ -370,7 +389,48 @@ conn_read(struct bufferevent *bev, void *arg)
 		}
 		evbuffer_drain(in, (size_t)n);
 	}
+	c->last_read = now_usec();
 	conn_kick(c);
+}
+
+/* The liveness timer: with streams open, a PING after GRPC_PING_IDLE_USEC
+ * of silence; the connection fails when it is not answered in time. */
+static void
+conn_ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct grpc_conn *c = arg;
+	uint64_t now = now_usec(), idle = now - c->last_read;
+
+	if (c->failed) {
+		return;
+	}
+	if (c->ping_sent) {
+		if (now - c->ping_sent >= GRPC_PING_TIMEOUT_USEC) {
+			conn_fail(c, "no answer to a PING");
+			return;
+		}
+		conn_ping_arm(c, GRPC_PING_TIMEOUT_USEC - (now - c->ping_sent));
+		return;
+	}
+	if (!c->streams || idle < GRPC_PING_IDLE_USEC) {
+		conn_ping_arm(c, c->streams ? GRPC_PING_IDLE_USEC - idle : GRPC_PING_IDLE_USEC);
+		return;
+	}
+	if (nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL) != 0) {
+		conn_fail(c, "cannot send a PING");
+		return;
+	}
+	c->ping_sent = now;
+	conn_kick(c);
+	conn_ping_arm(c, GRPC_PING_TIMEOUT_USEC);
+}
+
+static void
+conn_ping_arm(struct grpc_conn *c, uint64_t usec)
+{
+	struct timeval tv = {(time_t)(usec / USEC_PER_SEC), (suseconds_t)(usec % USEC_PER_SEC)};
+
+	evtimer_add(c->ping, &tv);
 }
 
 static void
@@ -480,11 +540,14 @@ grpc_conn_new(struct event_base *base, const char *host, int port, const char *a
 	c->authority = strdup(authority);
 	c->name = xasprintf("%s:%d", host, port);
 	c->flush = event_new(base, -1, 0, conn_flush, c);
-	c->h2 = c->flush && c->authority ? session_new(c) : NULL;
+	c->ping = evtimer_new(base, conn_ping_cb, c);
+	c->h2 = c->flush && c->ping && c->authority ? session_new(c) : NULL;
 	if (!c->h2) {
 		grpc_conn_free(c);
 		return NULL;
 	}
+	c->last_read = now_usec();
+	conn_ping_arm(c, GRPC_PING_IDLE_USEC);
 	conn_connect(c, host, port);
 	conn_kick(c);
 	return c;
@@ -608,6 +671,9 @@ grpc_conn_free(struct grpc_conn *c)
 	}
 	if (c->flush) {
 		event_free(c->flush);
+	}
+	if (c->ping) {
+		event_free(c->ping);
 	}
 	free(c->authority);
 	free(c->name);

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -76,6 +77,13 @@ class Etcd:
         p = self.members[i]["proc"]
         p.kill()
         p.wait()
+
+    def pause(self, i):
+        """SIGSTOP member i: its connections stay up, it answers nothing."""
+        self.members[i]["proc"].send_signal(signal.SIGSTOP)
+
+    def resume(self, i):
+        self.members[i]["proc"].send_signal(signal.SIGCONT)
 
     def keys(self, prefix="/"):
         """Every key under prefix (through the first live member)."""

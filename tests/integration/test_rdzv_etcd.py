@@ -425,6 +425,27 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
     def test_member_killed_while_workers_run(self):
         self.member_killed_while_workers_run(FAST, "gRPC")
 
+    def test_member_hung_while_workers_run(self):
+        # The member the agents talk to stops answering with its TCP
+        # connections up (SIGSTOP: a frozen VM, a stalled disk). After 5 s
+        # of silence an HTTP/2 PING goes unanswered for 3 s and the
+        # connection is dropped: keep-alives, watches and the exit barrier
+        # move to another member before the 12 s lease runs out (a
+        # keep-alive waiting out its 10 s deadline would lose it).
+        self.start_etcd(3)
+        conf = "keep_alive_interval=4,keep_alive_max_attempt=3,last_call_timeout=0.5"
+        a = [self.agent("2", body="sleep 20", conf=conf) for _ in range(2)]
+        self.wait_dumps(2, timeout=60)
+        self.etcd.pause(0)
+        try:
+            results = self.wait_all(a, timeout=60)
+        finally:
+            self.etcd.resume(0)
+        for r in results:
+            self.assertRc(r, 0)
+            self.assertNotIn("this node's etcd lease expired", r.err)
+        self.check_world(self.worker_dumps(), 2)
+
     def test_json_gateway_protocol(self):
         # --rdzv-conf etcd_protocol=json: the same rendezvous through etcd's
         # JSON gateway (HTTP/1.1), for endpoints that pass only HTTP/1.1.
