@@ -63,6 +63,9 @@ round_ready(struct c10d *c)
 	struct rdzv_result *res = &c->result;
 	char *msg;
 
+	if (c->finishing) {
+		return; /* left during the exchange: no round to run */
+	}
 	c->sync.next_active = false;
 	c->sync.running = true;
 	c->sync.told = false;
@@ -88,6 +91,9 @@ exchange_fail(struct c10d *c, int err, const char *what)
 {
 	char *msg;
 
+	if (c->finishing) {
+		return; /* left during the exchange: nothing to fail */
+	}
 	if (c->dead) {
 		msg = xstrdup(c->dead_msg);
 	} else if (err == -ETIMEDOUT) {
