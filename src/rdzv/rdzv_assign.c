@@ -143,16 +143,19 @@ bool
 rdzv_exits_note(struct rdzv_exits *e, const struct rdzv_node *n, const char *value, size_t len)
 {
 	char buf[32];
-	long long round;
+	long long round = RDZV_EXITS_LEAVE;
 	size_t i;
 
-	if (len < 2 || len >= sizeof(buf) || value[0] != 'x') {
+	if (len == strlen(RDZV_EXITS_WITHDRAW) && memcmp(value, RDZV_EXITS_WITHDRAW, len) == 0) {
+		/* round stays RDZV_EXITS_LEAVE */
+	} else if (len < 2 || len >= sizeof(buf) || value[0] != 'x') {
 		return false;
-	}
-	memcpy(buf, value + 1, len - 1);
-	buf[len - 1] = '\0';
-	if (parse_int(buf, 0, INT64_MAX, &round) < 0) {
-		return false;
+	} else {
+		memcpy(buf, value + 1, len - 1);
+		buf[len - 1] = '\0';
+		if (parse_int(buf, 0, INT64_MAX, &round) < 0) {
+			return false;
+		}
 	}
 	for (i = 0; i < e->n && rdzv_node_cmp(&e->nodes[i], n) != 0; i++) {
 	}
@@ -160,19 +163,42 @@ rdzv_exits_note(struct rdzv_exits *e, const struct rdzv_node *n, const char *val
 		e->nodes = xrealloc(e->nodes, (i + 1) * sizeof(*e->nodes));
 		e->rounds = xrealloc(e->rounds, (i + 1) * sizeof(*e->rounds));
 		rdzv_node_copy(&e->nodes[e->n++], n);
+	} else if (e->rounds[i] == RDZV_EXITS_LEAVE) {
+		e->n_leaves--;
 	}
 	e->rounds[i] = round;
+	e->n_leaves += round == RDZV_EXITS_LEAVE;
 	return true;
 }
 
-/* Whether exit i is still due on st: then its node's exit op action (no
- * deadline: it asked now) into *ret, and its context into *ret_ctx. */
+bool
+rdzv_exits_forget(struct rdzv_exits *e, const struct rdzv_node *n)
+{
+	for (size_t i = 0; i < e->n; i++) {
+		if (rdzv_node_cmp(&e->nodes[i], n) == 0) {
+			e->n_leaves -= e->rounds[i] == RDZV_EXITS_LEAVE;
+			rdzv_node_release(&e->nodes[i]);
+			memmove(e->nodes + i, e->nodes + i + 1, (e->n - i - 1) * sizeof(*e->nodes));
+			memmove(e->rounds + i, e->rounds + i + 1,
+				(e->n - i - 1) * sizeof(*e->rounds));
+			e->n--;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Whether exit i is still due on st: then its node's exit (or leave) op
+ * action (no deadline: it asked now) into *ret, and its context into
+ * *ret_ctx. */
 static bool
 exit_due(const struct rdzv_exits *e, const struct rdzv_state *st, size_t i,
 	 const struct rdzv_ctx *ctx, enum rdzv_action *ret, struct rdzv_ctx *ret_ctx)
 {
+	bool leave = e->rounds[i] == RDZV_EXITS_LEAVE;
+
 	*ret_ctx = *ctx;
-	if (st->round != e->rounds[i]) {
+	if (!leave && st->round != e->rounds[i]) {
 		return false;
 	}
 	ret_ctx->node = &e->nodes[i];
@@ -182,7 +208,7 @@ exit_due(const struct rdzv_exits *e, const struct rdzv_state *st, size_t i,
 	ret_ctx->quarantine = NULL;
 	ret_ctx->readmit = NULL;
 	ret_ctx->failure = NULL;
-	*ret = rdzv_decide(RDZV_OP_EXIT, st, ret_ctx);
+	*ret = rdzv_decide(leave ? RDZV_OP_LEAVE : RDZV_OP_EXIT, st, ret_ctx);
 	return rdzv_action_is_mutation(*ret);
 }
 
@@ -234,6 +260,7 @@ rdzv_exits_prune(struct rdzv_exits *e, const struct rdzv_state *st, const struct
 			e->rounds[k] = e->rounds[i];
 			e->nodes[k++] = e->nodes[i];
 		} else {
+			e->n_leaves -= e->rounds[i] == RDZV_EXITS_LEAVE;
 			rdzv_node_release(&e->nodes[i]);
 		}
 	}

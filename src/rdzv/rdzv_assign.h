@@ -51,11 +51,21 @@ void rdzv_assign_plan(struct rdzv_assign_memo *m, const struct rdzv_state *st,
  * the exit op for it (rdzv_decide(RDZV_OP_EXIT)) in the compare-and-set that
  * admits it, while the node waits on its assignment key. */
 
-/* The exits a coordinator was asked for: nodes[i] leaves round rounds[i]. */
+/* A node that leaves the rendezvous (rdzv_leave) while its join request may
+ * still be unread withdraws it with this request value: the coordinator
+ * forgets its request and, if it admitted the node meanwhile, runs the leave
+ * op for it (rdzv_decide(RDZV_OP_LEAVE)), as for an exit. */
+#define RDZV_EXITS_WITHDRAW "l"
+/* rounds[i] of a withdrawn node: it leaves every list, not one round. */
+#define RDZV_EXITS_LEAVE (-1)
+
+/* The exits a coordinator was asked for: nodes[i] leaves round rounds[i]
+ * (RDZV_EXITS_LEAVE: the rendezvous); n_leaves of them leave the rendezvous. */
 struct rdzv_exits {
 	struct rdzv_node *nodes;
 	int64_t *rounds;
 	size_t n;
+	size_t n_leaves;
 };
 
 /* The join request value of a node leaving round (>= 0): "x<round>" into
@@ -63,26 +73,33 @@ struct rdzv_exits {
 void rdzv_exits_request(int64_t round, char *buf, size_t len);
 
 /* A join request of node n with value[0..len): when it is "x<round>",
- * record that n leaves that round (replacing an earlier round of n) and
- * return true; false for any other value (nothing recorded). n is copied. */
+ * record that n leaves that round, when it is RDZV_EXITS_WITHDRAW that n
+ * leaves the rendezvous (either replacing what n asked before), and return
+ * true; false for any other value (nothing recorded). n is copied. */
 bool rdzv_exits_note(struct rdzv_exits *e, const struct rdzv_node *n, const char *value,
 		     size_t len);
 
+/* Forget what n asked (it asks to join again). Returns whether it had asked
+ * anything. O(e->n). */
+bool rdzv_exits_forget(struct rdzv_exits *e, const struct rdzv_node *n);
+
 /* Apply to st the exit op of every recorded node still a participant of
- * the round it leaves (st->round), in order of record, as the node itself
- * would (no deadline: it asked now); ctx: the coordinator's decision context
- * (its node is replaced). Sets *notable as rdzv_apply does. Returns how many
- * exits changed st. */
+ * the round it leaves (st->round), and the leave op of every withdrawn node
+ * still on a list of st (one list per call), in order of record, as the
+ * node itself would (no deadline: it asked now); ctx: the coordinator's
+ * decision context (its node is replaced). Sets *notable as rdzv_apply does.
+ * Returns how many exits changed st. */
 size_t rdzv_exits_apply(const struct rdzv_exits *e, struct rdzv_state *st,
 			const struct rdzv_ctx *ctx, bool *notable);
 
-/* Whether st still holds n where a recorded exit must take it out first
- * (n would look admitted, but is in the round it leaves). */
+/* Whether st still holds n where a recorded exit (or leave) must take it
+ * out first (n would look admitted, but is in the round it leaves). */
 bool rdzv_exits_due(const struct rdzv_exits *e, const struct rdzv_state *st,
 		    const struct rdzv_node *n, const struct rdzv_ctx *ctx);
 
 /* Forget the exits st shows done or stale (the node is out of the round it
- * leaves, or the state moved past it): keep those still due. */
+ * leaves, or the state moved past it; a withdrawn node is on no list):
+ * keep those still due. */
 void rdzv_exits_prune(struct rdzv_exits *e, const struct rdzv_state *st,
 		      const struct rdzv_ctx *ctx);
 

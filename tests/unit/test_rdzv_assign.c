@@ -245,12 +245,85 @@ test_exits(void **state)
 	rdzv_node_release(&c);
 }
 
+/* Withdrawn requests ("l"): a node left; the coordinator takes it off every
+ * list it got onto meanwhile, in whatever round, and forgets it once it is on
+ * none (or once it asks again). */
+static void
+test_withdrawals(void **state)
+{
+	struct rdzv_node coord, a, b, c;
+	struct rdzv_ctx ctx = {.settings = &exit_settings,
+			       .node = &coord,
+			       .now_wall = 1000 * S,
+			       .now_mono = 500 * S,
+			       .op_deadline = 1}; /* the coordinator's own: ignored */
+	struct rdzv_exits e = {0};
+	struct rdzv_state st;
+	bool notable = false;
+
+	node(&coord, "k_1_0");
+	node(&a, "a_1_0");
+	node(&b, "b_1_0");
+	node(&c, "c_1_0");
+	assert_false(rdzv_exits_note(&e, &a, "l2", 2));
+	assert_true(rdzv_exits_note(&e, &a, RDZV_EXITS_WITHDRAW, strlen(RDZV_EXITS_WITHDRAW)));
+	assert_int_equal(e.n_leaves, 1);
+	assert_true(rdzv_exits_note(&e, &a, "x3", 2)); /* replaces the withdrawal */
+	assert_int_equal(e.n_leaves, 0);
+	assert_true(rdzv_exits_note(&e, &a, "l", 1)); /* ... and back */
+	assert_true(rdzv_exits_note(&e, &b, "l", 1));
+	assert_true(rdzv_exits_note(&e, &c, "x3", 2));
+	assert_int_equal(e.n, 3);
+	assert_int_equal(e.n_leaves, 2);
+	/* c asks again plainly: what it asked before goes. */
+	assert_true(rdzv_exits_forget(&e, &c));
+	assert_false(rdzv_exits_forget(&e, &c));
+	assert_int_equal(e.n, 2);
+	assert_int_equal(e.n_leaves, 2);
+
+	/* a got admitted to the open round 7, b waits: both taken out. */
+	load("elasticd-rdzv 1 7 9 0 0 -1\np a_1_0 0\nw b_1_0\nh a_1_0 999000000\n", &st);
+	assert_true(rdzv_exits_due(&e, &st, &a, &ctx));
+	assert_true(rdzv_exits_due(&e, &st, &b, &ctx));
+	rdzv_exits_prune(&e, &st, &ctx); /* both due: kept */
+	assert_int_equal(e.n_leaves, 2);
+	assert_int_equal(rdzv_exits_apply(&e, &st, &ctx, &notable), 2);
+	assert_int_equal(st.n_participants, 0);
+	assert_int_equal(st.n_wait_list, 0);
+	assert_int_equal(st.n_heartbeats, 0);
+	/* On no list: nothing more, and forgotten. */
+	assert_false(rdzv_exits_due(&e, &st, &a, &ctx));
+	assert_int_equal(rdzv_exits_apply(&e, &st, &ctx, &notable), 0);
+	rdzv_exits_prune(&e, &st, &ctx);
+	assert_int_equal(e.n, 0);
+	assert_int_equal(e.n_leaves, 0);
+	rdzv_state_release(&st);
+
+	/* A spare (redundancy list) that withdrew leaves that list. */
+	assert_true(rdzv_exits_note(&e, &c, "l", 1));
+	load("elasticd-rdzv 1 7 9 1 0 -1\np a_1_0 0\np b_1_0 1\nr c_1_0\n"
+	     "h a_1_0 999000000\nh b_1_0 999000000\n",
+	     &st);
+	assert_int_equal(rdzv_exits_apply(&e, &st, &ctx, &notable), 1);
+	assert_int_equal(st.n_redundancy_list, 0);
+	assert_int_equal(st.n_participants, 2); /* the others run on */
+	rdzv_exits_prune(&e, &st, &ctx);
+	assert_int_equal(e.n, 0);
+	rdzv_state_release(&st);
+	rdzv_exits_release(&e);
+	rdzv_node_release(&coord);
+	rdzv_node_release(&a);
+	rdzv_node_release(&b);
+	rdzv_node_release(&c);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_exits),
+		cmocka_unit_test(test_withdrawals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
