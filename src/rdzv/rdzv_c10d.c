@@ -234,7 +234,7 @@ store_cas(void *arg, enum rdzv_action a)
 		c10d_store_gone(c, -ECONNRESET);
 		return;
 	}
-	if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->coordinated) {
+	if (a == RDZV_ACTION_REMOVE_FROM_REDUNDANCY_LIST && c->coordinated && !c->finishing) {
 		/* Ask again: the coordinator admits spares that may join. */
 		c10d_ask_to_join(c);
 	}
@@ -266,11 +266,40 @@ joiners_clear(struct c10d *c)
 	joiners_drop(c, c->n_joiners);
 }
 
+/* Forget every request of n (it withdrew them), keeping the counts of those
+ * an admission in flight covers in step. */
+static void
+joiners_forget(struct c10d *c, const struct rdzv_node *n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < c->n_joiners; i++) {
+		if (rdzv_node_cmp(&c->joiners[i], n) != 0) {
+			c->joiners[k++] = c->joiners[i];
+			continue;
+		}
+		rdzv_node_release(&c->joiners[i]);
+		c->admitted_upto -= i < c->admitted_upto;
+		c->admit_read_upto -= i < c->admit_read_upto;
+	}
+	c->n_joiners = k;
+}
+
 void
 c10d_join_request(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len)
 {
+	if (len == strlen(RDZV_EXITS_WITHDRAW) && memcmp(value, RDZV_EXITS_WITHDRAW, len) == 0) {
+		/* It left (or leaves): admit it no more; take it out if an
+		 * admission got it in meanwhile (c10d_exits_apply). */
+		joiners_forget(c, n);
+		c10d_exits_note(c, n, value, len);
+		c10d_admit_later(c);
+		return;
+	}
 	if (len > 1 && value[0] == 'x') {
 		c10d_exits_note(c, n, value, len); /* leave its last round for it first */
+	} else if (c->exits.n_leaves > 0) {
+		(void)rdzv_exits_forget(&c->exits, n); /* it asks again after a withdrawal */
 	}
 	/* No search for an earlier request of the same node (O(N) each, O(N^2)
 	 * for a crowd): a node asks again only after a keep-alive window without
@@ -324,6 +353,7 @@ admit_read_cb(int err, const struct tcpstore_reply *rep, void *arg)
 			/* Nothing to do for those asked before the read: in
 			 * already, or closed. Later ones wait for the next. */
 			joiners_drop(c, c->admit_read_upto);
+			c10d_exits_prune(c); /* withdrawn nodes on no list */
 		}
 		if (c->admitting || c->fold_dirty) {
 			rdzv_sync_write(&c->sync, RDZV_ACTION_SYNC);
@@ -340,7 +370,7 @@ void
 c10d_admit_now(struct c10d *c)
 {
 	if (!c->coordinator || c->sync.io_pending || c->dead || !c->up || c->finishing ||
-	    (c->n_joiners == 0 && !c->fold_due &&
+	    (c->n_joiners == 0 && c->exits.n_leaves == 0 && !c->fold_due &&
 	     (c->sync.st.complete || c->sync.st.closed || c->sync.st.n_wait_list == 0))) {
 		return;
 	}
@@ -386,7 +416,7 @@ static void
 admit_soon(struct c10d *c)
 {
 	if (c->coordinator &&
-	    (c->n_joiners > 0 || c->fold_due ||
+	    (c->n_joiners > 0 || c->exits.n_leaves > 0 || c->fold_due ||
 	     (!c->sync.st.complete && !c->sync.st.closed && c->sync.st.n_wait_list > 0))) {
 		c10d_admit_later(c);
 	}
@@ -446,7 +476,7 @@ store_admit(void *arg, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *
 	struct c10d *c = arg;
 
 	c->admitted_upto = c->n_joiners;
-	c->admitting = c->coordinator && c->n_joiners > 0 &&
+	c->admitting = c->coordinator && (c->n_joiners > 0 || c->exits.n_leaves > 0) &&
 		       c10d_exits_apply(c, st, ctx, notable) +
 				       rdzv_admit_requests(c->r, st, true, c->joiners, c->n_joiners,
 							   ctx, notable) >

@@ -90,6 +90,7 @@ struct c10d {
 	bool fold_dirty; /* the local copy holds folded heartbeats not written yet */
 	bool ever_in;    /* this handler has been a participant (may be in the state) */
 	uint64_t asked;  /* when we last sent our join request */
+	bool withdrawn;  /* leaving: our requests are withdrawn (c10d_withdraw) */
 
 	/* A store nobody hosts (rdzv_c10d_lease.c): the participant holding
 	 * the lease "<key>/lease" coordinates; joiners queue their requests
@@ -188,6 +189,11 @@ void c10d_admit_later(struct c10d *c);
 /* Ask the coordinator to admit us: SET "<key>/j/<node>" ("x<round>" while
  * a delegated exit from rejoin_round is pending). */
 void c10d_ask_to_join(struct c10d *c);
+/* Leaving (rdzv_leave) after we asked to join, as a coordinated node:
+ * withdraw our requests (RDZV_EXITS_WITHDRAW, after them on our connection
+ * or in the queue) before the leave op reads the state, so that a
+ * coordinator that reads them late does not admit us after we left. */
+void c10d_withdraw(struct c10d *c);
 /* The coordinator heard the request value[0..len) "x<round>" from n
  * (copied): n leaves that round (ignored when malformed). */
 void c10d_exits_note(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len);
@@ -244,7 +250,7 @@ void c10d_lease_tick(struct c10d *c);
 bool c10d_lease_fold_read(struct c10d *c);
 /* Queue our join request in "<key>/jq/<i>": "<node>\n", then "x<round>"
  * while a delegated exit from rejoin_round is pending when the slot comes
- * back. */
+ * back, or RDZV_EXITS_WITHDRAW once withdrawn. */
 void c10d_lease_ask(struct c10d *c);
 /* Give the lease up at the end (its stamp 0: a successor need not wait). */
 void c10d_lease_release(struct c10d *c);

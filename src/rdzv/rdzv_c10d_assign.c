@@ -238,6 +238,24 @@ c10d_ask_to_join(struct c10d *c)
 }
 
 void
+c10d_withdraw(struct c10d *c)
+{
+	char *k;
+
+	if (!c->coordinated || c->coordinator || c->asked == 0 || c->dead || !c->up) {
+		return; /* nobody holds a request of ours */
+	}
+	c->withdrawn = true;
+	if (c->leased) {
+		c10d_lease_ask(c);
+		return;
+	}
+	k = xasprintf("%s/j/%s", c->key, c->me.name);
+	tcpstore_client_set(c->cl, k, RDZV_EXITS_WITHDRAW, strlen(RDZV_EXITS_WITHDRAW), NULL, NULL);
+	free(k);
+}
+
+void
 c10d_exits_note(struct c10d *c, const struct rdzv_node *n, const uint8_t *value, size_t len)
 {
 	(void)rdzv_exits_note(&c->exits, n, (const char *)value, len);

@@ -284,8 +284,13 @@ ask_cb(int err, const struct tcpstore_reply *rep, void *arg)
 		return;
 	}
 	k = slot_key(c, rep->i64 - 1);
-	v = c->rejoin_round >= 0 ? xasprintf("%s\nx%" PRId64, c->me.name, c->rejoin_round)
-				 : xasprintf("%s\n", c->me.name);
+	if (c->withdrawn) {
+		v = xasprintf("%s\n%s", c->me.name, RDZV_EXITS_WITHDRAW);
+	} else if (c->rejoin_round >= 0) {
+		v = xasprintf("%s\nx%" PRId64, c->me.name, c->rejoin_round);
+	} else {
+		v = xasprintf("%s\n", c->me.name);
+	}
 	tcpstore_client_set(c->cl, k, v, strlen(v), NULL, NULL);
 	free(k);
 	free(v);

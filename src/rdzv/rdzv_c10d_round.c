@@ -931,6 +931,9 @@ c10d_finish(struct rdzv *r, bool close)
 		linger_start(c);
 		return 0;
 	}
+	if (!close) {
+		c10d_withdraw(c); /* before the leave op reads the state */
+	}
 	/* Takes over the operation under way (a keep-alive, a join). */
 	rdzv_sync_start(&c->sync, op, now_usec() + c->close_timeout, done);
 	return 0;

@@ -23,6 +23,41 @@ import rdzv_cases  # noqa: E402
 FAST = "keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=0.5"
 
 
+def left_asker_case(t, conf, host_conf="", other_conf="", store_answers=True):
+    """A node asks the coordinator A (SIGSTOPped) to join the next round, then
+    leaves (SIGTERM) before A read its request: A must not admit it (a ghost
+    that completes a round and never sends its role_info: every node then
+    fails after the join timeout); A and C form a world of 2. store_answers:
+    the store answers while A is stopped (B's leave ends before SIGCONT)."""
+    flag = t.path("fail")
+    a = t.agent("2:3", body="sleep 60", conf=conf + host_conf)
+    t.assertTrue(a.wait_stderr("attempts to join", 20), a.stderr_text())
+    time.sleep(0.3)  # A hosts the store, or holds the lease, first
+    b = t.agent("2:3", body="while [ ! -e %s ]; do sleep 0.05; done; exit 1" % flag,
+                conf=conf + other_conf, extra=("--max-restarts", "1"))
+    c = t.agent("2:3", body="sleep 60", conf=conf + other_conf)
+    t.wait_dumps(3, pred=lambda d: d["WORLD_SIZE"] == "3")
+    a.signal(signal.SIGSTOP)
+    try:
+        open(flag, "w").close()
+        t.assertTrue(b.wait_stderr("attempts to join the next round", 20), b.stderr_text())
+        time.sleep(0.3)
+        b.signal(signal.SIGTERM)
+        if store_answers:
+            t.assertRc(b.wait(20), 128 + signal.SIGTERM)
+        else:
+            time.sleep(0.3)
+    finally:
+        a.signal(signal.SIGCONT)
+    t.assertRc(b.wait(30), 128 + signal.SIGTERM)
+    two = lib.wait_until(
+        lambda: len([d for d in t.worker_dumps() if d["WORLD_SIZE"] == "2"]) >= 2, 15)
+    t.assertTrue(two, "A and C never formed a world of 2:\n" + a.stderr_text()[-3000:])
+    for x in (c, a):  # C first: A may host the store
+        x.signal(signal.SIGTERM)
+        t.assertRc(x.wait(30), 128 + signal.SIGTERM)
+
+
 class C10dTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
 
     BACKEND = "c10d"
@@ -149,6 +184,12 @@ class C10dTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         self.assertIn("left the rendezvous 'job' (it stays open for the others)", res.err)
         host.signal(signal.SIGTERM)
         self.assertRc(host.wait(30), 128 + signal.SIGTERM)
+
+    def test_node_that_leaves_while_its_request_is_unread_is_not_admitted(self):
+        # The store host (A) is stopped, so it answers nothing: B's leave
+        # goes on once A reads again, behind B's request on B's connection.
+        left_asker_case(self, FAST + ",join_timeout=8", ",is_host=true", ",is_host=false",
+                        store_answers=False)
 
     def test_no_store_fails_within_join_timeout(self):
         a = self.agent("2", conf=FAST + ",is_host=false,join_timeout=1")

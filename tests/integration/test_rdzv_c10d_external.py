@@ -21,6 +21,7 @@ import ectl_nodes  # noqa: E402
 import lib  # noqa: E402
 import rdzv_cases  # noqa: E402
 from test_ctl import curl  # noqa: E402
+from test_rdzv_c10d import left_asker_case  # noqa: E402
 
 FAST = ("keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=0.5,"
         "is_host=false")
@@ -155,6 +156,11 @@ class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
                           if '"rdzv_c10d.c:_coordinate"' in line]
         self.assertEqual(len(coord), 1, coord)
         self.assertRegex(coord[0]["message"], r"coordinates the rendezvous 'job'")
+
+    def test_node_that_leaves_while_its_request_is_unread_is_not_admitted(self):
+        # The coordinator (A, the lease holder) is stopped; the store is
+        # not: B queues its request and finishes its leave before A reads.
+        left_asker_case(self, FAST + ",join_timeout=8")
 
 
     def test_rejoiner_takes_the_lease_over_and_leaves_its_round(self):
