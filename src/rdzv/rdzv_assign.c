@@ -140,6 +140,13 @@ rdzv_exits_request(int64_t round, char *buf, size_t len)
 }
 
 bool
+rdzv_exits_still_in(const struct rdzv_state *st, const struct rdzv_node *me, int64_t round)
+{
+	return round >= 0 && st->round == round && st->complete &&
+	       rdzv_state_find_participant(st, me) >= 0;
+}
+
+bool
 rdzv_exits_note(struct rdzv_exits *e, const struct rdzv_node *n, const char *value, size_t len)
 {
 	char buf[32];

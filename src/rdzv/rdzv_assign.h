@@ -72,6 +72,11 @@ struct rdzv_exits {
  * buf of size len (at least 24 bytes); "" for round < 0 (a plain request). */
 void rdzv_exits_request(int64_t round, char *buf, size_t len);
 
+/* The asking node's side: whether st still holds me as a participant of
+ * the completed round it asked to leave (the coordinator has not taken it
+ * out: it must run the exit op itself). */
+bool rdzv_exits_still_in(const struct rdzv_state *st, const struct rdzv_node *me, int64_t round);
+
 /* A join request of node n with value[0..len): when it is "x<round>",
  * record that n leaves that round, when it is RDZV_EXITS_WITHDRAW that n
  * leaves the rendezvous (either replacing what n asked before), and return

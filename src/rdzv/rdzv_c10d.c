@@ -475,12 +475,16 @@ store_admit(void *arg, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *
 {
 	struct c10d *c = arg;
 
+	size_t n;
+
 	c->admitted_upto = c->n_joiners;
-	c->admitting = c->coordinator && (c->n_joiners > 0 || c->exits.n_leaves > 0) &&
-		       c10d_exits_apply(c, st, ctx, notable) +
-				       rdzv_admit_requests(c->r, st, true, c->joiners, c->n_joiners,
-							   ctx, notable) >
-			       0;
+	c->admitting = false;
+	if (!c->coordinator || (c->n_joiners == 0 && c->exits.n_leaves == 0)) {
+		return;
+	}
+	n = c10d_exits_apply(c, st, ctx, notable); /* out of the last round first */
+	n += rdzv_admit_requests(c->r, st, true, c->joiners, c->n_joiners, ctx, notable);
+	c->admitting = n > 0;
 }
 
 /* rdzv_store_ops.synced: our join is written, the next node may go. */

@@ -125,11 +125,11 @@ struct c10d {
 	bool closed_marked;           /* "<key>/closed" set by us */
 	bool blind;                   /* the next JOIN read is the assignment wait */
 	bool assign_off;              /* this join watches gen keys again ("closed" seen) */
-	/* Delegated exits: a node of the last round asks to join with "x"
-	 * ("<key>/j/<node>" = "x"): the coordinator takes it out of the old
+	/* Delegated exits: a node of the last round R asks to join with
+	 * "x<R>" ("<key>/j/<node>" = "x<R>"): the coordinator takes it out of the old
 	 * round (torch's exit op, on its behalf) in the write that admits it,
 	 * instead of every node racing to write the whole state. */
-	int64_t rejoin_round;    /* the round we left by "x", -1: none */
+	int64_t rejoin_round;    /* the round we left by "x<R>", -1: none */
 	struct rdzv_exits exits; /* coordinator: "x<round>" requests (rdzv_assign.h) */
 
 	bool next_pending; /* asked before the store was reachable */

@@ -226,7 +226,7 @@ c10d_ask_to_join(struct c10d *c)
 	char *k = xasprintf("%s/j/%s", c->key, c->me.name), v[32] = "";
 
 	if (c->rejoin_round >= 0) {
-		snprintf(v, sizeof(v), "x%" PRId64, c->rejoin_round);
+		rdzv_exits_request(c->rejoin_round, v, sizeof(v));
 	}
 	if (c->leased) {
 		c10d_lease_ask(c); /* the coordinator reads the queue, not "j/" */
@@ -295,9 +295,8 @@ c10d_rejoin_check(struct c10d *c)
 {
 	const struct rdzv_state *st = &c->sync.st;
 
-	if (c->rejoin_round < 0 || !c->sync.op_active || c->sync.op != RDZV_OP_JOIN ||
-	    st->round != c->rejoin_round || !st->complete ||
-	    rdzv_state_find_participant(st, &c->me) < 0) {
+	if (!c->sync.op_active || c->sync.op != RDZV_OP_JOIN ||
+	    !rdzv_exits_still_in(st, &c->me, c->rejoin_round)) {
 		return false;
 	}
 	/* The coordinator has not taken us out (yet): as torch, ourselves. */

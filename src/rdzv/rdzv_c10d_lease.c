@@ -286,10 +286,11 @@ ask_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	k = slot_key(c, rep->i64 - 1);
 	if (c->withdrawn) {
 		v = xasprintf("%s\n%s", c->me.name, RDZV_EXITS_WITHDRAW);
-	} else if (c->rejoin_round >= 0) {
-		v = xasprintf("%s\nx%" PRId64, c->me.name, c->rejoin_round);
 	} else {
-		v = xasprintf("%s\n", c->me.name);
+		char x[32];
+
+		rdzv_exits_request(c->rejoin_round, x, sizeof(x));
+		v = xasprintf("%s\n%s", c->me.name, x);
 	}
 	tcpstore_client_set(c->cl, k, v, strlen(v), NULL, NULL);
 	free(k);

@@ -629,11 +629,13 @@ admit_now(struct etcdr *c)
 	    c->alive_stale || (c->n_joiners == 0 && c->sync.st.n_wait_list == 0)) {
 		return false;
 	}
-	/* The exits asked for first: out of the last round, then in. */
-	if (rdzv_exits_apply(&c->exits, &c->sync.st, &ctx, &c->sync.notable) +
-		    rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, &ctx,
-					&c->sync.notable) ==
-	    0) {
+	/* The exits asked for first: out of the last round, then in (two
+	 * statements: the order of a sum's operands is unspecified). */
+	size_t n = rdzv_exits_apply(&c->exits, &c->sync.st, &ctx, &c->sync.notable);
+
+	n += rdzv_admit_requests(c->r, &c->sync.st, true, c->joiners, c->n_joiners, &ctx,
+				 &c->sync.notable);
+	if (n == 0) {
 		return false;
 	}
 	c->cas_admits = true;
@@ -746,12 +748,15 @@ static void
 store_admit(void *arg, struct rdzv_state *st, const struct rdzv_ctx *ctx, bool *notable)
 {
 	struct etcdr *c = arg;
+	size_t n;
 
-	c->cas_admits = c->n_joiners > 0 &&
-			rdzv_exits_apply(&c->exits, st, ctx, notable) +
-					rdzv_admit_requests(c->r, st, false, c->joiners,
-							    c->n_joiners, ctx, notable) >
-				0;
+	c->cas_admits = false;
+	if (c->n_joiners == 0) {
+		return;
+	}
+	n = rdzv_exits_apply(&c->exits, st, ctx, notable); /* out of the last round first */
+	n += rdzv_admit_requests(c->r, st, false, c->joiners, c->n_joiners, ctx, notable);
+	c->cas_admits = n > 0;
 }
 
 /* Something changed while we read or wrote: that read decides. */

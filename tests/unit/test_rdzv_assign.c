@@ -201,12 +201,18 @@ test_exits(void **state)
 	assert_true(rdzv_exits_due(&e, &st, &a, &ctx));
 	assert_false(rdzv_exits_due(&e, &st, &b, &ctx));
 	assert_false(rdzv_exits_due(&e, &st, &c, &ctx));
+	/* The asker's side: still in round 3 (not in 2, nor as c, nor -1). */
+	assert_true(rdzv_exits_still_in(&st, &a, 3));
+	assert_false(rdzv_exits_still_in(&st, &a, 2));
+	assert_false(rdzv_exits_still_in(&st, &c, 3));
+	assert_false(rdzv_exits_still_in(&st, &a, -1));
 	assert_int_equal(rdzv_exits_apply(&e, &st, &ctx, &notable), 1);
 	assert_true(notable); /* a complete round lost a member */
 	assert_int_equal(st.round, 3);
 	assert_int_equal(st.n_participants, 1);
 	assert_true(rdzv_state_find_participant(&st, &a) < 0);
 	assert_false(rdzv_exits_due(&e, &st, &a, &ctx));
+	assert_false(rdzv_exits_still_in(&st, &a, 3)); /* taken out */
 	/* Applied, and stale: forgotten. */
 	rdzv_exits_prune(&e, &st, &ctx);
 	assert_int_equal(e.n, 0);
