@@ -565,9 +565,11 @@ lease_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	memcpy(c->lease, rep->value.data, rep->value.len);
 	c->lease_len = rep->value.len;
 	if (c->finishing) {
-		/* Left while we asked: a lease that became ours goes back at
-		 * once, or nobody would coordinate until it went stale. */
-		if (v == RDZV_LEASE_MINE && !c->coordinator && !c->dead && c->up) {
+		/* Left while we asked (or renewed: the release queued behind
+		 * the renewal expected the old value and failed): a lease that
+		 * is ours goes back at once, or nobody would coordinate until it
+		 * went stale. */
+		if (v == RDZV_LEASE_MINE && !c->dead && c->up) {
 			lease_hand_back(c, cursor);
 		}
 		return;
