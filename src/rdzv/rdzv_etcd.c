@@ -208,6 +208,8 @@ etcdr_take_joiners(struct etcdr *c, const struct etcd_range *r)
 	const struct etcd_kv **by_rev = xcalloc(r->n_kvs + 1, sizeof(*by_rev));
 
 	c->joiners = xrealloc(c->joiners, (c->n_joiners + r->n_kvs + 1) * sizeof(*c->joiners));
+	c->joiner_revs =
+		xrealloc(c->joiner_revs, (c->n_joiners + r->n_kvs + 1) * sizeof(*c->joiner_revs));
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		by_rev[i] = &r->kvs[i];
 	}
@@ -226,11 +228,14 @@ etcdr_take_joiners(struct etcdr *c, const struct etcd_range *r)
 		(void)rdzv_exits_note(&c->exits, n, kv->value, kv->value_len);
 		for (size_t k = 0; k < c->n_joiners && !dup; k++) {
 			dup = rdzv_node_cmp(&c->joiners[k], n) == 0;
+			if (dup && kv->mod_revision > c->joiner_revs[k]) {
+				c->joiner_revs[k] = kv->mod_revision; /* asked again */
+			}
 		}
 		if (dup) {
 			rdzv_node_release(n);
 		} else {
-			c->n_joiners++;
+			c->joiner_revs[c->n_joiners++] = kv->mod_revision;
 		}
 	}
 	free(by_rev);
@@ -613,6 +618,7 @@ etcdr_start_next(struct etcdr *c)
 		 * our n/<node> key: no O(N) read and write of our own. */
 		c->rejoin_round = c->ran_round;
 		c->rejoin_asked = now_usec();
+		c->rejoin_looked = false;
 		etcdr_op_start(c, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
 		return;
 	}
@@ -628,11 +634,16 @@ etcdr_rejoin_check(struct etcdr *c)
 	if (round < 0 || !c->sync.op_active || c->sync.op != RDZV_OP_JOIN) {
 		return false;
 	}
-	if (st->round != round || !st->complete || rdzv_state_find_participant(st, &c->me) < 0) {
+	if (!rdzv_exits_still_in(st, &c->me, round)) {
 		/* Out: the coordinator ran our exit op, its event is ours. */
 		rdzv_record_action(c->r, c->me.name, round, RDZV_ACTION_REMOVE_FROM_PARTICIPANTS,
 				   false);
 		c->rejoin_round = -1;
+		if (c->rejoin_looked) {
+			/* That one look told: wait blind again, not one read of
+			 * the state per change for the rest of the join. */
+			c->blind_off = false;
+		}
 		return false;
 	}
 	/* The coordinator has not taken us out (yet): as torch, ourselves. */
@@ -821,6 +832,7 @@ etcdr_free(struct rdzv *r)
 	etcdr_range_release(&c->infos);
 	etcdr_joiners_clear(c);
 	free(c->joiners);
+	free(c->joiner_revs);
 	rdzv_exits_release(&c->exits);
 	free(c->assignment);
 	free(c->arrived);

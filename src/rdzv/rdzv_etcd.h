@@ -113,6 +113,7 @@ struct etcdr {
 	char **dead;               /* nodes known to have lost their lease */
 	bool alive_stale;          /* the next read takes the a/ range (after a reset) */
 	struct rdzv_node *joiners; /* j/ requests, in order of request */
+	int64_t *joiner_revs;      /* the newest mod_revision read of each */
 	size_t n_joiners;
 	/* The coordinator: the node holding the coord key. It alone
 	 * watches and reads the join requests and admits them. */
@@ -143,6 +144,7 @@ struct etcdr {
 	 * it. */
 	int64_t rejoin_round;    /* the round our request leaves, -1: none */
 	uint64_t rejoin_asked;   /* since when (monotonic usec) */
+	bool rejoin_looked;      /* read the state once for it (no word) */
 	struct rdzv_exits exits; /* the coordinator: the exits asked of it */
 	char join_value[32];     /* our j/<node> value: "1" or "x<round>" */
 	struct event *watch_ev;  /* moves the watches (not from their callbacks) */
@@ -253,7 +255,10 @@ void etcdr_start_next(struct etcdr *c);
  * holds this node in the completed round it asked to leave, the coordinator
  * did not take it out: start the exit op itself (torch's), then the join,
  * and return true (a read for it is on its way: the caller looks no
- * further at this answer); false otherwise. */
+ * further at this answer). Otherwise false; when the node is out of that
+ * round (taken out by the coordinator, or dropped as dead, or the state was
+ * reset) the rejoin is over: rejoin_round goes back to -1 and the
+ * coordinator's REMOVE_FROM_PARTICIPANTS is recorded as this node's event. */
 bool etcdr_rejoin_check(struct etcdr *c);
 /* Watch callbacks (arg: the etcdr): a/ deletions; w/ changes. */
 void etcdr_deaths_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,

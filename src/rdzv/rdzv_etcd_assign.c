@@ -36,6 +36,14 @@ blind_window(const struct etcdr *c)
 	return (uint64_t)c->ttl * USEC_PER_SEC;
 }
 
+/* How long a delegated rejoin waits for a word before it reads the state
+ * once: a keep-alive window past the last call. */
+static uint64_t
+rejoin_window(const struct etcdr *c)
+{
+	return blind_window(c) + (uint64_t)c->settings.last_call_usec;
+}
+
 bool
 etcdr_blind(const struct etcdr *c)
 {
@@ -161,14 +169,17 @@ blind_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 		blind_end(c);
 		return;
 	}
-	if (c->rejoin_round >= 0 && now_usec() - c->rejoin_asked >= blind_window(c)) {
-		/* No coordinator took us out within a keep-alive window: the
-		 * state tells whether we must leave our round ourselves
+	if (c->rejoin_round >= 0 && !c->rejoin_looked &&
+	    now_usec() - c->rejoin_asked >= rejoin_window(c)) {
+		/* No word for a keep-alive window past the last call (an
+		 * admitted node hears nothing until its round completes): the
+		 * state tells, once, whether we must leave our round ourselves
 		 * (etcdr_rejoin_check). */
 		rdzv_progress(c->r,
-			      "no word from the coordinator of the rendezvous '%s' for %" PRId64
-			      " s; reading the state",
-			      c->r->cfg->rdzv_id, c->ttl);
+			      "no word from the coordinator of the rendezvous '%s' for %.0f s; "
+			      "reading the state",
+			      c->r->cfg->rdzv_id, (double)rejoin_window(c) / USEC_PER_SEC);
+		c->rejoin_looked = true;
 		blind_end(c);
 		return;
 	}
@@ -504,6 +515,8 @@ void
 etcdr_assign_drop_requests(struct etcdr *c)
 {
 	struct etcd_op *ops = xcalloc(ASSIGN_TXN_OPS + 1, sizeof(*ops));
+	struct etcd_cmp *cmps = xcalloc(ASSIGN_TXN_OPS + 1, sizeof(*cmps));
+	int64_t *revs = xcalloc(c->n_joiners + 1, sizeof(*revs));
 	const struct rdzv_state *st = &c->sync.st;
 	struct rdzv_ctx ctx = rdzv_sync_ctx(&c->sync);
 	char **keys = NULL;
@@ -517,29 +530,41 @@ etcdr_assign_drop_requests(struct etcdr *c)
 		    rdzv_exits_due(&c->exits, st, j, &ctx)) {
 			/* Not in (yet), or in the round it leaves: held for
 			 * the next look. */
+			c->joiner_revs[kept] = c->joiner_revs[i];
 			c->joiners[kept++] = *j;
 			continue;
 		}
 		if (strcmp(j->name, c->me.name) != 0) {
 			strv_consume(&keys, xasprintf("%s%s", c->join_prefix, j->name));
-			n++;
+			revs[n++] = c->joiner_revs[i];
 		}
 		rdzv_node_release(j);
 	}
 	c->n_joiners = kept;
+	/* Only requests unchanged since we read them: a node that asked again
+	 * meanwhile ("x<round>" for the round it was admitted to, say) keeps
+	 * its new request. A batch with one changed key deletes none; those
+	 * left are read again, and dropped, after the next write. */
 	for (size_t first = 0; first < n; first += ASSIGN_TXN_OPS) {
 		size_t k = n - first < ASSIGN_TXN_OPS ? n - first : ASSIGN_TXN_OPS;
 
 		for (size_t i = 0; i < k; i++) {
 			ops[i] = (struct etcd_op){.kind = ETCD_OP_DELETE, .key = keys[first + i]};
+			cmps[i] = (struct etcd_cmp){.key = keys[first + i],
+						    .target = ETCD_CMP_MOD,
+						    .revision = revs[first + i]};
 		}
 		(void)etcd_client_call(c->cl,
 				       &(struct etcd_request){.call = ETCD_CALL_TXN,
+							      .cmp = cmps,
+							      .n_cmp = k,
 							      .success = ops,
 							      .n_success = k},
 				       assign_put_cb, c);
 	}
 	free(ops);
+	free(cmps);
+	free(revs);
 	strv_free(keys);
 }
 

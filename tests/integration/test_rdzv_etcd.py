@@ -64,7 +64,7 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
 
     # -- cost per participant ------------------------------------------------------
 
-    def swarm_bytes(self, n, barrier=False, again=False):
+    def swarm_bytes(self, n, barrier=False, again=False, conf=None, nnodes=None):
         """n participants (tests/rdzv_swarm, the real etcd backend): participant
         0 alone in a process started first (it takes the w/coord key: the
         coordinator), the others in a second process; returns the bytes that
@@ -74,15 +74,18 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         next round before all hold theirs: a node that left first would have
         the others read the state to re-form), and the bytes it read per
         participant, the coordinator's O(N) included, while all ask for the
-        next round at once and get it."""
+        next round at once and get it. conf, nnodes: other --rdzv-conf and
+        --nnodes than the defaults' (lease TTL 15 s, last call 0.5 s; n)."""
         swarm = os.environ.get("RDZV_SWARM") or os.path.join(
             os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
         endpoints = self.rdzv_endpoint()
-        conf = "join_timeout=60,last_call_timeout=0.5"
+        conf = conf or "join_timeout=60,last_call_timeout=0.5"
         run_id = "bytes%d" % n
         env = dict(os.environ, RDZV_SWARM_BACKEND="etcd",
                    RDZV_SWARM_BARRIER="1" if barrier else "0",
                    RDZV_SWARM_ROUNDS="2" if again else "1")
+        if nnodes:
+            env["RDZV_SWARM_NNODES"] = nnodes
         if again:
             run = subprocess.run([swarm, str(n), endpoints, conf, run_id], env=env,
                                  capture_output=True, text=True, timeout=90)
@@ -173,6 +176,21 @@ class EtcdTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
               "%d B at N=200" % (small, large), file=sys.stderr)
         self.assertLess(large, 1.5 * small + 512,
                         "per participant: %d B at N=10, %d B at N=200" % (small, large))
+
+    def test_all_again_with_a_last_call_longer_than_the_lease(self):
+        # min < max nodes: a round completes at the end of its last call,
+        # here 4 s, past the lease TTL (3 s); the rejoining nodes hear
+        # nothing until then. That is no reason to read the state: each
+        # still reads O(1) bytes (before: every node read the state after a
+        # TTL, then on every change for the rest of its join).
+        conf = "join_timeout=60,last_call_timeout=4," + FAST.replace(
+            ",last_call_timeout=0.5", "")
+        small = self.swarm_bytes(10, again=True, conf=conf, nnodes="2:11")
+        large = self.swarm_bytes(100, again=True, conf=conf, nnodes="2:101")
+        print("bytes read per participant asking for the next round, last call 4 s: "
+              "%d B at N=10, %d B at N=100" % (small, large), file=sys.stderr)
+        self.assertLess(large, 1.5 * small + 512,
+                        "per participant: %d B at N=10, %d B at N=100" % (small, large))
 
     def test_all_again_coordinator_gone_node_exits_itself(self):
         # The coordinator dies just before the others ask for the next round
