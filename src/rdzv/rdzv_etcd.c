@@ -266,6 +266,10 @@ etcdr_io_failed(struct etcdr *c, int err, const char *msg)
 {
 	uint64_t now = now_usec();
 
+	if (etcdr_lease_gone(c)) {
+		c->kick_pending = false; /* left: no retry */
+		return;
+	}
 	c->io_fails++;
 	if (c->err_logged == 0 || now - c->err_logged >= ERR_LOG_USEC) {
 		c->err_logged = now;
@@ -319,7 +323,7 @@ etcdr_deaths_cb(int err, const struct etcd_response *resp, bool reset, const cha
 		rdzv_progress(c->r, "%s; reconnecting", errmsg);
 		return;
 	}
-	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
+	if (c->boot != BOOT_READY || etcdr_lease_gone(c)) {
 		return;
 	}
 	if (reset) {

@@ -44,6 +44,8 @@ enum fin {
 	FIN_REVOKE, /* revoking the lease */
 	FIN_CHECK,  /* anybody left? */
 	FIN_DELETE, /* deleting the prefix */
+	FIN_DONE,   /* left, for good: the handle may live on (a quarantine's
+		     * cooldown), idle */
 };
 
 struct etcdr {
@@ -200,6 +202,14 @@ static inline void
 set_state(struct etcdr *c, enum node_state s, const char *fn, const char *msg)
 {
 	rdzv_set_node_state(c->r, &c->node_state, s, fn, msg);
+}
+
+/* Whether the lease is going or gone (leaving, past the close or leave op):
+ * nothing of the rendezvous goes on, whatever answer or timer comes late. */
+static inline bool
+etcdr_lease_gone(const struct etcdr *c)
+{
+	return c->fin != FIN_NONE && c->fin != FIN_CLOSE;
 }
 
 static inline void
@@ -361,6 +371,9 @@ void etcdr_boot_retry_cb(evutil_socket_t fd, short what, void *arg);
 void etcdr_ka_timer_cb(evutil_socket_t fd, short what, void *arg);
 /* rdzv_backend_ops (rdzv.h). */
 int etcdr_exit_barrier(struct rdzv *r);
+/* Leaving is for good (FIN_DONE): once it started, another call returns 0
+ * and its end alone is told; once it is over, FINISHED is told at once and
+ * nothing runs (never a close op from a node that left). */
 int etcdr_finish(struct rdzv *r, bool close);
 /* rdzv_backend_ops.run_op: op (RDZV_OP_READMIT) when the loop is idle and
  * the lease is up, its end to rdzv_op_done. 0, -EBUSY or -ENOTCONN. */

@@ -404,7 +404,7 @@ stream_cb(int err, const struct etcd_response *resp, bool reset, const char *err
 		rdzv_progress(c->r, "%s; reconnecting", errmsg);
 		return;
 	}
-	if (c->boot != BOOT_READY || c->fin == FIN_REVOKE || c->fin == FIN_DELETE) {
+	if (c->boot != BOOT_READY || etcdr_lease_gone(c)) {
 		return;
 	}
 	if (resp->watch_id == ETCDR_WATCH_ASSIGN) {

@@ -82,8 +82,8 @@ ka_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 	struct etcdr *c = arg;
 
 	c->ka_pending = false;
-	if (c->fin >= FIN_REVOKE) {
-		return;
+	if (etcdr_lease_gone(c)) {
+		return; /* no re-arm: the lease is going or gone */
 	}
 	if (err == 0 && resp->ttl <= 0) {
 		lease_lost(c);
@@ -566,6 +566,41 @@ etcdr_exit_barrier(struct rdzv *r)
 
 static void fin_step(struct etcdr *c, int err);
 
+/* The close or leave op is over: stop everything of the rendezvous (the
+ * keep-alives, the watches, the timers, the coordinator's work: its key goes
+ * with the lease). */
+static void
+fin_stop(struct etcdr *c)
+{
+	evtimer_del(c->ka_timer);
+	evtimer_del(c->boot_timer);
+	evtimer_del(c->retry_timer);
+	evtimer_del(c->admit_timer);
+	c->kick_pending = false;
+	etcdr_coordinator_set(c, false, c->rev);
+	etcd_watch_free(c->watch);
+	c->watch = NULL;
+	etcd_watch_free(c->deaths);
+	c->deaths = NULL;
+	etcd_watch_free(c->jwatch);
+	c->jwatch = NULL;
+	etcd_watch_free(c->bwatch);
+	c->bwatch = NULL;
+}
+
+/* Leaving is over (err: as rdzv_tell's), for good: FIN_DONE, which no
+ * answer or timer of the rendezvous leaves (the agent may keep the handle
+ * through a quarantine's cooldown). No keep-alive fails any more: not
+ * degraded. */
+static void
+fin_end(struct etcdr *c, int err)
+{
+	c->fin = FIN_DONE;
+	fin_stop(c);
+	c->ka_fail_since = 0;
+	rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, NULL);
+}
+
 static void
 fin_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
@@ -574,8 +609,7 @@ fin_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 	if (err < 0) {
 		rdzv_progress(c->r, "leaving the rendezvous: %s", errmsg);
 		/* Nothing more to do without etcd: the lease expires by itself. */
-		c->fin = FIN_NONE;
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+		fin_end(c, 0);
 		return;
 	}
 	if (c->fin == FIN_CHECK) {
@@ -591,8 +625,7 @@ fin_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 			(void)etcd_client_call(c->cl, &req, fin_cb, c);
 			return;
 		}
-		c->fin = FIN_NONE;
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+		fin_end(c, 0);
 		return;
 	}
 	fin_step(c, 0);
@@ -605,18 +638,9 @@ fin_step(struct etcdr *c, int err)
 	switch (c->fin) {
 	case FIN_CLOSE:
 		c->fin = FIN_REVOKE;
-		evtimer_del(c->ka_timer);
-		etcd_watch_free(c->watch);
-		c->watch = NULL;
-		etcd_watch_free(c->deaths);
-		c->deaths = NULL;
-		etcd_watch_free(c->jwatch);
-		c->jwatch = NULL;
-		etcd_watch_free(c->bwatch);
-		c->bwatch = NULL;
+		fin_stop(c);
 		if (c->lease == 0) {
-			c->fin = FIN_NONE;
-			rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+			fin_end(c, 0);
 			return;
 		}
 		(void)etcd_client_call(
@@ -640,9 +664,10 @@ fin_step(struct etcdr *c, int err)
 	case FIN_CHECK:
 	case FIN_DELETE:
 	case FIN_NONE:
-		c->fin = FIN_NONE;
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, NULL);
+		fin_end(c, err);
 		return;
+	case FIN_DONE:
+		return; /* told already */
 	}
 }
 
@@ -673,6 +698,15 @@ etcdr_finish(struct rdzv *r, bool close)
 {
 	struct etcdr *c = backend(r);
 
+	if (c->fin == FIN_DONE) {
+		/* Left already: nothing more to do (never a close op from a
+		 * node out of the rendezvous). */
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+		return 0;
+	}
+	if (c->fin != FIN_NONE) {
+		return 0; /* under way: its end is told */
+	}
 	c->sync.running = false;
 	c->sync.barrier = false;
 	c->exchanging = false;
@@ -687,14 +721,8 @@ etcdr_finish(struct rdzv *r, bool close)
 		rdzv_sync_abandon(&c->sync);
 	}
 	if (c->boot != BOOT_READY) {
-		c->fin = FIN_NONE;
-		if (c->lease != 0) {
-			/* Let the lease go now rather than at its TTL. */
-			c->fin = FIN_CLOSE;
-			fin_step(c, 0);
-			return 0;
-		}
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
+		/* The lease, if any, goes now rather than at its TTL. */
+		fin_step(c, 0);
 		return 0;
 	}
 	if (close) {

@@ -159,6 +159,9 @@ jwatch_cb(int err, const struct etcd_response *resp, bool reset, const char *err
 void
 etcdr_coordinator_set(struct etcdr *c, bool on, int64_t rev)
 {
+	if (etcdr_lease_gone(c)) {
+		on = false; /* a late answer: the key goes with the lease */
+	}
 	if (on == c->coordinator) {
 		return;
 	}
@@ -466,6 +469,10 @@ etcdr_read_all(struct etcdr *c)
 	struct read_plan p = {0};
 	char *info = NULL;
 
+	if (etcdr_lease_gone(c)) {
+		c->kick_pending = false; /* left: nothing reads any more */
+		return;
+	}
 	if (c->sync.io_pending) {
 		c->kick_pending = true;
 		return;

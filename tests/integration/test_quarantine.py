@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lib  # noqa: E402
 from test_ctl import curl, post  # noqa: E402
-from test_health import ELASTICCTL, HealthBase, events, quarantine_flags  # noqa: E402
+from test_health import ELASTICCTL, ETCD_FAST, HealthBase, events, quarantine_flags  # noqa: E402
 from test_rdzv_c10d import FAST  # noqa: E402
 
 
@@ -231,6 +231,48 @@ class EtcdQuarantineTest(QuarantineBase):
     def test_quarantine_count_survives_a_restart(self):
         self.quarantine_count_survives_a_restart()
 
+    def test_leave_while_etcd_is_stopped_ends_the_lease(self):
+        # etcd stops answering (SIGSTOP) while the workers run: "degraded".
+        # Then the node is quarantined: its leave's write and the revoke
+        # fail. The handle it left stays through the cooldown: once etcd
+        # answers again, no keep-alive of it renews the lease (its a/ key
+        # is gone), and it no longer says the rendezvous is degraded.
+        def q(n):
+            return quarantine_flags(n, 1, 60, "--rdzv-conf", ETCD_FAST + ",close_timeout=2")
+        good = self.agent(0, nnodes="1:2", extra=q(0))
+        time.sleep(0.5)
+        bad = self.agent(2, "victim", nnodes="1:2", extra=q(2))
+        self.wait_world(2, 2, timeout=30)
+        member = self.etcd.members[0]["proc"]
+        member.send_signal(signal.SIGSTOP)
+        try:
+            self.assertTrue(bad.wait_stderr("rendezvous degraded: etcd unreachable", 40),
+                            bad.stderr_text())
+            open(os.path.join(self.dumps, "dead_0"), "w").close()  # its worker exits
+            self.assertTrue(lib.wait_until(
+                lambda: events(bad.events, "elasticd.node.quarantined"), 30),
+                bad.stderr_text())
+            # Its write fails (two tries of 10 s), then the revoke (the
+            # lease goes at its TTL on its own).
+            self.assertTrue(bad.wait_stderr("leaving the rendezvous: ", 90), bad.stderr_text())
+        finally:
+            member.send_signal(signal.SIGCONT)
+        def mine():
+            return [x for x in self.etcd.keys("/elasticd/job/a/")
+                    if x.startswith("/elasticd/job/a/127.0.0.3_")]
+        self.assertTrue(lib.wait_until(lambda: mine() == [], 10), (mine(), bad.stderr_text()))
+        time.sleep(4)  # more than the TTL: a renewed lease would show
+        self.assertEqual(mine(), [], bad.stderr_text())
+        st = curl(bad.sock, "/handler/status").json()
+        self.assertEqual(st["phase"], "quarantined", st)
+        self.assertIsNone(st["degraded"], st)
+        self.assertIn("\nelasticd_rdzv_degraded 0\n", curl(bad.sock, "/metrics").body)
+        self.assertNotIn("rendezvous back", bad.stderr_text())
+        bad.signal(signal.SIGTERM)
+        self.assertRc(bad.wait(30), 128 + signal.SIGTERM)
+        # The other lost its lease to the stop (longer than the TTL).
+        good.signal(signal.SIGTERM)
+        good.wait(30)
 
 if __name__ == "__main__":
     lib.main()
