@@ -129,6 +129,9 @@ boot_failed_try(struct etcdr *c, int err, const char *msg)
 	uint64_t now = now_usec();
 	uint64_t deadline = c->sync.next_active ? c->sync.next_deadline : c->boot_deadline;
 
+	if (c->fin != FIN_NONE) {
+		return; /* leaving: the boot is over */
+	}
 	free(c->boot_err);
 	c->boot_err = xstrdup(msg);
 	c->io_fails++;
@@ -181,6 +184,9 @@ clean_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 {
 	struct etcdr *c = arg;
 
+	if (c->fin != FIN_NONE) {
+		return; /* leaving: the boot is over */
+	}
 	if (err < 0) {
 		boot_failed_try(c, err, errmsg);
 		return;
@@ -225,6 +231,9 @@ alone_cb(int err, const struct etcd_response *resp, const char *errmsg, void *ar
 	struct rdzv_state st;
 	bool closed;
 
+	if (c->fin != FIN_NONE) {
+		return; /* leaving: the boot is over */
+	}
 	if (err < 0) {
 		boot_failed_try(c, err, errmsg);
 		return;
@@ -296,11 +305,34 @@ cleaning(const struct etcdr *c, const struct etcd_response *resp)
 }
 
 static void
+revoke_done_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+{
+}
+
+/* An answer of the boot after this node began to leave: the boot is over. A
+ * lease granted meanwhile goes at once (no key is on it). */
+static void
+boot_left(struct etcdr *c, int err, const struct etcd_response *resp)
+{
+	c->boot_join = false;
+	if (err == 0 && c->boot == BOOT_LEASE && resp->id != 0) {
+		(void)etcd_client_call(
+			c->cl,
+			&(struct etcd_request){.call = ETCD_CALL_LEASE_REVOKE, .lease = resp->id},
+			revoke_done_cb, c);
+	}
+}
+
+static void
 boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
 	bool join = c->boot_join;
 
+	if (c->fin != FIN_NONE) {
+		boot_left(c, err, resp);
+		return;
+	}
 	if (err == -ENOENT && c->boot == BOOT_CLEAN) {
 		/* Our lease ran out before etcd took our a/ key (an etcd too busy
 		 * for its TTL): a new one. */
@@ -369,6 +401,9 @@ boot_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg
 void
 etcdr_boot_step(struct etcdr *c)
 {
+	if (c->fin != FIN_NONE) {
+		return; /* leaving: the boot is over */
+	}
 	switch (c->boot) {
 	case BOOT_LEASE:
 		(void)etcd_client_call(
@@ -721,7 +756,9 @@ etcdr_finish(struct rdzv *r, bool close)
 		rdzv_sync_abandon(&c->sync);
 	}
 	if (c->boot != BOOT_READY) {
-		/* The lease, if any, goes now rather than at its TTL. */
+		/* The boot stops here (fin_stop deletes its timer; boot_left
+		 * takes its answers); the lease, if any, goes now rather than
+		 * at its TTL. */
 		fin_step(c, 0);
 		return 0;
 	}
