@@ -28,10 +28,27 @@ prefixer_release(struct prefixer *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/* The capacity of a buffer holding n bytes: the power of two above n (at
+ * least 256), so that appending line by line copies O(n) bytes in all, not
+ * O(n^2) (a 64 KiB read is ~10 000 short lines; ASan's realloc always
+ * copies). */
+static size_t
+capacity(size_t n)
+{
+	size_t c = 256;
+
+	while (c <= n) {
+		c *= 2;
+	}
+	return c;
+}
+
 static void
 append(char **out, size_t *out_len, const char *s, size_t len)
 {
-	*out = xrealloc(*out, *out_len + len + 1);
+	if (!*out || capacity(*out_len + len) > capacity(*out_len)) {
+		*out = xrealloc(*out, capacity(*out_len + len));
+	}
 	memcpy(*out + *out_len, s, len);
 	*out_len += len;
 }

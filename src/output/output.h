@@ -38,9 +38,10 @@ struct prefixer {
 void prefixer_init(struct prefixer *p, const char *prefix);
 void prefixer_release(struct prefixer *p);
 
-/* Feed len bytes; append what is ready for the console to *out (a malloc'd
- * buffer of *out_len bytes, grown with xrealloc; *out may be NULL): complete
- * lines only, each also shown to line_cb as it is appended. */
+/* Feed len bytes; append what is ready for the console to *out (NULL, or a
+ * buffer that these functions grew, holding *out_len bytes: its capacity is
+ * theirs to know; free() it): complete lines only, each also shown to
+ * line_cb as it is appended. */
 void prefixer_feed(struct prefixer *p, const char *in, size_t len, char **out, size_t *out_len);
 
 /* At end of stream: pass on the held partial line, terminated with '\n'. */
