@@ -161,15 +161,23 @@ node(struct rdzv_node *n, const char *s)
 	assert_int_equal(rdzv_node_parse(n, s, strlen(s)), 0);
 }
 
+/* The coordinator coord's context for the exits it applies for others: now
+ * is wall 1000 s, monotonic 500 s; its own op deadline is ignored. */
+static struct rdzv_ctx
+coordinator_ctx(const struct rdzv_node *coord)
+{
+	return (struct rdzv_ctx){.settings = &exit_settings,
+				 .node = coord,
+				 .now_wall = 1000 * S,
+				 .now_mono = 500 * S,
+				 .op_deadline = 1};
+}
+
 static void
 test_exits(void **state)
 {
 	struct rdzv_node coord, a, b, c;
-	struct rdzv_ctx ctx = {.settings = &exit_settings,
-			       .node = &coord,
-			       .now_wall = 1000 * S,
-			       .now_mono = 500 * S,
-			       .op_deadline = 1}; /* the coordinator's own: ignored */
+	struct rdzv_ctx ctx = coordinator_ctx(&coord);
 	struct rdzv_exits e = {0};
 	struct rdzv_state st;
 	char buf[32];
@@ -258,11 +266,7 @@ static void
 test_withdrawals(void **state)
 {
 	struct rdzv_node coord, a, b, c;
-	struct rdzv_ctx ctx = {.settings = &exit_settings,
-			       .node = &coord,
-			       .now_wall = 1000 * S,
-			       .now_mono = 500 * S,
-			       .op_deadline = 1}; /* the coordinator's own: ignored */
+	struct rdzv_ctx ctx = coordinator_ctx(&coord);
 	struct rdzv_exits e = {0};
 	struct rdzv_state st;
 	bool notable = false;
