@@ -109,6 +109,7 @@ struct rdzv_exchange {
 	int world;
 	int local_world_size;
 	bool identical;
+	uint64_t barrier_timeout; /* usec, of the barrier under way */
 
 	/* The round the exchange ended with (the backend hands it to the
 	 * agent); result.nodes point into roles. */

@@ -1,0 +1,399 @@
+/* rdzv_exchange.c — the rank exchange and the exit barrier of a round as
+ * operations on the rendezvous store (rdzv_exchange.h). Pure: every byte
+ * goes through struct rdzv_kv_ops, every answer comes back through
+ * rdzv_exchange_got / rdzv_exchange_added. */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ranks.h"
+#include "rdzv_exchange.h"
+#include "rdzv_runs.h"
+#include "util.h"
+
+/* A worker's local world size beyond this is a value nobody sent. */
+#define MAX_LOCAL_WORLD (1 << 20)
+
+static char *
+key_of(const struct rdzv_exchange *x, const char *what)
+{
+	return xasprintf("%s%s", x->prefix, what);
+}
+
+static char *
+rank_key(const struct rdzv_exchange *x, const char *what, int rank)
+{
+	return xasprintf("%s%s%d", x->prefix, what, rank);
+}
+
+static void
+result_clear(struct rdzv_exchange *x)
+{
+	rdzv_result_release(&x->result);
+	strv_free(x->roles);
+	x->roles = NULL;
+}
+
+void
+rdzv_exchange_init(struct rdzv_exchange *x, const struct rdzv_kv_ops *ops, void *kv,
+		   rdzv_exchange_done_fn exchanged, rdzv_exchange_done_fn passed, void *arg)
+{
+	*x = (struct rdzv_exchange){
+		.ops = ops, .kv = kv, .exchanged = exchanged, .passed = passed, .arg = arg};
+}
+
+void
+rdzv_exchange_release(struct rdzv_exchange *x)
+{
+	result_clear(x);
+	free(x->prefix);
+	free(x->role);
+	x->prefix = x->role = NULL;
+	x->step = RDZV_XSTEP_IDLE;
+	x->id++;
+}
+
+void
+rdzv_exchange_abandon(struct rdzv_exchange *x)
+{
+	x->step = RDZV_XSTEP_IDLE;
+	x->id++;
+}
+
+bool
+rdzv_exchange_busy(const struct rdzv_exchange *x)
+{
+	return x->step != RDZV_XSTEP_IDLE;
+}
+
+/* Ask for keys (n, owned and freed here) in step s. */
+static void
+wait_for(struct rdzv_exchange *x, enum rdzv_exchange_step s, char **keys, size_t n,
+	 uint64_t timeout)
+{
+	x->step = s;
+	x->ops->get(x->kv, ++x->id, (const char *const *)keys, n, timeout);
+	strv_free(keys);
+}
+
+/* The exchange ended: tell the backend (err < 0: why, about what). */
+static void
+exchange_end(struct rdzv_exchange *x, int err, const char *what)
+{
+	char *msg = NULL;
+
+	x->step = RDZV_XSTEP_IDLE;
+	if (err < 0) {
+		result_clear(x); /* nothing half-learnt stays */
+	}
+	if (err == -ETIMEDOUT) {
+		msg = xasprintf("round %" PRId64 " of the rendezvous: timed out waiting for %s",
+				x->round, what);
+	} else if (err == -EBADMSG) {
+		msg = xasprintf("round %" PRId64 " of the rendezvous: bad %s from the store",
+				x->round, what);
+	} else if (err < 0) {
+		msg = xasprintf("round %" PRId64 " of the rendezvous: %s while waiting for %s",
+				x->round, strerror(-err), what);
+	}
+	x->exchanged(x->arg, err, msg);
+	free(msg);
+}
+
+/* Every node is taken to be like this one (worker-identical). */
+static void
+identical_nodes(struct rdzv_exchange *x)
+{
+	x->roles = xcalloc(2, sizeof(*x->roles));
+	x->roles[0] = xstrdup(x->role);
+	x->result.nodes = xcalloc((size_t)x->world, sizeof(*x->result.nodes));
+	for (int i = 0; i < x->world; i++) {
+		x->result.nodes[i] = (struct ranks_node){x->roles[0], x->local_world_size};
+	}
+}
+
+/* Every node's role and size from their role_info values, in group rank
+ * order. Returns 0 or -EBADMSG. */
+static int
+take_infos(struct rdzv_exchange *x, const struct rdzv_kv_value *vals, size_t n)
+{
+	if (n != (size_t)x->world) {
+		return -EBADMSG;
+	}
+	x->result.nodes = xcalloc(n, sizeof(*x->result.nodes));
+	x->roles = xcalloc(n + 1, sizeof(*x->roles));
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_loadb(vals[i].data, vals[i].len, 0, NULL);
+		json_t *role = json_object_get(o, "role"),
+		       *lws = json_object_get(o, "local_world_size");
+
+		if (!json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
+		    json_integer_value(lws) > MAX_LOCAL_WORLD) {
+			json_decref(o);
+			return -EBADMSG;
+		}
+		x->roles[i] = xstrdup(json_string_value(role));
+		x->result.nodes[i] = (struct ranks_node){x->roles[i], (int)json_integer_value(lws)};
+		json_decref(o);
+	}
+	return 0;
+}
+
+/* The keys and values group rank 0 sets: assigned_ranks (unless identical),
+ * MASTER_ADDR, MASTER_PORT, elasticd/round. */
+static void
+publish(struct rdzv_exchange *x)
+{
+	struct rdzv_result *res = &x->result;
+	size_t nr = x->identical ? 0 : (size_t)x->world, n = nr + 3;
+	char **keys = xcalloc(n + 1, sizeof(*keys)), **vals = xcalloc(n + 1, sizeof(*vals));
+	struct ranks_info *ri = xcalloc(nr + 1, sizeof(*ri));
+	json_t *round = json_pack("{sssisbso}", "master_addr", res->master_addr, "master_port",
+				  res->master_port, "use_agent_store", res->use_agent_store, "runs",
+				  rdzv_runs_encode(res->nodes, (size_t)x->world));
+
+	ranks_assign_all(res->nodes, nr, ri);
+	for (size_t i = 0; i < nr; i++) {
+		keys[i] = rank_key(x, "torchelastic/assigned_ranks/", (int)i);
+		vals[i] = xasprintf("[%d, %d, %d, %d]", ri[i].base_global_rank,
+				    ri[i].global_world_size, ri[i].base_role_rank,
+				    ri[i].role_world_size);
+	}
+	free(ri);
+	keys[nr] = key_of(x, "MASTER_ADDR");
+	vals[nr] = xstrdup(res->master_addr);
+	keys[nr + 1] = key_of(x, "MASTER_PORT");
+	vals[nr + 1] = xasprintf("%d", res->master_port);
+	keys[nr + 2] = key_of(x, "elasticd/round");
+	vals[nr + 2] = json_dumps(round, JSON_COMPACT);
+	json_decref(round);
+	x->ops->set(x->kv, (const char *const *)keys, (const char *const *)vals, n);
+	strv_free(keys);
+	strv_free(vals);
+}
+
+/* Group rank 0 knows every node: pick MASTER_ADDR:MASTER_PORT, publish. */
+static void
+leader_finish(struct rdzv_exchange *x)
+{
+	struct rdzv_result *res = &x->result;
+	int err =
+		x->ops->master(x->kv, &res->master_addr, &res->master_port, &res->use_agent_store);
+
+	if (err < 0) {
+		exchange_end(x, err, "a port for the workers' store");
+		return;
+	}
+	publish(x);
+	exchange_end(x, 0, NULL);
+}
+
+/* elasticd/round: {"master_addr", "master_port", "use_agent_store",
+ * "runs"}. Returns 0 or -EBADMSG. */
+static int
+take_answer(struct rdzv_exchange *x, const struct rdzv_kv_value *v)
+{
+	json_t *o = json_loadb(v->data, v->len, 0, NULL);
+	json_t *addr = json_object_get(o, "master_addr"), *port = json_object_get(o, "master_port");
+	int ret = -EBADMSG;
+
+	if (json_is_string(addr) && json_is_integer(port) && json_integer_value(port) > 0 &&
+	    json_integer_value(port) < 65536 &&
+	    (x->identical || rdzv_runs_decode(json_object_get(o, "runs"), (size_t)x->world,
+					      &x->result.nodes, &x->roles) == 0)) {
+		if (x->identical) {
+			identical_nodes(x);
+		}
+		x->result.master_addr = xstrdup(json_string_value(addr));
+		x->result.master_port = (int)json_integer_value(port);
+		x->result.use_agent_store = json_is_true(json_object_get(o, "use_agent_store"));
+		ret = 0;
+	}
+	json_decref(o);
+	return ret;
+}
+
+void
+rdzv_exchange_start(struct rdzv_exchange *x, const struct rdzv_exchange_round *rd)
+{
+	char **keys = NULL, *info;
+	json_t *o;
+
+	rdzv_exchange_abandon(x);
+	result_clear(x);
+	free(x->prefix);
+	free(x->role);
+	x->prefix = xstrdup(rd->prefix);
+	x->role = xstrdup(rd->role);
+	x->round = rd->round;
+	x->rank = rd->rank;
+	x->world = rd->world;
+	x->local_world_size = rd->local_world_size;
+	x->identical = rd->identical;
+	x->result.round = (int)rd->round;
+	x->result.group_rank = rd->rank;
+	x->result.group_world_size = rd->world;
+	if (x->identical && x->rank == 0) {
+		identical_nodes(x);
+		leader_finish(x);
+		return;
+	}
+	if (x->rank != 0) {
+		strv_consume(&keys, key_of(x, "elasticd/round"));
+	}
+	if (!x->identical) {
+		char *k = rank_key(x, "torchelastic/role_info/", x->rank);
+
+		o = json_pack("{sssisi}", "role", x->role, "rank", x->rank, "local_world_size",
+			      x->local_world_size);
+		info = json_dumps(o, JSON_COMPACT);
+		json_decref(o);
+		x->ops->set(x->kv, (const char *const *)&k, (const char *const *)&info, 1);
+		free(k);
+		free(info);
+	}
+	if (x->rank != 0) {
+		wait_for(x, RDZV_XSTEP_ANSWER, keys, 1, rd->timeout_usec);
+		return;
+	}
+	for (int i = 0; i < x->world; i++) {
+		strv_consume(&keys, rank_key(x, "torchelastic/role_info/", i));
+	}
+	wait_for(x, RDZV_XSTEP_INFOS, keys, (size_t)x->world, rd->timeout_usec);
+}
+
+/* ---- exit barrier -------------------------------------------------------- */
+
+#define TERMINAL "torchelastic/agent/terminal_state/"
+
+/* The barrier ended: tell the backend. */
+static void
+barrier_end(struct rdzv_exchange *x, int err)
+{
+	char *msg = NULL;
+
+	x->step = RDZV_XSTEP_IDLE;
+	if (err == -ETIMEDOUT) {
+		msg = xasprintf("the exit barrier timed out after %.0f s: not every node of round "
+				"%" PRId64 " finished",
+				(double)x->barrier_timeout / 1e6, x->round);
+	} else if (err < 0) {
+		msg = xasprintf("the exit barrier of round %" PRId64 ": %s", x->round,
+				strerror(-err));
+	}
+	x->passed(x->arg, err, msg);
+	free(msg);
+}
+
+/* Every node arrived: say so to the nodes still waiting. */
+static void
+barrier_last(struct rdzv_exchange *x)
+{
+	char *k = key_of(x, TERMINAL "last_member");
+	const char *one = "1";
+
+	x->ops->set(x->kv, (const char *const *)&k, &one, 1);
+	free(k);
+	barrier_end(x, 0);
+}
+
+static void
+barrier_wait_last(struct rdzv_exchange *x)
+{
+	char **keys = NULL;
+
+	strv_consume(&keys, key_of(x, TERMINAL "last_member"));
+	wait_for(x, RDZV_XSTEP_LAST, keys, 1, x->barrier_timeout);
+}
+
+int
+rdzv_exchange_barrier(struct rdzv_exchange *x, uint64_t timeout_usec)
+{
+	char *k, **keys = NULL;
+	const char *one = "1";
+
+	if (!x->prefix) {
+		return -EINVAL;
+	}
+	rdzv_exchange_abandon(x);
+	x->barrier_timeout = timeout_usec;
+	if (x->ops->add) {
+		/* torch's store_util.barrier: a counter, the last one says so. */
+		k = key_of(x, TERMINAL "num_members");
+		x->step = RDZV_XSTEP_COUNT;
+		x->ops->add(x->kv, ++x->id, k, 1);
+		free(k);
+		return 0;
+	}
+	k = rank_key(x, TERMINAL "arrived/", x->rank);
+	x->ops->set(x->kv, (const char *const *)&k, &one, 1);
+	free(k);
+	if (x->rank != 0) {
+		barrier_wait_last(x);
+		return 0;
+	}
+	for (int i = 0; i < x->world; i++) {
+		strv_consume(&keys, rank_key(x, TERMINAL "arrived/", i));
+	}
+	wait_for(x, RDZV_XSTEP_ARRIVALS, keys, (size_t)x->world, timeout_usec);
+	return 0;
+}
+
+void
+rdzv_exchange_added(struct rdzv_exchange *x, uint64_t id, int err, int64_t value)
+{
+	if (id != x->id || x->step != RDZV_XSTEP_COUNT) {
+		return;
+	}
+	if (err < 0) {
+		barrier_end(x, err);
+	} else if (value >= x->world) {
+		barrier_last(x);
+	} else {
+		barrier_wait_last(x);
+	}
+}
+
+void
+rdzv_exchange_got(struct rdzv_exchange *x, uint64_t id, int err, const struct rdzv_kv_value *vals,
+		  size_t n)
+{
+	enum rdzv_exchange_step s = x->step;
+
+	if (id != x->id) {
+		return;
+	}
+	switch (s) {
+	case RDZV_XSTEP_IDLE:
+	case RDZV_XSTEP_COUNT:
+		return;
+	case RDZV_XSTEP_INFOS:
+		if (err == 0 && (err = take_infos(x, vals, n)) == 0) {
+			leader_finish(x);
+			return;
+		}
+		exchange_end(x, err, err == -EBADMSG ? "role_info" : "the other nodes' role_info");
+		return;
+	case RDZV_XSTEP_ANSWER:
+		if (err == 0 && (n != 1 || (err = take_answer(x, &vals[0])) < 0)) {
+			err = -EBADMSG;
+		}
+		exchange_end(x, err,
+			     err == -EBADMSG ? "rank assignment"
+					     : "group rank 0's rank assignment");
+		return;
+	case RDZV_XSTEP_ARRIVALS:
+		if (err < 0) {
+			barrier_end(x, err);
+		} else {
+			barrier_last(x);
+		}
+		return;
+	case RDZV_XSTEP_LAST:
+		barrier_end(x, err);
+		return;
+	}
+}
