@@ -844,6 +844,7 @@ c10d_init(struct rdzv *r, char **reterr)
 		return -EINVAL;
 	}
 	rdzv_sync_init(&c->sync, r, &c10d_store_ops, c, &c->settings, &c->me, c->join_timeout);
+	c10d_exchange_init(c);
 
 	/* Host the store when the endpoint is ours; with several agents on the
 	 * endpoint host the first one to bind hosts, the others connect. An
@@ -929,9 +930,8 @@ c10d_free(struct rdzv *r)
 	}
 	rdzv_sync_release(&c->sync);
 	rdzv_node_release(&c->me);
-	rdzv_result_release(&c->result);
-	strv_free(c->roles);
-	strv_free(c->exchange_keys);
+	rdzv_exchange_release(&c->x);
+	c10d_kv_release(c);
 	joiners_clear(c);
 	free(c->joiners);
 	rdzv_exits_release(&c->exits);
@@ -945,7 +945,6 @@ c10d_free(struct rdzv *r)
 	free(c->token);
 	free(c->pending);
 	free(c->key);
-	free(c->prefix);
 	free(c->host);
 	free(c->connect_host);
 	free(c->dead_msg);

@@ -12,6 +12,7 @@
 #include "rdzv.h"
 #include "rdzv_assign.h"
 #include "rdzv_dynamic.h"
+#include "rdzv_exchange.h"
 #include "rdzv_state.h"
 #include "rdzv_sync.h"
 #include "util.h"
@@ -19,6 +20,7 @@
 struct tcpstore_client;
 struct tcpstore_server;
 struct event;
+struct c10d_kv_req;
 
 #define C10D_DEFAULT_PORT 29400
 /* torch's c10d backend pre-creates the state key with this value. */
@@ -134,10 +136,10 @@ struct c10d {
 
 	bool next_pending; /* asked before the store was reachable */
 	bool finishing;
-	char *prefix; /* "/torch.rendezvous.<run_id>.<round>/" */
-	char **exchange_keys;
-	struct rdzv_result result;
-	char **roles;
+	/* The round's rank exchange and exit barrier (rdzv_exchange.h) over
+	 * the store (rdzv_c10d_kv.c), and its gets and adds out. */
+	struct rdzv_exchange x;
+	struct c10d_kv_req *kv_reqs;
 	struct event *ka_timer;
 	struct event *linger_timer;
 	struct event *connect_log_timer; /* says we still wait for the store */
@@ -274,6 +276,15 @@ void c10d_exit_done(void *arg, int err, enum rdzv_action a);
 void c10d_join_done(void *arg, int err, enum rdzv_action a);
 /* next_rendezvous fails with err (-errno) and msg. */
 void c10d_next_fail(struct c10d *c, int err, const char *msg);
+/* Set up c->x over c10d_kv_ops (rdzv_c10d_round.c). */
+void c10d_exchange_init(struct c10d *c);
+
+/* The rank exchange's store (rdzv_c10d_kv.c): the node's connection c->cl
+ * (rdzv_exchange.h's contract), with group rank 0's worker store. */
+extern const struct rdzv_kv_ops c10d_kv_ops;
+/* Free the gets and adds still out (their callbacks will not run: the
+ * client is freed first). */
+void c10d_kv_release(struct c10d *c);
 /* Start next_rendezvous once the store is reachable. */
 void c10d_start_next(struct c10d *c);
 /* A store with a coordinator that is not us: keep alive through our own

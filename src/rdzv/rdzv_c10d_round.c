@@ -4,25 +4,20 @@
  * hosts), the rank exchange of torch
  * 2.x's agent and group rank 0's worker store, keep-alive while a round runs,
  * the exit barrier, and closing or leaving at the end. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
-#include <ifaddrs.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "events.h"
 #include "rdzv.h"
 #include "rdzv_dynamic.h"
+#include "rdzv_exchange.h"
 #include "rdzv_snapshot.h"
 #include "rdzv_state.h"
 #include "rdzv_sync.h"
@@ -30,8 +25,6 @@
 #include "tcpstore_server.h"
 #include "util.h"
 #include "rdzv_c10d.h"
-#include "rdzv_runs.h"
-#include "ranks.h"
 
 /* The one place this node's NodeState changes: an RdzvEvent for every step
  * (torch's construct_and_record_rdzv_event) and a log line for a transition. */
@@ -40,19 +33,13 @@ c10d_set_state(struct c10d *c, enum node_state s, const char *fn, const char *ms
 {
 	rdzv_set_node_state(c->r, &c->node_state, s, fn, msg);
 }
-
-static char *
-round_key(const struct c10d *c, const char *what)
-{
-	return xasprintf("%s%s", c->prefix, what);
-}
-
 /* ---- next_rendezvous ---------------------------------------------------- */
 
 void
 c10d_next_fail(struct c10d *c, int err, const char *msg)
 {
 	c->sync.next_active = false;
+	rdzv_exchange_abandon(&c->x);
 	c10d_set_state(c, NODE_STATE_FAILED, "next_rendezvous", msg);
 	rdzv_tell(c->r, RDZV_TELL_DONE, err, 0, msg);
 }
@@ -60,12 +47,8 @@ c10d_next_fail(struct c10d *c, int err, const char *msg)
 static void
 round_ready(struct c10d *c)
 {
-	struct rdzv_result *res = &c->result;
 	char *msg;
 
-	if (c->finishing) {
-		return; /* left during the exchange: no round to run */
-	}
 	c->sync.next_active = false;
 	c->sync.running = true;
 	c->sync.told = false;
@@ -75,7 +58,7 @@ round_ready(struct c10d *c)
 	c10d_set_state(c, NODE_STATE_SUCCEEDED, "next_rendezvous", msg);
 	free(msg);
 	c10d_keep_alive_arm(c);
-	c->r->cb.done(0, res, NULL, c->r->cb.arg);
+	c->r->cb.done(0, &c->x.result, NULL, c->r->cb.arg);
 	/* Anything that changed during the exchange is looked at now (a copy
 	 * known stale after an assignment waits for the next change: reading
 	 * the whole state here would cost every node O(N)). */
@@ -86,281 +69,41 @@ round_ready(struct c10d *c)
 	c10d_watch_update(c);
 }
 
+/* The rank exchange ended (rdzv_exchange.h): run the round, or fail the
+ * next_rendezvous. */
 static void
-exchange_fail(struct c10d *c, int err, const char *what)
+exchanged(void *arg, int err, const char *msg)
 {
-	char *msg;
+	struct c10d *c = arg;
 
 	if (c->finishing) {
-		return; /* left during the exchange: nothing to fail */
+		return; /* left during the exchange: no round to run */
 	}
-	if (c->dead) {
-		msg = xstrdup(c->dead_msg);
-	} else if (err == -ETIMEDOUT) {
-		msg = xasprintf("round %" PRId64 " of the rendezvous: timed out waiting for %s",
-				c->sync.round, what);
-	} else {
-		msg = xasprintf("round %" PRId64 " of the rendezvous: bad %s from the store",
-				c->sync.round, what);
+	if (err == 0) {
+		round_ready(c);
+		return;
 	}
-	c10d_next_fail(c, err < 0 ? err : -EBADMSG, msg);
-	free(msg);
+	c10d_next_fail(c, err, c->dead ? c->dead_msg : msg);
 }
 
-/* Parse elasticd/round: {"runs": [[role, lws, count], ...] (rdzv_runs.h),
- * "use_agent_store": b}. */
-static int
-parse_round(struct c10d *c, const struct tcpstore_bytes *v)
-{
-	json_t *root = json_loadb((const char *)v->data, v->len, 0, NULL);
-
-	/* Worker-identical: the nodes are this one's (exchange_start). */
-	if (!root || (!c->result.nodes &&
-		      rdzv_runs_decode(json_object_get(root, "runs"), (size_t)c->sync.world,
-				       &c->result.nodes, &c->roles) < 0)) {
-		json_decref(root);
-		return -EBADMSG;
-	}
-	c->result.use_agent_store = json_is_true(json_object_get(root, "use_agent_store"));
-	json_decref(root);
-	return 0;
-}
-
+/* The exit barrier ended. */
 static void
-member_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	long long port;
-	char *s;
-
-	if (err < 0) {
-		exchange_fail(c, err, "group rank 0's rank assignment");
-		return;
-	}
-	if (rep->n != 3 || parse_round(c, &rep->values[0]) < 0 || rep->values[1].len == 0 ||
-	    rep->values[1].len > 1024) {
-		exchange_fail(c, -EBADMSG, "rank assignment");
-		return;
-	}
-	s = xstrndup((const char *)rep->values[2].data, rep->values[2].len);
-	if (parse_int(s, 1, 65535, &port) < 0) {
-		free(s);
-		exchange_fail(c, -EBADMSG, "MASTER_PORT");
-		return;
-	}
-	free(s);
-	c->result.master_addr = xstrndup((const char *)rep->values[1].data, rep->values[1].len);
-	c->result.master_port = (int)port;
-	round_ready(c);
-}
-
-static void
-member_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
+passed(void *arg, int err, const char *msg)
 {
 	struct c10d *c = arg;
 
-	if (err < 0) {
-		exchange_fail(c, err, "group rank 0's rank assignment");
+	if (!c->sync.barrier) {
 		return;
 	}
-	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_MULTI_GET,
-				   (const char *const *)c->exchange_keys, 3, 0, member_cb, c);
+	c->sync.barrier = false;
+	rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0,
+		  err < 0 && err != -ETIMEDOUT && c->dead ? c->dead_msg : msg);
 }
 
-/* A port nobody listens on now (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: worker
- * RANK 0 binds it, as torch 1.13). */
-static bool
-host_is_loopback(const char *host)
+void
+c10d_exchange_init(struct c10d *c)
 {
-	struct in6_addr a6;
-	struct in_addr a4;
-
-	if (strcmp(host, "localhost") == 0) {
-		return true;
-	}
-	if (inet_pton(AF_INET, host, &a4) == 1) {
-		return (ntohl(a4.s_addr) >> 24) == 127;
-	}
-	return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-}
-
-/* Every node's role and size from their role_info values, in group rank
- * order, into c->result.nodes. Returns 0 or -EBADMSG. */
-static int
-leader_take_infos(struct c10d *c, const struct tcpstore_reply *rep)
-{
-	c->result.nodes = xcalloc((size_t)c->sync.world, sizeof(*c->result.nodes));
-	c->roles = xcalloc((size_t)c->sync.world + 1, sizeof(*c->roles));
-	for (int i = 0; i < c->sync.world; i++) {
-		json_t *o =
-			json_loadb((const char *)rep->values[i].data, rep->values[i].len, 0, NULL);
-		json_t *role = json_object_get(o, "role"),
-		       *lws = json_object_get(o, "local_world_size");
-
-		if (!json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
-		    json_integer_value(lws) > 1 << 20) {
-			json_decref(o);
-			return -EBADMSG;
-		}
-		c->roles[i] = xstrdup(json_string_value(role));
-		c->result.nodes[i].role = c->roles[i];
-		c->result.nodes[i].local_world_size = (int)json_integer_value(lws);
-		json_decref(o);
-	}
-	return 0;
-}
-
-/* MASTER_ADDR:MASTER_PORT into addr and port: our own store for the workers
- * (torch 2.x's shared store), or a free port for worker RANK 0 to bind.
- * Returns 0 or -errno. */
-static int
-leader_master(struct c10d *c, bool agent_store, char *addr, size_t addr_len, char *port,
-	      size_t port_len)
-{
-	const struct config *cfg = c->r->cfg;
-
-	if (agent_store) {
-		char *e = NULL;
-		int ret = 0;
-
-		/* A fresh store per round: the previous round's workers are gone,
-		 * and one round's workers may disagree on their restart count. */
-		tcpstore_server_free(c->worker_server);
-		c->worker_server =
-			tcpstore_server_new(c->r->base, cfg->local_addr, 0, NULL, &ret, &e);
-		if (!c->worker_server) {
-			free(e);
-			return ret < 0 ? ret : -EADDRNOTAVAIL;
-		}
-		tcpstore_server_set_merge_attempts(c->worker_server, true);
-		tcpstore_server_set_notice_cb(c->worker_server, rdzv_store_notice, c->r);
-	}
-	snprintf(port, port_len, "%d",
-		 agent_store ? tcpstore_server_port(c->worker_server) : rdzv_free_port());
-	if (cfg->local_addr && *cfg->local_addr) {
-		snprintf(addr, addr_len, "%s", cfg->local_addr);
-	} else if (cfg->standalone) {
-		snprintf(addr, addr_len, "localhost");
-	} else if (c->server && !host_is_loopback(c->host)) {
-		/* We host the rendezvous store: the other nodes reach us by the
-		 * endpoint's name already (our own clients use loopback). */
-		snprintf(addr, addr_len, "%s", c->host);
-	} else if (tcpstore_client_local_addr(c->cl, addr, addr_len) < 0) {
-		/* The address the other nodes reach our store through. */
-		snprintf(addr, addr_len, "%s", host_fqdn());
-	}
-	return 0;
-}
-
-/* One MULTI_SET: torchelastic/assigned_ranks/<rank> for every rank (torch
- * 2.x), MASTER_ADDR, MASTER_PORT and elasticd/round (the nodes as runs). */
-static void
-leader_publish(struct c10d *c, const char *addr, const char *port, bool agent_store)
-{
-	struct tcpstore_req req = {.cmd = TCPSTORE_CMD_MULTI_SET};
-	/* Worker-identical: no assigned_ranks (torch's fast path reads none). */
-	int nr = rdzv_worker_identical() ? 0 : c->sync.world;
-	size_t n = (size_t)nr + 3;
-	char **keys = xcalloc(n + 1, sizeof(*keys)), **vals = xcalloc(n + 1, sizeof(*vals));
-	json_t *round = json_pack("{sosb}", "runs",
-				  rdzv_runs_encode(c->result.nodes, (size_t)c->sync.world),
-				  "use_agent_store", agent_store);
-
-	struct ranks_info *ri = xcalloc((size_t)nr + 1, sizeof(*ri));
-
-	ranks_assign_all(c->result.nodes, (size_t)nr, ri);
-	for (int i = 0; i < nr; i++) {
-		char what[64];
-
-		snprintf(what, sizeof(what), "torchelastic/assigned_ranks/%d", i);
-		keys[i] = round_key(c, what);
-		vals[i] = xasprintf("[%d, %d, %d, %d]", ri[i].base_global_rank,
-				    ri[i].global_world_size, ri[i].base_role_rank,
-				    ri[i].role_world_size);
-	}
-	free(ri);
-	keys[nr] = round_key(c, "MASTER_ADDR");
-	vals[nr] = xstrdup(addr);
-	keys[nr + 1] = round_key(c, "MASTER_PORT");
-	vals[nr + 1] = xstrdup(port);
-	keys[nr + 2] = round_key(c, "elasticd/round");
-	vals[nr + 2] = json_dumps(round, JSON_COMPACT);
-	json_decref(round);
-	req.n = n;
-	req.keys = xcalloc(n, sizeof(*req.keys));
-	req.values = xcalloc(n, sizeof(*req.values));
-	for (size_t i = 0; i < n; i++) {
-		req.keys[i] = (struct tcpstore_bytes){(const uint8_t *)keys[i], strlen(keys[i])};
-		req.values[i] = (struct tcpstore_bytes){(const uint8_t *)vals[i], strlen(vals[i])};
-	}
-	(void)tcpstore_client_request(c->cl, &req, 0, NULL, NULL);
-	free(req.keys);
-	free(req.values);
-	strv_free(keys);
-	strv_free(vals);
-}
-
-static void leader_finish(struct c10d *c);
-
-static void
-leader_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-
-	if (err < 0) {
-		exchange_fail(c, err, "the other nodes' role_info");
-		return;
-	}
-	if (leader_take_infos(c, rep) < 0) {
-		exchange_fail(c, -EBADMSG, "role_info");
-		return;
-	}
-	leader_finish(c);
-}
-
-/* Group rank 0 knows every node: pick MASTER_ADDR:MASTER_PORT, publish, done. */
-static void
-leader_finish(struct c10d *c)
-{
-	const char *share = getenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
-	bool agent_store = !(share && strcmp(share, "1") == 0);
-	char addr[64], port[16];
-	int err;
-
-	if ((err = leader_master(c, agent_store, addr, sizeof(addr), port, sizeof(port))) < 0) {
-		exchange_fail(c, err, "a port for the workers' store");
-		return;
-	}
-	leader_publish(c, addr, port, agent_store);
-	c->result.master_addr = xstrdup(addr);
-	c->result.master_port = atoi(port);
-	c->result.use_agent_store = agent_store;
-	round_ready(c);
-}
-
-static void
-leader_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-
-	if (err < 0) {
-		exchange_fail(c, err, "the other nodes' role_info");
-		return;
-	}
-	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_MULTI_GET,
-				   (const char *const *)c->exchange_keys, (size_t)c->sync.world, 0,
-				   leader_cb, c);
-}
-
-/* Not group rank 0: wait (left usec at most) for rank 0's answer. */
-static void
-member_wait(struct c10d *c, uint64_t left)
-{
-	strv_consume(&c->exchange_keys, round_key(c, "elasticd/round"));
-	strv_consume(&c->exchange_keys, round_key(c, "MASTER_ADDR"));
-	strv_consume(&c->exchange_keys, round_key(c, "MASTER_PORT"));
-	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_WAIT, (const char *const *)c->exchange_keys,
-				   3, left, member_wait_cb, c);
+	rdzv_exchange_init(&c->x, &c10d_kv_ops, c, exchanged, passed, c);
 }
 
 /* The round is complete: exchange roles and sizes (torch 2.x
@@ -370,59 +113,28 @@ exchange_start(struct c10d *c)
 {
 	long me = c->sync.assigned ? -1 : rdzv_state_find_participant(&c->sync.st, &c->me);
 	uint64_t now = now_usec();
-	uint64_t left = c->sync.next_deadline > now ? c->sync.next_deadline - now : 1;
-	char what[64], *k, *info;
-	json_t *o;
+	char *prefix;
 
-	rdzv_result_release(&c->result);
-	strv_free(c->roles);
-	c->roles = NULL;
-	strv_free(c->exchange_keys);
-	c->exchange_keys = NULL;
 	c->ever_in = true;
 	if (!c->sync.assigned) {
 		c->sync.round = c->sync.st.round;
 		c->sync.rank = c->sync.st.participants[me].rank;
 		c->sync.world = (int)c->sync.st.n_participants;
 	}
-	free(c->prefix);
-	c->prefix =
-		xasprintf("/torch.rendezvous.%s.%" PRId64 "/", c->r->cfg->rdzv_id, c->sync.round);
-	c->result.round = (int)c->sync.round;
-	c->result.group_rank = c->sync.rank;
-	c->result.group_world_size = c->sync.world;
-
-	if (rdzv_worker_identical()) {
-		/* torch main's fast path: no role_info; the others still learn
-		 * MASTER_ADDR / MASTER_PORT from group rank 0. */
-		rdzv_identical_nodes(c->r, c->sync.world, &c->result.nodes, &c->roles);
-		if (c->sync.rank == 0) {
-			leader_finish(c);
-			return;
-		}
-		member_wait(c, left);
-		return;
-	}
-	o = json_pack("{sssisi}", "role", c->r->cfg->role, "rank", c->sync.rank, "local_world_size",
-		      c->r->local_world_size);
-	info = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	snprintf(what, sizeof(what), "torchelastic/role_info/%d", c->sync.rank);
-	k = round_key(c, what);
-	tcpstore_client_set(c->cl, k, info, strlen(info), NULL, NULL);
-	free(k);
-	free(info);
-	if (c->sync.rank == 0) {
-		for (int i = 0; i < c->sync.world; i++) {
-			snprintf(what, sizeof(what), "torchelastic/role_info/%d", i);
-			strv_consume(&c->exchange_keys, round_key(c, what));
-		}
-		(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_WAIT,
-					   (const char *const *)c->exchange_keys,
-					   (size_t)c->sync.world, left, leader_wait_cb, c);
-	} else {
-		member_wait(c, left);
-	}
+	prefix = xasprintf("/torch.rendezvous.%s.%" PRId64 "/", c->r->cfg->rdzv_id, c->sync.round);
+	rdzv_exchange_start(&c->x, &(struct rdzv_exchange_round){
+					   .prefix = prefix,
+					   .round = c->sync.round,
+					   .rank = c->sync.rank,
+					   .world = c->sync.world,
+					   .role = c->r->cfg->role,
+					   .local_world_size = c->r->local_world_size,
+					   .identical = rdzv_worker_identical(),
+					   .timeout_usec = c->sync.next_deadline > now
+								   ? c->sync.next_deadline - now
+								   : 1,
+				   });
+	free(prefix);
 }
 
 void
@@ -738,66 +450,19 @@ c10d_keep_alive_arm(struct c10d *c)
 
 /* ---- exit barrier and finish -------------------------------------------- */
 
-static void
-barrier_wait_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	char *msg;
-
-	if (!c->sync.barrier) {
-		return;
-	}
-	c->sync.barrier = false;
-	if (err == 0) {
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
-		return;
-	}
-	msg = err == -ETIMEDOUT
-		      ? xasprintf(
-				"the exit barrier timed out after %.0f s: not every node of round "
-				"%" PRId64 " finished",
-				(double)c->barrier_timeout / 1e6, c->sync.round)
-		      : xstrdup(c->dead_msg ? c->dead_msg : strerror(-err));
-	rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, msg);
-	free(msg);
-}
-
-static void
-barrier_add_cb(int err, const struct tcpstore_reply *rep, void *arg)
-{
-	struct c10d *c = arg;
-	char *k = round_key(c, "torchelastic/agent/terminal_state/last_member");
-	const char *keys[1] = {k};
-
-	if (err < 0) {
-		barrier_wait_cb(err, NULL, c);
-		free(k);
-		return;
-	}
-	if (rep->i64 == c->sync.world) {
-		tcpstore_client_set(c->cl, k, "1", 1, NULL, NULL);
-	}
-	(void)tcpstore_client_keys(c->cl, TCPSTORE_CMD_WAIT, keys, 1, c->barrier_timeout,
-				   barrier_wait_cb, c);
-	free(k);
-}
-
 int
 c10d_exit_barrier(struct rdzv *r)
 {
 	struct c10d *c = backend(r);
-	char *k;
 
 	c->sync.running = false;
-	if (!c->prefix || c->dead) {
+	if (c->dead || rdzv_exchange_barrier(&c->x, c->barrier_timeout) < 0) {
+		/* The store is gone, or this node never ran a round. */
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, c->dead ? -ECONNRESET : 0, 0,
 			  c->dead ? c->dead_msg : NULL);
 		return 0;
 	}
 	c->sync.barrier = true;
-	k = round_key(c, "torchelastic/agent/terminal_state/num_members");
-	tcpstore_client_add(c->cl, k, 1, barrier_add_cb, c);
-	free(k);
 	return 0;
 }
 
@@ -921,6 +586,7 @@ c10d_finish(struct rdzv *r, bool close)
 	c->sync.barrier = false;
 	c->sync.next_active = false;
 	c->finishing = true;
+	rdzv_exchange_abandon(&c->x);
 	evtimer_del(c->ka_timer);
 	c10d_lease_release(c);
 	if (c->cl && c->watching) {
