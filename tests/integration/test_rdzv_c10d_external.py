@@ -101,6 +101,37 @@ class C10dExternalTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
         self.assertLess(large, 2 * small + 512, "per participant: %d B at N=16, %d B at N=320"
                         % (small, large))
 
+    # -- what a torch agent finds in the store ------------------------------------------
+
+    def store_get(self, *keys):
+        ops = []
+        for k in keys:
+            ops += ["get", k]
+        res = subprocess.run([lib.TCPSTORE_TOOL, "client", "127.0.0.1", str(self.store.port),
+                              "v2"] + ops, stdout=subprocess.PIPE, timeout=30)
+        self.assertEqual(res.returncode, 0, res.stdout)
+        return res.stdout.decode().splitlines()
+
+    def test_the_store_holds_torchs_exchange_and_barrier_keys(self):
+        # torch 2.x's agent reads its bases from assigned_ranks/<group rank>
+        # and meets the others at terminal_state/last_member: after a round
+        # of a 1-worker and a 2-worker node, the keys hold what it expects.
+        agents = [self.agent("2", nproc=n) for n in (1, 2)]
+        self.assertAllRc(self.wait_all(agents), 0)
+        dumps = self.worker_dumps()
+        lws = {int(d["GROUP_RANK"]): int(d["LOCAL_WORLD_SIZE"]) for d in dumps}
+        p = "/torch.rendezvous.job.0/"
+        got = self.store_get(p + "torchelastic/role_info/1",
+                             p + "torchelastic/assigned_ranks/0",
+                             p + "torchelastic/assigned_ranks/1", p + "MASTER_ADDR",
+                             p + "MASTER_PORT", p + "torchelastic/agent/terminal_state/num_members",
+                             p + "torchelastic/agent/terminal_state/last_member")
+        self.assertEqual(got, [
+            "get -> '{\"role\":\"default\",\"rank\":1,\"local_world_size\":%d}'" % lws[1],
+            "get -> '[0, 3, 0, 3]'", "get -> '[%d, 3, %d, 3]'" % (lws[0], lws[0]),
+            "get -> '%s'" % dumps[0]["MASTER_ADDR"], "get -> '%s'" % dumps[0]["MASTER_PORT"],
+            "get -> '2'", "get -> '1'"])
+
     # -- who coordinates ---------------------------------------------------------------
 
     def test_nodes_and_metrics_name_the_coordinator(self):
