@@ -5,13 +5,10 @@
  * port). */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 
 #include "config.h"
 #include "rdzv.h"
@@ -116,6 +113,10 @@ waited_cb(int err, const struct tcpstore_reply *rep, void *arg)
 {
 	struct c10d_kv_req *q = arg;
 
+	if (q->id != q->c->x.id) {
+		req_free(q); /* given up meanwhile: no MULTI_GET */
+		return;
+	}
 	if (err < 0) {
 		got_cb(err, rep, q);
 		return;
@@ -205,18 +206,19 @@ kv_master(void *kv, char **ret_addr, int *ret_port, bool *ret_agent_store)
 		return port;
 	}
 	if (cfg->local_addr && *cfg->local_addr) {
-		snprintf(addr, sizeof(addr), "%s", cfg->local_addr);
+		*ret_addr = xstrdup(cfg->local_addr);
 	} else if (cfg->standalone) {
-		snprintf(addr, sizeof(addr), "localhost");
+		*ret_addr = xstrdup("localhost");
 	} else if (c->server && !host_is_loopback(c->host)) {
 		/* We host the rendezvous store: the other nodes reach us by the
 		 * endpoint's name already (our own clients use loopback). */
-		snprintf(addr, sizeof(addr), "%s", c->host);
-	} else if (tcpstore_client_local_addr(c->cl, addr, sizeof(addr)) < 0) {
+		*ret_addr = xstrdup(c->host);
+	} else if (tcpstore_client_local_addr(c->cl, addr, sizeof(addr)) == 0) {
 		/* The address the other nodes reach our store through. */
-		snprintf(addr, sizeof(addr), "%s", host_fqdn());
+		*ret_addr = xstrdup(addr);
+	} else {
+		*ret_addr = xstrdup(host_fqdn());
 	}
-	*ret_addr = xstrdup(addr);
 	*ret_port = port;
 	*ret_agent_store = agent_store;
 	return 0;

@@ -7,8 +7,6 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
-#include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -456,13 +454,13 @@ c10d_exit_barrier(struct rdzv *r)
 	struct c10d *c = backend(r);
 
 	c->sync.running = false;
+	c->sync.barrier = !c->dead;
 	if (c->dead || rdzv_exchange_barrier(&c->x, c->barrier_timeout) < 0) {
 		/* The store is gone, or this node never ran a round. */
+		c->sync.barrier = false;
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, c->dead ? -ECONNRESET : 0, 0,
 			  c->dead ? c->dead_msg : NULL);
-		return 0;
 	}
-	c->sync.barrier = true;
 	return 0;
 }
 

@@ -63,12 +63,6 @@ rdzv_exchange_abandon(struct rdzv_exchange *x)
 	x->id++;
 }
 
-bool
-rdzv_exchange_busy(const struct rdzv_exchange *x)
-{
-	return x->step != RDZV_XSTEP_IDLE;
-}
-
 /* Ask for keys (n, owned and freed here) in step s. */
 static void
 wait_for(struct rdzv_exchange *x, enum rdzv_exchange_step s, char **keys, size_t n,
@@ -200,8 +194,8 @@ take_answer(struct rdzv_exchange *x, const struct rdzv_kv_value *v)
 	json_t *addr = json_object_get(o, "master_addr"), *port = json_object_get(o, "master_port");
 	int ret = -EBADMSG;
 
-	if (json_is_string(addr) && json_is_integer(port) && json_integer_value(port) > 0 &&
-	    json_integer_value(port) < 65536 &&
+	if (json_is_string(addr) && json_string_length(addr) > 0 && json_is_integer(port) &&
+	    json_integer_value(port) > 0 && json_integer_value(port) < 65536 &&
 	    (x->identical || rdzv_runs_decode(json_object_get(o, "runs"), (size_t)x->world,
 					      &x->result.nodes, &x->roles) == 0)) {
 		if (x->identical) {

@@ -50,13 +50,15 @@ struct rdzv_kv_ops {
 	 * Required. */
 	void (*set)(void *kv, const char *const *keys, const char *const *vals, size_t n);
 	/* Wait until every one of keys[0..n) exists (timeout_usec at most),
-	 * then get their values; answer with rdzv_exchange_got(id, ...):
+	 * then get their values; answer, never before returning, with
+	 * rdzv_exchange_got(id, ...):
 	 * -ETIMEDOUT, -errno, or the n values in keys' order. The keys are
 	 * borrowed for the call. Required. */
 	void (*get)(void *kv, uint64_t id, const char *const *keys, size_t n,
 		    uint64_t timeout_usec);
-	/* Optional: add delta to the counter at key (created at 0); answer with
-	 * rdzv_exchange_added(id, ...). NULL: the barrier counts arrival keys. */
+	/* Optional: add delta to the counter at key (created at 0); answer,
+	 * never before returning, with rdzv_exchange_added(id, ...). NULL: the
+	 * barrier counts arrival keys. */
 	void (*add)(void *kv, uint64_t id, const char *key, int64_t delta);
 	/* Group rank 0: where the workers meet, *ret_addr (malloc'd) and
 	 * *ret_port (MASTER_ADDR, MASTER_PORT), and whether that is the agent's
@@ -124,24 +126,24 @@ void rdzv_exchange_init(struct rdzv_exchange *x, const struct rdzv_kv_ops *ops, 
 			rdzv_exchange_done_fn exchanged, rdzv_exchange_done_fn passed, void *arg);
 
 /* Stop what is under way (its late answers are ignored) and free x's
- * members. x can be initialised again. */
+ * members. */
 void rdzv_exchange_release(struct rdzv_exchange *x);
 
 /* Start the rank exchange of round rd (what is under way is abandoned).
- * exchanged reports its end; group rank 0 of a worker-identical round, or
- * a failing ops->master, reports it before this returns. */
+ * exchanged reports its end; for group rank 0 of a worker-identical round
+ * (no store request: ops->master, then the answer is set) before this
+ * returns. */
 void rdzv_exchange_start(struct rdzv_exchange *x, const struct rdzv_exchange_round *rd);
 
-/* Start the exit barrier of the round last exchanged (timeout_usec for
- * each wait); passed reports its end. Returns -EINVAL when no round was
- * exchanged (nothing is sent, passed is not called). */
+/* Start the exit barrier of the round of the last rdzv_exchange_start,
+ * whatever its outcome (timeout_usec for each wait; an exchange under way is
+ * abandoned); passed reports its end, never before this returns. Returns
+ * -EINVAL when no exchange was ever started (nothing is sent, passed is not
+ * called). */
 int rdzv_exchange_barrier(struct rdzv_exchange *x, uint64_t timeout_usec);
 
 /* Stop waiting: the answer out is ignored, nothing is reported. */
 void rdzv_exchange_abandon(struct rdzv_exchange *x);
-
-/* Whether a rank exchange or a barrier is under way. */
-bool rdzv_exchange_busy(const struct rdzv_exchange *x);
 
 /* The store's answer to get request id: err 0 with vals[0..n), or -errno
  * (n 0). An id other than the request out's is ignored. */

@@ -315,7 +315,7 @@ check_exchange_row(size_t r)
 
 		assert_int_equal(nd->exchanged, 1);
 		assert_int_equal(nd->err, 0);
-		assert_false(rdzv_exchange_busy(&nd->x));
+		assert_int_equal(nd->x.step, RDZV_XSTEP_IDLE);
 		assert_int_equal(res->round, 4);
 		assert_int_equal(res->group_rank, i);
 		assert_int_equal(res->group_world_size, world);
@@ -369,7 +369,7 @@ test_role_info_bytes(void **state)
 
 /* ---- the exchange's failures --------------------------------------------- */
 
-enum fault { F_TIMEOUT, F_BAD_INFO, F_BAD_ANSWER, F_NO_PORT, F_STORE };
+enum fault { F_TIMEOUT, F_BAD_INFO, F_BAD_ANSWER, F_EMPTY_ADDR, F_NO_PORT, F_STORE };
 
 static const struct {
 	const char *name;
@@ -385,6 +385,8 @@ static const struct {
 	{"a role_info that is not JSON", F_BAD_INFO, 0, -EBADMSG,
 	 "round 4 of the rendezvous: bad role_info from the store"},
 	{"an answer that is not ours", F_BAD_ANSWER, 1, -EBADMSG,
+	 "round 4 of the rendezvous: bad rank assignment from the store"},
+	{"an empty MASTER_ADDR", F_EMPTY_ADDR, 1, -EBADMSG,
 	 "round 4 of the rendezvous: bad rank assignment from the store"},
 	{"no port for the workers", F_NO_PORT, 0, -EADDRNOTAVAIL,
 	 "round 4 of the rendezvous: Cannot assign requested address while waiting for a "
@@ -409,9 +411,13 @@ check_fail_row(size_t r)
 	if (f == F_BAD_ANSWER) {
 		kv_put(kv, P "elasticd/round", "{\"master_addr\":\"a\",\"master_port\":0}");
 	}
+	if (f == F_EMPTY_ADDR) {
+		kv_put(kv, P "elasticd/round",
+		       "{\"master_addr\":\"\",\"master_port\":1,\"runs\":[[\"trainer\",1,3]]}");
+	}
 	/* F_TIMEOUT: node 2 never starts, rank 0 only when checked; the bad
 	 * answer would be overwritten by rank 0's. */
-	if ((fail_rows[r].node == 0 || f != F_TIMEOUT) && f != F_BAD_ANSWER) {
+	if ((fail_rows[r].node == 0 || f != F_TIMEOUT) && f != F_BAD_ANSWER && f != F_EMPTY_ADDR) {
 		start(kv, 0, 3, "trainer", 1, false);
 	}
 	start(kv, 1, 3, "trainer", 1, false);
@@ -424,7 +430,7 @@ check_fail_row(size_t r)
 	assert_int_equal(nd->err, fail_rows[r].err);
 	assert_string_equal(nd->msg, fail_rows[r].msg);
 	assert_null(nd->x.result.nodes);
-	assert_false(rdzv_exchange_busy(&nd->x));
+	assert_int_equal(nd->x.step, RDZV_XSTEP_IDLE);
 	kv_free(kv);
 }
 
@@ -455,7 +461,7 @@ test_late_answers_are_ignored(void **state)
 	start(kv, 1, 2, "trainer", 1, false);
 	rdzv_exchange_got(&nd->x, old, -ETIMEDOUT, NULL, 0);
 	assert_int_equal(nd->exchanged, 0);
-	assert_true(rdzv_exchange_busy(&nd->x));
+	assert_int_equal(nd->x.step, RDZV_XSTEP_ANSWER);
 	start(kv, 0, 2, "trainer", 1, false);
 	pump(kv);
 	assert_int_equal(nd->exchanged, 1);
