@@ -440,22 +440,6 @@ rdzv_worker_identical(void)
 	return v && strcmp(v, "1") == 0;
 }
 
-void
-rdzv_identical_nodes(const struct rdzv *r, int world, struct ranks_node **ret_nodes,
-		     char ***ret_roles)
-{
-	struct ranks_node *nodes = xcalloc((size_t)world + 1, sizeof(*nodes));
-	char **roles = xcalloc(2, sizeof(*roles));
-
-	roles[0] = xstrdup(r->cfg->role);
-	for (int i = 0; i < world; i++) {
-		nodes[i].role = roles[0];
-		nodes[i].local_world_size = r->local_world_size;
-	}
-	*ret_nodes = nodes;
-	*ret_roles = roles;
-}
-
 static void
 notice_cb(evutil_socket_t fd, short what, void *arg)
 {

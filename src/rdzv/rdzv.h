@@ -180,15 +180,6 @@ struct rdzv *rdzv_new_observer(struct event_base *base, const struct config *cfg
  * backends skip the store's rank exchange (role_info, assigned_ranks). */
 bool rdzv_worker_identical(void);
 
-/* The node list of a round of `world` nodes that all look like this one
- * (r->cfg->role, r->local_world_size), for the worker-identical path:
- * *ret_nodes (world entries, malloc'd) point into *ret_roles (a strv
- * owning the one role string); both owned by the caller. ranks_assign over
- * it gives torch's fast path: base rank group_rank * local_world_size, world
- * size world * local_world_size, role rank and size the same. */
-void rdzv_identical_nodes(const struct rdzv *r, int world, struct ranks_node **ret_nodes,
-			  char ***ret_roles);
-
 /* Ask for the next round; cb.done reports it. Returns 0 or -errno (-EINVAL
  * on an observer, rdzv_new_observer). */
 int rdzv_next(struct rdzv *r);

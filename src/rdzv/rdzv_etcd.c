@@ -478,7 +478,8 @@ exchange_take(struct etcdr *c)
 		/* torch main's fast path: this node's role and size for all. */
 		free(nodes);
 		strv_free(roles);
-		rdzv_identical_nodes(c->r, c->sync.world, &nodes, &roles);
+		rdzv_runs_alike(c->r->cfg->role, c->r->local_world_size, (size_t)c->sync.world,
+				&nodes, &roles);
 	}
 	res->nodes = nodes;
 	c->roles = roles;

@@ -97,18 +97,6 @@ exchange_end(struct rdzv_exchange *x, int err, const char *what)
 	free(msg);
 }
 
-/* Every node is taken to be like this one (worker-identical). */
-static void
-identical_nodes(struct rdzv_exchange *x)
-{
-	x->roles = xcalloc(2, sizeof(*x->roles));
-	x->roles[0] = xstrdup(x->role);
-	x->result.nodes = xcalloc((size_t)x->world, sizeof(*x->result.nodes));
-	for (int i = 0; i < x->world; i++) {
-		x->result.nodes[i] = (struct ranks_node){x->roles[0], x->local_world_size};
-	}
-}
-
 /* Every node's role and size from their role_info values, in group rank
  * order. Returns 0 or -EBADMSG. */
 static int
@@ -199,7 +187,8 @@ take_answer(struct rdzv_exchange *x, const struct rdzv_kv_value *v)
 	    (x->identical || rdzv_runs_decode(json_object_get(o, "runs"), (size_t)x->world,
 					      &x->result.nodes, &x->roles) == 0)) {
 		if (x->identical) {
-			identical_nodes(x);
+			rdzv_runs_alike(x->role, x->local_world_size, (size_t)x->world,
+					&x->result.nodes, &x->roles);
 		}
 		x->result.master_addr = xstrdup(json_string_value(addr));
 		x->result.master_port = (int)json_integer_value(port);
@@ -231,7 +220,8 @@ rdzv_exchange_start(struct rdzv_exchange *x, const struct rdzv_exchange_round *r
 	x->result.group_rank = rd->rank;
 	x->result.group_world_size = rd->world;
 	if (x->identical && x->rank == 0) {
-		identical_nodes(x);
+		rdzv_runs_alike(x->role, x->local_world_size, (size_t)x->world, &x->result.nodes,
+				&x->roles);
 		leader_finish(x);
 		return;
 	}

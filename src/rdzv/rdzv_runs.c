@@ -72,3 +72,18 @@ rdzv_runs_decode(const json_t *runs, size_t n, struct ranks_node **ret_nodes, ch
 	*ret_roles = roles;
 	return 0;
 }
+
+void
+rdzv_runs_alike(const char *role, int local_world_size, size_t n, struct ranks_node **ret_nodes,
+		char ***ret_roles)
+{
+	struct ranks_node *nodes = xcalloc(n + 1, sizeof(*nodes));
+	char **roles = xcalloc(2, sizeof(*roles));
+
+	roles[0] = xstrdup(role);
+	for (size_t i = 0; i < n; i++) {
+		nodes[i] = (struct ranks_node){roles[0], local_world_size};
+	}
+	*ret_nodes = nodes;
+	*ret_roles = roles;
+}

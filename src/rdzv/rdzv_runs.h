@@ -20,3 +20,12 @@ json_t *rdzv_runs_encode(const struct ranks_node *nodes, size_t n);
  * whose counts sum to n (nothing allocated). */
 int rdzv_runs_decode(const json_t *runs, size_t n, struct ranks_node **ret_nodes,
 		     char ***ret_roles);
+
+/* The n nodes of a round whose nodes all run role with local_world_size
+ * workers (torch main's worker-identical path: each node takes itself as
+ * the model of all): *ret_nodes (n entries, malloc'd) pointing into
+ * *ret_roles (a strv owning the one role string); both the caller's.
+ * ranks_assign over them gives base rank group_rank * local_world_size and
+ * world size n * local_world_size. Cannot fail (aborts on out-of-memory). */
+void rdzv_runs_alike(const char *role, int local_world_size, size_t n,
+		     struct ranks_node **ret_nodes, char ***ret_roles);

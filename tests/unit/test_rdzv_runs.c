@@ -81,12 +81,31 @@ test_bad_runs(void **state)
 	}
 }
 
+/* Worker-identical: every node is this one; one role string for all. */
+static void
+test_alike_nodes(void **state)
+{
+	struct ranks_node *nodes;
+	char **roles;
+
+	rdzv_runs_alike("trainer", 4, 3, &nodes, &roles);
+	for (size_t i = 0; i < 3; i++) {
+		assert_ptr_equal(nodes[i].role, roles[0]);
+		assert_int_equal(nodes[i].local_world_size, 4);
+	}
+	assert_string_equal(roles[0], "trainer");
+	assert_null(roles[1]);
+	strv_free(roles);
+	free(nodes);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_alike_nodes_are_one_run),
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_alike_nodes),
 		cmocka_unit_test(test_bad_runs),
 	};
 
