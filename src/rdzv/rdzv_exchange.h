@@ -1,12 +1,13 @@
 /* rdzv_exchange.h — what the nodes of a completed round do through the
- * rendezvous store, once for every backend, as torch 2.x's agent does it
- * (agent/server/api.py _assign_worker_ranks and _exit_barrier,
+ * rendezvous store, written once for any store, as torch 2.x's agent does
+ * it (agent/server/api.py _assign_worker_ranks and _exit_barrier,
  * rendezvous/api.py RendezvousStoreInfo.build, distributed/elastic/utils/
- * store.py barrier; reference rendezvous.md §6): the rank exchange and the
- * exit barrier, over a small asynchronous key-value interface (struct
- * rdzv_kv_ops). rdzv_c10d_round.c (TCPStore) and rdzv_etcd_*.c (etcd v3)
- * implement it; tests/unit/test_rdzv_exchange.c drives it with an
- * in-process store.
+ * store.py barrier; reference torchelastic-agent.md, rank assignment): the
+ * rank exchange and the exit barrier, over a small asynchronous key-value
+ * interface (struct rdzv_kv_ops). rdzv_c10d_kv.c implements it on the TCPStore; the etcd
+ * backend still runs its own (rdzv_etcd.c: a port onto this engine cost
+ * each node a watch stream and a put more, bench/README.md 2026-12-02);
+ * tests/unit/test_rdzv_exchange.c drives it with an in-process store.
  *
  * Keys are under the round's prefix P (c10d: "/torch.rendezvous.<id>.<round>/"):
  *
@@ -26,9 +27,10 @@
  *   store_util.barrier) every node adds 1 to
  *   P"torchelastic/agent/terminal_state/num_members", the one that brings it
  *   to the world size sets P"torchelastic/agent/terminal_state/last_member",
- *   and the others wait for that key. Without one (etcd) every node sets
- *   P"torchelastic/agent/terminal_state/arrived/<group rank>", group rank 0
- *   waits for all of them and sets last_member, the others wait for it. */
+ *   and the others wait for that key. Without one (a store with no counter)
+ *   every node sets P"torchelastic/agent/terminal_state/arrived/<group
+ *   rank>", group rank 0 waits for all of them and sets last_member, the
+ *   others wait for it. */
 #pragma once
 
 #include <stdbool.h>
