@@ -1,7 +1,8 @@
 /* rdzv_c10d.h — private to the c10d backend: its state, shared by
  * rdzv_c10d.c (the store under the operation loop, admission, the gen watch,
- * connections, set-up) and rdzv_c10d_round.c (next_rendezvous, the rank
- * exchange, keep-alive, the exit barrier and finishing). */
+ * connections, set-up), rdzv_c10d_round.c (next_rendezvous, keep-alive,
+ * the exit barrier and finishing) and rdzv_c10d_kv.c (the store of the rank
+ * exchange and the exit barrier, rdzv_exchange.h). */
 #pragma once
 
 #include <event2/util.h>

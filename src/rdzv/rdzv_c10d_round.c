@@ -1,9 +1,9 @@
 /* rdzv_c10d_round.c — the c10d backend's rounds (rdzv_c10d.c has the
  * store under the operation loop): next_rendezvous (exit, then join, as the
  * coordinator or through it; rdzv_c10d_lease.c elects one on a store nobody
- * hosts), the rank exchange of torch
- * 2.x's agent and group rank 0's worker store, keep-alive while a round runs,
- * the exit barrier, and closing or leaving at the end. */
+ * hosts), starting the round's rank exchange and exit barrier
+ * (rdzv_exchange.h, over rdzv_c10d_kv.c), keep-alive while a round runs,
+ * and closing or leaving at the end. */
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -31,6 +31,7 @@ c10d_set_state(struct c10d *c, enum node_state s, const char *fn, const char *ms
 {
 	rdzv_set_node_state(c->r, &c->node_state, s, fn, msg);
 }
+
 /* ---- next_rendezvous ---------------------------------------------------- */
 
 void
