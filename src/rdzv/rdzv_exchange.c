@@ -17,16 +17,50 @@
 /* A worker's local world size beyond this is a value nobody sent. */
 #define MAX_LOCAL_WORLD (1 << 20)
 
+#define TERMINAL "torchelastic/agent/terminal_state/"
+
+/* Key k (index: a group rank where k names one) of the round under way:
+ * the store's name, or torch's under the prefix. NULL: the store keeps
+ * no such key. */
 static char *
-key_of(const struct rdzv_exchange *x, const char *what)
+xkey(const struct rdzv_exchange *x, enum rdzv_xkey k, int index)
 {
-	return xasprintf("%s%s", x->prefix, what);
+	const char *p = x->prefix;
+
+	if (x->ops->key) {
+		return x->ops->key(x->kv, k, x->round, index);
+	}
+	switch (k) {
+	case RDZV_XKEY_ROLE_INFO:
+		return xasprintf("%storchelastic/role_info/%d", p, index);
+	case RDZV_XKEY_ASSIGNED_RANKS:
+		return xasprintf("%storchelastic/assigned_ranks/%d", p, index);
+	case RDZV_XKEY_MASTER_ADDR:
+		return xasprintf("%sMASTER_ADDR", p);
+	case RDZV_XKEY_MASTER_PORT:
+		return xasprintf("%sMASTER_PORT", p);
+	case RDZV_XKEY_ROUND:
+		return xasprintf("%selasticd/round", p);
+	case RDZV_XKEY_COUNT:
+		return xasprintf("%s" TERMINAL "num_members", p);
+	case RDZV_XKEY_LAST:
+		return xasprintf("%s" TERMINAL "last_member", p);
+	case RDZV_XKEY_ARRIVED:
+		return xasprintf("%s" TERMINAL "arrived/%d", p, index);
+	}
+	return NULL;
 }
 
-static char *
-rank_key(const struct rdzv_exchange *x, const char *what, int rank)
+/* Set key k (index as xkey's) to val, where the store keeps it. */
+static void
+set_one(struct rdzv_exchange *x, enum rdzv_xkey k, int index, const char *val)
 {
-	return xasprintf("%s%s%d", x->prefix, what, rank);
+	char *key = xkey(x, k, index);
+
+	if (key) {
+		x->ops->set(x->kv, (const char *const *)&key, &val, 1);
+	}
+	free(key);
 }
 
 static void
@@ -124,14 +158,30 @@ take_infos(struct rdzv_exchange *x, const struct rdzv_kv_value *vals, size_t n)
 	return 0;
 }
 
+/* Append key k (index as xkey's) = val (owned) to keys and vals at *n,
+ * where the store keeps it. */
+static void
+push_kv(struct rdzv_exchange *x, char **keys, char **vals, size_t *n, enum rdzv_xkey k,
+	int index, char *val)
+{
+	char *key = xkey(x, k, index);
+
+	if (!key) {
+		free(val);
+		return;
+	}
+	keys[*n] = key;
+	vals[(*n)++] = val;
+}
+
 /* The keys and values group rank 0 sets: assigned_ranks (unless identical),
- * MASTER_ADDR, MASTER_PORT, elasticd/round. */
+ * MASTER_ADDR, MASTER_PORT, elasticd/round (those the store keeps). */
 static void
 publish(struct rdzv_exchange *x)
 {
 	struct rdzv_result *res = &x->result;
-	size_t nr = x->identical ? 0 : (size_t)x->world, n = nr + 3;
-	char **keys = xcalloc(n + 1, sizeof(*keys)), **vals = xcalloc(n + 1, sizeof(*vals));
+	size_t nr = x->identical ? 0 : (size_t)x->world, n = 0;
+	char **keys = xcalloc(nr + 4, sizeof(*keys)), **vals = xcalloc(nr + 4, sizeof(*vals));
 	struct ranks_info *ri = xcalloc(nr + 1, sizeof(*ri));
 	json_t *round = json_pack("{sssisbso}", "master_addr", res->master_addr, "master_port",
 				  res->master_port, "use_agent_store", res->use_agent_store, "runs",
@@ -139,18 +189,15 @@ publish(struct rdzv_exchange *x)
 
 	ranks_assign_all(res->nodes, nr, ri);
 	for (size_t i = 0; i < nr; i++) {
-		keys[i] = rank_key(x, "torchelastic/assigned_ranks/", (int)i);
-		vals[i] = xasprintf("[%d, %d, %d, %d]", ri[i].base_global_rank,
-				    ri[i].global_world_size, ri[i].base_role_rank,
-				    ri[i].role_world_size);
+		push_kv(x, keys, vals, &n, RDZV_XKEY_ASSIGNED_RANKS, (int)i,
+			xasprintf("[%d, %d, %d, %d]", ri[i].base_global_rank,
+				  ri[i].global_world_size, ri[i].base_role_rank,
+				  ri[i].role_world_size));
 	}
 	free(ri);
-	keys[nr] = key_of(x, "MASTER_ADDR");
-	vals[nr] = xstrdup(res->master_addr);
-	keys[nr + 1] = key_of(x, "MASTER_PORT");
-	vals[nr + 1] = xasprintf("%d", res->master_port);
-	keys[nr + 2] = key_of(x, "elasticd/round");
-	vals[nr + 2] = json_dumps(round, JSON_COMPACT);
+	push_kv(x, keys, vals, &n, RDZV_XKEY_MASTER_ADDR, 0, xstrdup(res->master_addr));
+	push_kv(x, keys, vals, &n, RDZV_XKEY_MASTER_PORT, 0, xasprintf("%d", res->master_port));
+	push_kv(x, keys, vals, &n, RDZV_XKEY_ROUND, 0, json_dumps(round, JSON_COMPACT));
 	json_decref(round);
 	x->ops->set(x->kv, (const char *const *)keys, (const char *const *)vals, n);
 	strv_free(keys);
@@ -225,33 +272,26 @@ rdzv_exchange_start(struct rdzv_exchange *x, const struct rdzv_exchange_round *r
 		leader_finish(x);
 		return;
 	}
-	if (x->rank != 0) {
-		strv_consume(&keys, key_of(x, "elasticd/round"));
-	}
-	if (!x->identical) {
-		char *k = rank_key(x, "torchelastic/role_info/", x->rank);
-
+	if (!x->identical && !x->ops->roles_held) {
 		o = json_pack("{sssisi}", "role", x->role, "rank", x->rank, "local_world_size",
 			      x->local_world_size);
 		info = json_dumps(o, JSON_COMPACT);
 		json_decref(o);
-		x->ops->set(x->kv, (const char *const *)&k, (const char *const *)&info, 1);
-		free(k);
+		set_one(x, RDZV_XKEY_ROLE_INFO, x->rank, info);
 		free(info);
 	}
 	if (x->rank != 0) {
+		strv_consume(&keys, xkey(x, RDZV_XKEY_ROUND, 0));
 		wait_for(x, RDZV_XSTEP_ANSWER, keys, 1, rd->timeout_usec);
 		return;
 	}
 	for (int i = 0; i < x->world; i++) {
-		strv_consume(&keys, rank_key(x, "torchelastic/role_info/", i));
+		strv_consume(&keys, xkey(x, RDZV_XKEY_ROLE_INFO, i));
 	}
 	wait_for(x, RDZV_XSTEP_INFOS, keys, (size_t)x->world, rd->timeout_usec);
 }
 
 /* ---- exit barrier -------------------------------------------------------- */
-
-#define TERMINAL "torchelastic/agent/terminal_state/"
 
 /* The barrier ended: tell the backend. */
 static void
@@ -272,32 +312,28 @@ barrier_end(struct rdzv_exchange *x, int err)
 	free(msg);
 }
 
-/* Every node arrived: say so to the nodes still waiting. */
-static void
-barrier_last(struct rdzv_exchange *x)
-{
-	char *k = key_of(x, TERMINAL "last_member");
-	const char *one = "1";
-
-	x->ops->set(x->kv, (const char *const *)&k, &one, 1);
-	free(k);
-	barrier_end(x, 0);
-}
-
 static void
 barrier_wait_last(struct rdzv_exchange *x)
 {
 	char **keys = NULL;
 
-	strv_consume(&keys, key_of(x, TERMINAL "last_member"));
+	strv_consume(&keys, xkey(x, RDZV_XKEY_LAST, 0));
 	wait_for(x, RDZV_XSTEP_LAST, keys, 1, x->barrier_timeout);
+}
+
+/* Every node arrived: say so to the nodes still waiting, and pass once the
+ * store holds it (a set has no answer). */
+static void
+barrier_last(struct rdzv_exchange *x)
+{
+	set_one(x, RDZV_XKEY_LAST, 0, "1");
+	barrier_wait_last(x);
 }
 
 int
 rdzv_exchange_barrier(struct rdzv_exchange *x, uint64_t timeout_usec)
 {
 	char *k, **keys = NULL;
-	const char *one = "1";
 
 	if (!x->prefix) {
 		return -EINVAL;
@@ -306,21 +342,19 @@ rdzv_exchange_barrier(struct rdzv_exchange *x, uint64_t timeout_usec)
 	x->barrier_timeout = timeout_usec;
 	if (x->ops->add) {
 		/* torch's store_util.barrier: a counter, the last one says so. */
-		k = key_of(x, TERMINAL "num_members");
+		k = xkey(x, RDZV_XKEY_COUNT, 0);
 		x->step = RDZV_XSTEP_COUNT;
 		x->ops->add(x->kv, ++x->id, k, 1);
 		free(k);
 		return 0;
 	}
-	k = rank_key(x, TERMINAL "arrived/", x->rank);
-	x->ops->set(x->kv, (const char *const *)&k, &one, 1);
-	free(k);
+	set_one(x, RDZV_XKEY_ARRIVED, x->rank, "1");
 	if (x->rank != 0) {
 		barrier_wait_last(x);
 		return 0;
 	}
 	for (int i = 0; i < x->world; i++) {
-		strv_consume(&keys, rank_key(x, TERMINAL "arrived/", i));
+		strv_consume(&keys, xkey(x, RDZV_XKEY_ARRIVED, i));
 	}
 	wait_for(x, RDZV_XSTEP_ARRIVALS, keys, (size_t)x->world, timeout_usec);
 	return 0;

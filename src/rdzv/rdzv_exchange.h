@@ -4,12 +4,14 @@
  * rendezvous/api.py RendezvousStoreInfo.build, distributed/elastic/utils/
  * store.py barrier; reference torchelastic-agent.md, rank assignment): the
  * rank exchange and the exit barrier, over a small asynchronous key-value
- * interface (struct rdzv_kv_ops). rdzv_c10d_kv.c implements it on the TCPStore; the etcd
- * backend still runs its own (rdzv_etcd.c: a port onto this engine cost
- * each node a watch stream and a put more, bench/README.md 2026-12-02);
- * tests/unit/test_rdzv_exchange.c drives it with an in-process store.
+ * interface (struct rdzv_kv_ops). rdzv_c10d_kv.c implements it on the
+ * TCPStore, rdzv_etcd_kv.c on etcd; tests/unit/test_rdzv_exchange.c drives
+ * it with an in-process store.
  *
- * Keys are under the round's prefix P (c10d: "/torch.rendezvous.<id>.<round>/"):
+ * Keys are torch's, under the round's prefix P (c10d:
+ * "/torch.rendezvous.<id>.<round>/"), unless the store names its own
+ * (rdzv_kv_ops.key: etcd keeps its w/r/<round>, w/b/<round> and
+ * b/<round>/<rank>, and has no use for the keys only torch's workers read):
  *
  * rank exchange: every node sets P"torchelastic/role_info/<group rank>" =
  *   {"role", "rank", "local_world_size"}; group rank 0 waits for all of them,
@@ -30,7 +32,9 @@
  *   and the others wait for that key. Without one (a store with no counter)
  *   every node sets P"torchelastic/agent/terminal_state/arrived/<group
  *   rank>", group rank 0 waits for all of them and sets last_member, the
- *   others wait for it. */
+ *   others wait for it. The node that sets last_member waits for it too: a
+ *   node passes once the store holds it, so that none leaves with the key
+ *   unsent (a set has no answer). */
 #pragma once
 
 #include <stdbool.h>
@@ -43,6 +47,19 @@
 struct rdzv_kv_value {
 	const void *data;
 	size_t len;
+};
+
+/* The keys of the exchange and the barrier (torch's names in the file
+ * comment). */
+enum rdzv_xkey {
+	RDZV_XKEY_ROLE_INFO,      /* index: a group rank */
+	RDZV_XKEY_ASSIGNED_RANKS, /* index: a group rank */
+	RDZV_XKEY_MASTER_ADDR,
+	RDZV_XKEY_MASTER_PORT,
+	RDZV_XKEY_ROUND,   /* elasticd/round: group rank 0's answer */
+	RDZV_XKEY_COUNT,   /* the barrier's counter (num_members) */
+	RDZV_XKEY_LAST,    /* last_member */
+	RDZV_XKEY_ARRIVED, /* index: a group rank */
 };
 
 struct rdzv_kv_ops {
@@ -67,6 +84,16 @@ struct rdzv_kv_ops {
 	 * own store for them (TORCHELASTIC_USE_AGENT_STORE). Returns 0 or
 	 * -errno (no port). Required. */
 	int (*master)(void *kv, char **ret_addr, int *ret_port, bool *ret_agent_store);
+	/* Optional: the store's name (malloc'd) for key k of round (index: a
+	 * group rank where k names one), or NULL for a key the store keeps
+	 * not (the exchange leaves it unset; never for the keys waited on:
+	 * role_info, elasticd/round, the barrier's). NULL: torch's names
+	 * under the round's prefix. */
+	char *(*key)(void *kv, enum rdzv_xkey k, int64_t round, int index);
+	/* Every node's role_info is in the store, under key(ROLE_INFO), from
+	 * before its round completed (etcd: the join request's i/<node>): the
+	 * exchange sets none, group rank 0 only reads them. */
+	bool roles_held;
 };
 
 /* The end of the rank exchange (err 0: x->result holds the round) or of the

@@ -40,6 +40,7 @@ struct kv {
 	int master_err; /* what ops->master returns */
 	int get_err;    /* gets fail with this at once */
 	int sets;       /* set requests */
+	bool lose_sets; /* sets never reach the store */
 	/* One queued answer per node at most, delivered by pump(). */
 	struct answer {
 		bool due;
@@ -92,7 +93,7 @@ op_set(void *arg, const char *const *keys, const char *const *vals, size_t n)
 	struct node *nd = arg;
 
 	nd->kv->sets++;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !nd->kv->lose_sets; i++) {
 		kv_put(nd->kv, keys[i], vals[i]);
 	}
 }
@@ -140,8 +141,32 @@ op_master(void *arg, char **ret_addr, int *ret_port, bool *ret_agent_store)
 	return 0;
 }
 
-static const struct rdzv_kv_ops ops_add = {op_set, op_get, op_add, op_master};
-static const struct rdzv_kv_ops ops_keys = {op_set, op_get, NULL, op_master};
+/* A store with names of its own, which holds every node's role from its
+ * join (as etcd's i/<node>) and keeps nothing only torch's workers read. */
+static char *
+op_key(void *arg, enum rdzv_xkey k, int64_t round, int index)
+{
+	switch (k) {
+	case RDZV_XKEY_ROLE_INFO:
+		return xasprintf("i/node%d", index);
+	case RDZV_XKEY_ASSIGNED_RANKS:
+	case RDZV_XKEY_MASTER_ADDR:
+	case RDZV_XKEY_MASTER_PORT:
+	case RDZV_XKEY_COUNT:
+		return NULL;
+	case RDZV_XKEY_ROUND:
+		return xasprintf("w/r/%lld", (long long)round);
+	case RDZV_XKEY_LAST:
+		return xasprintf("w/b/%lld", (long long)round);
+	case RDZV_XKEY_ARRIVED:
+		return xasprintf("b/%lld/%d", (long long)round, index);
+	}
+	return NULL;
+}
+
+static const struct rdzv_kv_ops ops_add = {op_set, op_get, op_add, op_master, NULL, false};
+static const struct rdzv_kv_ops ops_keys = {op_set, op_get, NULL, op_master, NULL, false};
+static const struct rdzv_kv_ops ops_named = {op_set, op_get, NULL, op_master, op_key, true};
 
 static void
 on_end(struct node *nd, int *count, int err, const char *msg)
@@ -553,6 +578,80 @@ test_barrier_needs_a_round(void **state)
 	kv_free(kv);
 }
 
+/* A store that names its keys and holds the roles: the exchange sets
+ * none, reads them by the store's names, and writes only what the store
+ * keeps; the barrier counts arrival keys. */
+static void
+test_store_with_its_own_keys(void **state)
+{
+	struct kv *kv = xcalloc(1, sizeof(*kv));
+	const char *roles[] = {"trainer", "ps", "trainer"};
+	int lws[] = {4, 1, 2};
+
+	for (int i = 0; i < 3; i++) {
+		char key[32], val[96];
+
+		kv->nodes[i].kv = kv;
+		rdzv_exchange_init(&kv->nodes[i].x, &ops_named, &kv->nodes[i], on_exchanged,
+				   on_passed, &kv->nodes[i]);
+		snprintf(key, sizeof(key), "i/node%d", i);
+		snprintf(val, sizeof(val), "{\"role\":\"%s\",\"local_world_size\":%d}",
+			 roles[i], lws[i]);
+		kv_put(kv, key, val);
+	}
+	for (int i = 2; i >= 0; i--) {
+		start(kv, i, 3, roles[i], lws[i], false);
+	}
+	pump(kv);
+	for (int i = 0; i < 3; i++) {
+		const struct rdzv_result *res = &kv->nodes[i].x.result;
+
+		assert_int_equal(kv->nodes[i].exchanged, 1);
+		assert_int_equal(kv->nodes[i].err, 0);
+		for (int j = 0; j < 3; j++) {
+			assert_string_equal(res->nodes[j].role, roles[j]);
+			assert_int_equal(res->nodes[j].local_world_size, lws[j]);
+		}
+	}
+	/* One set (group rank 0's answer), the store's keys only. */
+	assert_int_equal(kv->sets, 1);
+	assert_non_null(kv_value(kv, "w/r/4"));
+	assert_int_equal(strv_length(kv->keys), 4);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(rdzv_exchange_barrier(&kv->nodes[i].x, USEC_PER_SEC), 0);
+	}
+	pump(kv);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(kv->nodes[i].passed, 1);
+		assert_int_equal(kv->nodes[i].err, 0);
+	}
+	assert_int_equal(kv_count(kv, "b/4/"), 3);
+	assert_string_equal(kv_value(kv, "w/b/4"), "1");
+	assert_int_equal(strv_length(kv->keys), 8);
+	kv_free(kv);
+}
+
+/* The node that says the barrier is over passes only once the store holds
+ * it: a set that never arrived leaves it waiting (a node that left at once
+ * would strand the others). */
+static void
+test_last_member_waits_for_its_own_key(void **state)
+{
+	for (int counter = 0; counter < 2; counter++) {
+		struct kv *kv = kv_new(counter);
+
+		exchange_all(kv, 1);
+		kv->lose_sets = true;
+		assert_int_equal(rdzv_exchange_barrier(&kv->nodes[0].x, USEC_PER_SEC), 0);
+		pump(kv);
+		assert_int_equal(kv->nodes[0].passed, 0);
+		time_out(kv);
+		assert_int_equal(kv->nodes[0].passed, 1);
+		assert_int_equal(kv->nodes[0].err, -ETIMEDOUT);
+		kv_free(kv);
+	}
+}
+
 static void
 test_barrier_store_error(void **state)
 {
@@ -579,6 +678,8 @@ main(void)
 		cmocka_unit_test(test_late_answers_are_ignored),
 		cmocka_unit_test(test_barrier_rows),
 		cmocka_unit_test(test_barrier_needs_a_round),
+		cmocka_unit_test(test_store_with_its_own_keys),
+		cmocka_unit_test(test_last_member_waits_for_its_own_key),
 		cmocka_unit_test(test_barrier_store_error),
 	};
 
