@@ -30,10 +30,10 @@
  *   w/gen            put in the same txn as a state change that waiting
  *                    nodes must hear about (rdzv_apply's "notable")
  *   w/adm            put by a write that admitted other nodes
- *   w/r/<round>      the rank assignment, published by group rank 0 from the
- *                    i/ keys of the round's participants (as torch 2.x's
- *                    agent: rank 0 gathers, everyone reads one answer): roles,
- *                    local world sizes, MASTER_ADDR and a free MASTER_PORT
+ *   w/r/<round>      the rank exchange's answer (rdzv_exchange.h, over
+ *                    rdzv_etcd_kv.c): group rank 0 reads the i/ keys of the
+ *                    round's participants and publishes roles, local world
+ *                    sizes, MASTER_ADDR and a free MASTER_PORT
  *   b/<round>/<rank> exit barrier arrivals (watched by group rank 0 alone)
  *   w/b/<round>      put by group rank 0 once every rank arrived: the
  *                    barrier is over (one event per node, not N)
@@ -89,7 +89,6 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -108,7 +107,6 @@
 #include "rdzv_sync.h"
 #include "util.h"
 #include "rdzv_etcd.h"
-#include "rdzv_runs.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -352,7 +350,8 @@ etcdr_next_fail(struct etcdr *c, int err, const char *msg)
 	c->sync.next_active = false;
 	c->rejoin_round = -1;
 	c->next_pending = false;
-	c->exchanging = false;
+	c->x_deferred = false;
+	rdzv_exchange_abandon(&c->x);
 	evtimer_del(c->aux_timer);
 	if (c->boot == BOOT_READY) {
 		etcdr_intent_drop(c);
@@ -375,134 +374,76 @@ etcdr_put_done_cb(int err, const struct etcd_response *resp, const char *errmsg,
 	etcdr_read_all(c);
 }
 
+/* The rank exchange ended (rdzv_exchange.h): run the round, or fail the
+ * next_rendezvous. */
 static void
-published_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
+exchanged(void *arg, int err, const char *msg)
 {
+	struct etcdr *c = arg;
+	char *line;
+
+	if (c->fin != FIN_NONE || !c->sync.next_active) {
+		return; /* left, or gave up, meanwhile */
+	}
 	if (err < 0) {
-		/* The others fail at their join deadline, and say why. */
-		rdzv_progress(((struct etcdr *)arg)->r, "publishing the rank assignment: %s",
-			      errmsg);
+		etcdr_next_fail(c, err, msg);
+		return;
 	}
+	c->sync.next_active = false;
+	c->sync.running = true;
+	c->sync.told = false;
+	line = xasprintf("%s has joined round %" PRId64 " of the rendezvous '%s' as rank %d in a "
+			 "world of size %d.",
+			 c->me.name, c->sync.round, c->r->cfg->rdzv_id, c->sync.rank,
+			 c->sync.world);
+	set_state(c, NODE_STATE_SUCCEEDED, "next_rendezvous", line);
+	free(line);
+	c->r->cb.done(0, &c->x.result, NULL, c->r->cb.arg);
+	rdzv_sync_observe(&c->sync);
 }
 
-static int
-cmp_kv_key(const void *key, const void *kv)
+/* The exit barrier ended. */
+static void
+passed(void *arg, int err, const char *msg)
 {
-	return strcmp(key, ((const struct etcd_kv *)kv)->key);
+	struct etcdr *c = arg;
+
+	if (!c->sync.barrier) {
+		return; /* ended meanwhile (the rendezvous closed, or we left) */
+	}
+	c->sync.barrier = false;
+	rdzv_tell(c->r, RDZV_TELL_FINISHED, err, 0, msg);
 }
 
-/* Group rank 0: once every participant's i/ key is in, publish w/r/<round>:
- * {"master_addr", "master_port", "runs": [[role, lws, count], ...]} (rdzv_runs.h)
- * in group rank order. Returns 1 when published, 0 while keys are missing. */
-static int
-exchange_publish(struct etcdr *c)
+/* Group rank 0 or a member with a state it may trust: the engine runs. */
+static void
+exchange_go(struct etcdr *c)
 {
-	size_t n = c->sync.st.n_participants;
-	struct ranks_node *nodes = xcalloc(n + 1, sizeof(*nodes));
-	json_t **infos = xcalloc(n + 1, sizeof(*infos)), *o;
-	struct etcd_op put = {.kind = ETCD_OP_PUT};
-	char *key = NULL;
-	bool identical = rdzv_worker_identical();
-	int ret = 1;
+	uint64_t now = now_usec();
 
-	/* Worker-identical: every node is taken to be like this one. */
-	for (size_t i = 0; i < n && ret && identical; i++) {
-		nodes[i].role = c->r->cfg->role;
-		nodes[i].local_world_size = c->r->local_world_size;
+	c->x_deferred = false;
+	if (c->sync.rank == 0) {
+		etcdr_kv_round(c);
 	}
-	for (size_t i = 0; i < n && ret && !identical; i++) {
-		const struct etcd_kv *kv;
-		json_t *role, *lws;
-
-		free(key);
-		key = xasprintf("%s%s", c->info_prefix, c->sync.st.participants[i].node.name);
-		kv = c->infos.n_kvs > 0
-			     ? bsearch(key, c->infos.kvs, c->infos.n_kvs, sizeof(*kv), cmp_kv_key)
-			     : NULL;
-		infos[i] = kv ? json_loadb(kv->value, kv->value_len, 0, NULL) : NULL;
-		role = json_object_get(infos[i], "role");
-		lws = json_object_get(infos[i], "local_world_size");
-		/* Not there (yet), or not ours: the node's lease tells. */
-		ret = json_is_string(role) && json_is_integer(lws);
-		nodes[i].role = json_string_value(role);
-		nodes[i].local_world_size = (int)json_integer_value(lws);
-	}
-	free(key);
-	if (ret) {
-		o = json_pack("{sssiso}", "master_addr", c->master_addr, "master_port",
-			      c->master_port, "runs", rdzv_runs_encode(nodes, n));
-		free(c->assignment);
-		c->assignment = json_dumps(o, JSON_COMPACT);
-		c->assignment_len = strlen(c->assignment);
-		c->assignment_round = c->sync.round;
-		json_decref(o);
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_decref(infos[i]);
-	}
-	free(infos);
-	free(nodes);
-	if (!ret) {
-		return 0;
-	}
-	key = etcdr_assignment_key(c, c->sync.round);
-	put.key = key;
-	put.value = c->assignment;
-	put.value_len = c->assignment_len;
-	(void)etcd_client_call(c->cl, &(struct etcd_request){.call = ETCD_CALL_PUT, .op = &put},
-			       published_cb, c);
-	free(key);
-	c->published = true;
-	return 1;
-}
-
-/* Read w/r/<round> into c->result. Returns 0 or -EBADMSG. */
-static int
-exchange_take(struct etcdr *c)
-{
-	struct rdzv_result *res = &c->result;
-	json_t *o = json_loadb(c->assignment, c->assignment_len, 0, NULL);
-	json_t *addr = json_object_get(o, "master_addr"), *port = json_object_get(o, "master_port");
-	struct ranks_node *nodes;
-	char **roles;
-
-	if (!json_is_string(addr) || !json_is_integer(port) ||
-	    rdzv_runs_decode(json_object_get(o, "runs"), (size_t)c->sync.world, &nodes, &roles) <
-		    0) {
-		json_decref(o);
-		return -EBADMSG;
-	}
-	rdzv_result_release(res);
-	strv_free(c->roles);
-	if (rdzv_worker_identical()) {
-		/* torch main's fast path: this node's role and size for all. */
-		free(nodes);
-		strv_free(roles);
-		rdzv_runs_alike(c->r->cfg->role, c->r->local_world_size, (size_t)c->sync.world,
-				&nodes, &roles);
-	}
-	res->nodes = nodes;
-	c->roles = roles;
-	res->round = (int)c->sync.round;
-	res->group_rank = c->sync.rank;
-	res->group_world_size = c->sync.world;
-	res->master_addr = xstrdup(json_string_value(addr));
-	res->master_port = (int)json_integer_value(port);
-	res->use_agent_store = false;
-	json_decref(o);
-	return 0;
+	rdzv_exchange_start(&c->x, &(struct rdzv_exchange_round){
+					   .prefix = "",
+					   .round = c->sync.round,
+					   .rank = c->sync.rank,
+					   .world = c->sync.world,
+					   .role = c->r->cfg->role,
+					   .local_world_size = c->r->local_world_size,
+					   .identical = rdzv_worker_identical(),
+					   .timeout_usec = c->sync.next_deadline > now
+								   ? c->sync.next_deadline - now
+								   : 1,
+				   });
 }
 
 static void
 exchange_start(struct etcdr *c)
 {
 	long me = rdzv_state_find_participant(&c->sync.st, &c->me);
-	const struct config *cfg = c->r->cfg;
-	uint64_t now = now_usec();
 
-	rdzv_result_release(&c->result);
-	strv_free(c->roles);
-	c->roles = NULL;
 	if (!c->sync.stale) {
 		/* Else rdzv_sync_assigned set them from our n/<node> key. */
 		c->sync.round = c->sync.st.round;
@@ -510,65 +451,35 @@ exchange_start(struct etcdr *c)
 		c->sync.world = (int)c->sync.st.n_participants;
 	}
 	c->ran_round = c->sync.round;
-	c->exchanging = true;
-	c->published = false;
 	etcdr_range_release(&c->infos);
-	if (c->sync.rank == 0) {
-		int port = rdzv_free_port();
-
-		free(c->master_addr);
-		c->master_addr = xstrdup(cfg->local_addr && *cfg->local_addr ? cfg->local_addr
-									     : host_fqdn());
-		c->master_port = port > 0 ? port : 29500;
+	if (c->sync.rank == 0 && c->sync.stale) {
+		/* Group rank 0 names the round's nodes from the state. */
+		c->x_deferred = true;
+		etcdr_read_all(c);
+		return;
 	}
-	timer_usec(c->aux_timer, c->sync.next_deadline > now ? c->sync.next_deadline - now : 1);
-	if (c->sync.rank == 0 && (!rdzv_worker_identical() || c->sync.stale)) {
-		etcdr_read_all(c); /* the i/ keys, the participants in rank order */
-	} else {
-		etcdr_exchange_check(
-			c); /* the assignment may be in already; else the watch brings it */
-	}
+	exchange_go(c);
 }
 
 void
 etcdr_exchange_check(struct etcdr *c)
 {
-	const struct config *cfg = c->r->cfg;
-	char *msg;
-
+	if (!etcdr_exchanging(c)) {
+		return;
+	}
 	if (!c->sync.stale && (c->sync.st.closed || c->sync.st.round != c->sync.round ||
 			       rdzv_state_find_participant(&c->sync.st, &c->me) < 0)) {
 		/* The round went on without us: join the next one. */
-		c->exchanging = false;
-		evtimer_del(c->aux_timer);
+		c->x_deferred = false;
+		rdzv_exchange_abandon(&c->x);
 		if (!c->sync.op_active) {
 			etcdr_op_start(c, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
 		}
 		return;
 	}
-	if (c->sync.rank == 0 && !c->published && (c->sync.stale || exchange_publish(c) == 0)) {
-		return;
+	if (c->x_deferred && !c->sync.stale) {
+		exchange_go(c);
 	}
-	if (!c->assignment || c->assignment_round != c->sync.round) {
-		return;
-	}
-	if (exchange_take(c) < 0) {
-		c->exchanging = false;
-		etcdr_next_fail(c, -EBADMSG, "the rank assignment in etcd is malformed");
-		return;
-	}
-	c->exchanging = false;
-	evtimer_del(c->aux_timer);
-	c->sync.next_active = false;
-	c->sync.running = true;
-	c->sync.told = false;
-	msg = xasprintf("%s has joined round %" PRId64 " of the rendezvous '%s' as rank %d in a "
-			"world of size %d.",
-			c->me.name, c->sync.round, cfg->rdzv_id, c->sync.rank, c->sync.world);
-	set_state(c, NODE_STATE_SUCCEEDED, "next_rendezvous", msg);
-	free(msg);
-	c->r->cb.done(0, &c->result, NULL, c->r->cb.arg);
-	rdzv_sync_observe(&c->sync);
 }
 
 static void
@@ -668,7 +579,8 @@ etcdr_next(struct rdzv *r)
 	char *msg;
 
 	rdzv_sync_next_begin(&c->sync);
-	c->exchanging = false;
+	c->x_deferred = false;
+	rdzv_exchange_abandon(&c->x);
 	evtimer_del(c->aux_timer);
 	msg = xasprintf("%s attempts to join the next round of the rendezvous '%s'.", c->me.name,
 			r->cfg->rdzv_id);
@@ -783,7 +695,11 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->coord_key = xasprintf("%sw/coord", c->prefix);
 	c->coord_end = etcd_prefix_end(c->coord_key, strlen(c->coord_key), &len);
 	c->ran_round = c->rejoin_round = -1;
+	c->barrier_round = -1;
 	rdzv_assign_memo_init(&c->told);
+	rdzv_exchange_init(&c->x, &etcdr_kv_ops, c, exchanged, passed, c);
+	c->kv_ev = event_new(r->base, -1, 0, etcdr_kv_ev_cb, c);
+	c->kv_timer = evtimer_new(r->base, etcdr_kv_timer_cb, c);
 	c->watch_ev = event_new(r->base, -1, 0, etcdr_watch_ev_cb, c);
 	c->alive_end = etcd_prefix_end(c->alive_prefix, strlen(c->alive_prefix), &len);
 	c->alive_key = xasprintf("%s%s", c->alive_prefix, c->me.name);
@@ -834,6 +750,14 @@ etcdr_free(struct rdzv *r)
 	if (c->admit_timer) {
 		event_free(c->admit_timer);
 	}
+	if (c->kv_ev) {
+		event_free(c->kv_ev);
+	}
+	if (c->kv_timer) {
+		event_free(c->kv_timer);
+	}
+	rdzv_exchange_release(&c->x);
+	etcdr_kv_release(c);
 	etcdr_range_release(&c->infos);
 	etcdr_joiners_clear(c);
 	free(c->joiners);
@@ -842,7 +766,6 @@ etcdr_free(struct rdzv *r)
 	free(c->assignment);
 	free(c->arrived);
 	etcd_watch_free(c->bwatch);
-	free(c->master_addr);
 	strv_free(c->dead);
 	free(c->join_prefix);
 	free(c->join_end);
@@ -852,8 +775,6 @@ etcdr_free(struct rdzv *r)
 	free(c->info_key);
 	rdzv_sync_release(&c->sync);
 	rdzv_node_release(&c->me);
-	rdzv_result_release(&c->result);
-	strv_free(c->roles);
 	free(c->prefix);
 	free(c->prefix_end);
 	free(c->state_key);

@@ -1,8 +1,10 @@
 /* rdzv_etcd.h — private to the etcd backend: its state, shared by
  * rdzv_etcd.c (helpers, the watches, next_rendezvous, set-up),
  * rdzv_etcd_store.c (reading and writing the state: the store under the
- * operation loop) and rdzv_etcd_lease.c (the lease and boot, the exit
- * barrier, leaving). */
+ * operation loop), rdzv_etcd_assign.c (the coordinator's word to each node,
+ * the watches), rdzv_etcd_kv.c (the store of the rank exchange and the exit
+ * barrier, rdzv_exchange.h) and rdzv_etcd_lease.c (the lease and boot, the
+ * exit barrier's start, leaving). */
 #pragma once
 
 #include <event2/util.h>
@@ -14,6 +16,7 @@
 #include "rdzv.h"
 #include "rdzv_assign.h"
 #include "rdzv_dynamic.h"
+#include "rdzv_exchange.h"
 #include "rdzv_state.h"
 #include "rdzv_sync.h"
 #include "util.h"
@@ -37,6 +40,17 @@ enum boot {
 	BOOT_READY,
 	BOOT_FAILED,
 };
+
+/* What the rank exchange's get out waits for (rdzv_etcd_kv.c). */
+enum etcdr_kv_wait {
+	ETCDR_KV_NONE,
+	ETCDR_KV_INFOS,    /* i/<node>: group rank 0, the roles */
+	ETCDR_KV_ANSWER,   /* w/r/<round> */
+	ETCDR_KV_ARRIVALS, /* b/<round>/<rank>: group rank 0, the barrier */
+	ETCDR_KV_LAST,     /* w/b/<round> */
+};
+
+struct etcdr_kv_put;
 
 enum fin {
 	FIN_NONE,
@@ -156,6 +170,7 @@ struct etcdr {
 	/* Which ranges the read or compare-and-set in flight asks for
 	 * (indices into the answer's ranges, -1: not asked). */
 	int rd_state, rd_alive, rd_coord, rd_join, rd_exch, rd_barrier, rd_arrivals;
+	bool rd_exch_infos; /* rd_exch is the i/ range, else w/r/<round> */
 	bool rd_take; /* and it may take the coord key (etcdr_look) */
 
 	/* The I/O lane (sync.io_pending): one read or compare-and-set at a
@@ -164,26 +179,34 @@ struct etcdr {
 
 	bool next_pending;
 
-	/* The round. */
-	bool exchanging;
-	struct rdzv_result result;
-	char **roles;
-	char *master_addr; /* group rank 0: what it publishes */
-	int master_port;
-	bool published;          /* group rank 0: w/r/<round> written */
-	struct etcd_range infos; /* group rank 0: the i/ keys */
-	char *assignment;        /* the newest w/r/<round> seen */
+	/* The round's rank exchange and exit barrier (rdzv_exchange.h) over
+	 * etcd (rdzv_etcd_kv.c). x_deferred: group rank 0 that learnt its
+	 * round blind starts it once it read the state (its nodes' names). */
+	struct rdzv_exchange x;
+	bool x_deferred;
+	/* The engine's get out (one at a time): its id, its keys, what they
+	 * are; kv_ev looks at what is known, kv_timer ends it. */
+	uint64_t kv_id;
+	char **kv_keys;
+	size_t kv_found; /* kv_keys[0..kv_found) are known */
+	enum etcdr_kv_wait kv_wait;
+	struct event *kv_ev;
+	struct event *kv_timer;
+	struct etcdr_kv_put *kv_puts; /* puts in flight */
+	char **kv_names;              /* group rank 0: the round's nodes by rank */
+	/* What the gets wait for, as it comes: the i/ keys (group rank 0's
+	 * read), the newest w/r/<round> seen, the arrivals of the node's
+	 * round (b/<round>/, group rank 0's watch bwatch), the newest round
+	 * whose w/b/<round> was seen. */
+	struct etcd_range infos;
+	char *assignment;
 	size_t assignment_len;
 	int64_t assignment_round;
-	/* The exit barrier: group rank 0 counts the arrivals (b/<round>/) on
-	 * a watch of its own and puts w/b/<round> once all are in; every node
-	 * passes when it sees that key (barrier_passed). */
 	bool *arrived;
 	int n_arrived;
 	struct etcd_watch *bwatch;
-	bool barrier_put;
-	bool barrier_passed;
-	struct event *aux_timer;   /* exchange / barrier deadline */
+	int64_t barrier_round;
+	struct event *aux_timer; /* a join's deadline while the boot lasts */
 	struct event *admit_timer; /* the coordinator lets requests gather */
 
 	enum fin fin;
@@ -253,7 +276,15 @@ void etcdr_io_failed(struct etcdr *c, int err, const char *msg);
  * failed together (etcd's "too many requests" under thousands of nodes)
  * thus spreads out and thins instead of retrying in step. */
 uint64_t etcdr_retry_usec(struct etcdr *c, uint64_t deadline);
-/* The rank exchange looks at what it has (publish, or take the answer). */
+/* Whether the rank exchange of the node's round is under way. */
+static inline bool
+etcdr_exchanging(const struct etcdr *c)
+{
+	return c->x_deferred || c->x.step == RDZV_XSTEP_INFOS || c->x.step == RDZV_XSTEP_ANSWER;
+}
+/* After a read of the state during the rank exchange: a round that went on
+ * without this node sends it to the next join; group rank 0 with a fresh
+ * state starts a deferred exchange; the exchange's get looks at what came. */
 void etcdr_exchange_check(struct etcdr *c);
 /* next_rendezvous fails with err (-errno) and msg. */
 void etcdr_next_fail(struct etcdr *c, int err, const char *msg);
@@ -325,6 +356,11 @@ void etcdr_look(struct etcdr *c, const struct etcd_op *ops, size_t n, bool take_
 bool etcdr_coord_holder(struct etcdr *c, const struct etcd_response *resp, bool look);
 /* Note the arrival that a b/<round>/<rank> key names. */
 void etcdr_barrier_mark(struct etcdr *c, const char *key);
+/* Whether the arrival that a b/<round>/<rank> key of the node's round names
+ * is in. */
+bool etcdr_barrier_arrived(const struct etcdr *c, const char *key);
+/* Note a w/b/<round> key seen (the newest round's, in c->barrier_round). */
+void etcdr_barrier_seen(struct etcdr *c, const char *key);
 /* Delete our join request j/<node> (not while its put is in flight). */
 void etcdr_intent_drop(struct etcdr *c);
 /* A fresh operation (not a take-over) of the loop; done reports its end. */
@@ -359,14 +395,30 @@ void etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg);
  * i/ value to free after encoding. */
 char *etcdr_intent_ops(struct etcdr *c, struct etcd_op *ops, size_t *n);
 
-/* ---- rdzv_etcd_lease.c: lease, boot, exit barrier, leaving */
+/* ---- rdzv_etcd_kv.c: the store of the rank exchange and the exit barrier */
 
-/* The exit barrier: group rank 0 puts w/b/<round> once every group rank
- * arrived; it is over for a node that saw that key. */
-void etcdr_barrier_check(struct etcdr *c);
+/* etcd as the engine's store (rdzv_exchange.h's contract; arg: the etcdr). */
+extern const struct rdzv_kv_ops etcdr_kv_ops;
+/* Group rank 0, before starting the exchange: the names of the round's
+ * nodes (c->sync.st, fresh) by group rank, for the role_info keys. */
+void etcdr_kv_round(struct etcdr *c);
+/* The engine's get out looks at what the node knows now, and answers once
+ * every key is in (not from inside an engine call: kv_ev runs it then). An
+ * abandoned get is dropped. */
+void etcdr_kv_check(struct etcdr *c);
+/* libevent callbacks (arg: the etcdr): kv_ev and the get's deadline. */
+void etcdr_kv_ev_cb(evutil_socket_t fd, short what, void *arg);
+void etcdr_kv_timer_cb(evutil_socket_t fd, short what, void *arg);
+/* Free the puts in flight (the client drops their answers) and the get. */
+void etcdr_kv_release(struct etcdr *c);
+
+/* ---- rdzv_etcd_lease.c: lease, boot, exit barrier, leaving */
 /* The next step of the boot: lease, a/<node>, watches. */
 void etcdr_boot_step(struct etcdr *c);
 void etcdr_aux_timer_cb(evutil_socket_t fd, short what, void *arg);
+/* Group rank 0's watch on the exit barrier's arrivals (c->bwatch). */
+void etcdr_arrivals_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
+		       void *arg);
 void etcdr_boot_retry_cb(evutil_socket_t fd, short what, void *arg);
 void etcdr_ka_timer_cb(evutil_socket_t fd, short what, void *arg);
 /* rdzv_backend_ops (rdzv.h). */

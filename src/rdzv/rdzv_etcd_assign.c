@@ -304,12 +304,7 @@ w_event(struct etcdr *c, const struct etcd_event *ev)
 		}
 		return;
 	case W_OTHER:
-		if (c->sync.barrier && !ev->is_delete) {
-			char *key = etcdr_barrier_key(c, c->sync.round);
-
-			c->barrier_passed = c->barrier_passed || strcmp(ev->kv.key, key) == 0;
-			free(key);
-		}
+		etcdr_barrier_seen(c, ev->kv.key);
 		return;
 	}
 }
@@ -342,12 +337,7 @@ w_events(struct etcdr *c, const struct etcd_event *evs, size_t n, bool reset)
 		etcdr_read_all(c);
 		return;
 	}
-	if (c->exchanging) {
-		etcdr_exchange_check(c);
-	}
-	if (c->sync.barrier) {
-		etcdr_barrier_check(c);
-	}
+	etcdr_kv_check(c);
 }
 
 /* w/ while the node waits blind: admissions count at once, and so does the
@@ -389,8 +379,8 @@ w_wake(struct etcdr *c)
 	c->dormant_reread = 0;
 	if (reread) {
 		etcdr_read_all(c);
-	} else if (c->exchanging) {
-		etcdr_exchange_check(c); /* the answer may have come meanwhile */
+	} else {
+		etcdr_kv_check(c); /* the answer may have come meanwhile */
 	}
 }
 
@@ -465,7 +455,18 @@ etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
 		etcd_watch_free(c->deaths);
 		c->deaths = NULL;
 	}
-	if (!c->sync.barrier && c->bwatch) {
+	if (c->kv_wait == ETCDR_KV_ARRIVALS && !c->bwatch) {
+		/* Group rank 0 in the exit barrier: every arrival of the
+		 * round, ours and those before it. */
+		char *prefix = etcdr_arrival_prefix(c, c->sync.round), *end;
+		size_t len;
+
+		end = etcd_prefix_end(prefix, strlen(prefix), &len);
+		c->bwatch = etcd_watch_new(c->cl, prefix, end, c->w_from > 0 ? c->w_from : c->rev,
+					   false, etcdr_arrivals_cb, c);
+		free(end);
+		free(prefix);
+	} else if (c->kv_wait != ETCDR_KV_ARRIVALS && c->bwatch) {
 		etcd_watch_free(c->bwatch); /* the barrier is over */
 		c->bwatch = NULL;
 	}

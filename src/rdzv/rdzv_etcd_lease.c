@@ -447,72 +447,9 @@ etcdr_boot_step(struct etcdr *c)
 
 /* ---- exit barrier and leaving ------------------------------------------- */
 
-static void barrier_put_cb(int err, const struct etcd_response *resp, const char *errmsg,
-			   void *arg);
-
-/* Put key ("1") for the barrier; its answer goes to barrier_put_cb. */
-static void
-barrier_put(struct etcdr *c, const char *key)
-{
-	struct etcd_op put = {.kind = ETCD_OP_PUT, .key = key, .value = "1", .value_len = 1};
-	(void)etcd_client_call(c->cl,
-
-			       &(struct etcd_request){.call = ETCD_CALL_PUT, .op = &put},
-			       barrier_put_cb, c);
-}
-
-void
-etcdr_barrier_check(struct etcdr *c)
-{
-	if (!c->sync.barrier) {
-		return;
-	}
-	if (c->sync.rank == 0 && !c->barrier_put && c->n_arrived >= c->sync.world) {
-		char *key = etcdr_barrier_key(c, c->sync.round);
-
-		/* Every node's w/ watch brings it (ours too). */
-		c->barrier_put = true;
-		barrier_put(c, key);
-		free(key);
-	}
-	if (c->barrier_passed) {
-		c->sync.barrier = false;
-		evtimer_del(c->aux_timer);
-		etcdr_watches_update(c); /* group rank 0's arrivals watch goes */
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
-	}
-}
-
-/* Our arrival (b/<round>/<rank>) or group rank 0's end (w/b/<round>) is
- * in: group rank 0 counts arrivals from its watch, and every node waits for
- * the end on its own. No read (one per node would be N times the state).
- * A put that failed (every member tried) goes again while the barrier
- * lasts: both are safe to repeat. */
-static void
-barrier_put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
-{
-	struct etcdr *c = arg;
-	char *prefix, *key;
-
-	if (!c->sync.barrier || c->fin != FIN_NONE) {
-		return;
-	}
-	if (err >= 0) {
-		etcdr_barrier_check(c);
-		return;
-	}
-	rdzv_progress(c->r, "the exit barrier: %s; trying again", errmsg);
-	prefix = etcdr_arrival_prefix(c, c->sync.round);
-	key = c->barrier_put ? etcdr_barrier_key(c, c->sync.round)
-			     : xasprintf("%s%d", prefix, c->sync.rank);
-	barrier_put(c, key);
-	free(key);
-	free(prefix);
-}
-
 /* Group rank 0's watch on the arrivals of its round. */
-static void
-arrivals_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
+void
+etcdr_arrivals_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
 {
 	struct etcdr *c = arg;
 
@@ -532,7 +469,7 @@ arrivals_cb(int err, const struct etcd_response *resp, bool reset, const char *e
 		etcdr_read_all(c); /* compacted: count from a read */
 		return;
 	}
-	etcdr_barrier_check(c);
+	etcdr_kv_check(c);
 }
 
 void
@@ -541,18 +478,7 @@ etcdr_aux_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct etcdr *c = arg;
 	char *msg;
 
-	if (c->sync.barrier) {
-		c->sync.barrier = false;
-		msg = xasprintf("the exit barrier of round %" PRId64 " timed out after %g s",
-				c->sync.round, (double)c->barrier_timeout / 1e6);
-		rdzv_tell(c->r, RDZV_TELL_FINISHED, -ETIMEDOUT, 0, msg);
-		free(msg);
-	} else if (c->exchanging) {
-		c->exchanging = false;
-		etcdr_next_fail(c, -ETIMEDOUT,
-				"the rank exchange through etcd did not complete before "
-				"the join timeout");
-	} else if (c->sync.next_active && c->next_pending && c->boot != BOOT_READY) {
+	if (c->sync.next_active && c->next_pending && c->boot != BOOT_READY) {
 		msg = xasprintf("the rendezvous '%s' cannot reach etcd at --rdzv-endpoint %s "
 				"before the join timeout of %g s: %s",
 				c->r->cfg->rdzv_id, c->r->cfg->rdzv_endpoint,
@@ -568,34 +494,18 @@ int
 etcdr_exit_barrier(struct rdzv *r)
 {
 	struct etcdr *c = backend(r);
-	char *prefix, *key;
-	size_t len;
 
 	if (!c->sync.running) {
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL);
 		return 0;
 	}
-	c->sync.barrier = true;
-	c->barrier_put = false;
-	c->barrier_passed = false;
 	free(c->arrived);
 	c->arrived = xcalloc((size_t)c->sync.world, sizeof(*c->arrived));
 	c->n_arrived = 0;
-	prefix = etcdr_arrival_prefix(c, c->sync.round);
-	key = xasprintf("%s%d", prefix, c->sync.rank);
-	barrier_put(c, key);
-	free(key);
-	if (c->sync.rank == 0) {
-		/* Every arrival of the round, ours and those before it. */
-		char *end = etcd_prefix_end(prefix, strlen(prefix), &len);
-
-		etcd_watch_free(c->bwatch);
-		c->bwatch = etcd_watch_new(c->cl, prefix, end, c->w_from > 0 ? c->w_from : c->rev,
-					   false, arrivals_cb, c);
-		free(end);
+	c->sync.barrier = rdzv_exchange_barrier(&c->x, c->barrier_timeout) == 0;
+	if (!c->sync.barrier) {
+		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL); /* never exchanged */
 	}
-	free(prefix);
-	timer_usec(c->aux_timer, c->barrier_timeout);
 	return 0;
 }
 
@@ -744,7 +654,8 @@ etcdr_finish(struct rdzv *r, bool close)
 	}
 	c->sync.running = false;
 	c->sync.barrier = false;
-	c->exchanging = false;
+	c->x_deferred = false;
+	rdzv_exchange_abandon(&c->x);
 	c->sync.next_active = false;
 	c->next_pending = false; /* a boot that ends now starts no join */
 	evtimer_del(c->aux_timer);

@@ -54,6 +54,26 @@ etcdr_barrier_mark(struct etcdr *c, const char *key)
 	}
 }
 
+bool
+etcdr_barrier_arrived(const struct etcdr *c, const char *key)
+{
+	int rank = barrier_rank(c, key);
+
+	return c->arrived && rank >= 0 && c->arrived[rank];
+}
+
+void
+etcdr_barrier_seen(struct etcdr *c, const char *key)
+{
+	size_t plen = strlen(c->watch_prefix);
+	long long round;
+
+	if (strncmp(key, c->watch_prefix, plen) == 0 && strncmp(key + plen, "b/", 2) == 0 &&
+	    parse_int(key + plen + 2, 0, INT64_MAX, &round) == 0 && round > c->barrier_round) {
+		c->barrier_round = round;
+	}
+}
+
 /* Keep the newest rank assignment seen (w/r/<round>), whenever it comes:
  * group rank 0 may publish before we look. */
 void
@@ -290,21 +310,19 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 		etcdr_take_joiners(c, r);
 		c->j_seen = resp->revision;
 	}
-	if ((r = planned(resp, c->rd_exch)) && c->exchanging) {
-		if (c->sync.rank == 0) {
-			etcdr_range_copy(&c->infos, r);
-		} else if (r->n_kvs == 1) {
-			etcdr_set_assignment(c, c->sync.round, r->kvs[0].value,
-					     r->kvs[0].value_len);
-		}
+	/* What the exchange's get waits for (rdzv_etcd_kv.c), as read. */
+	if ((r = planned(resp, c->rd_exch)) && c->rd_exch_infos) {
+		etcdr_range_copy(&c->infos, r);
+	} else if (r && r->n_kvs == 1) {
+		etcdr_set_assignment(c, c->sync.round, r->kvs[0].value, r->kvs[0].value_len);
 	}
-	if ((r = planned(resp, c->rd_arrivals)) && c->sync.barrier) {
+	if ((r = planned(resp, c->rd_arrivals))) {
 		for (size_t i = 0; i < r->n_kvs; i++) {
 			etcdr_barrier_mark(c, r->kvs[i].key);
 		}
 	}
-	if ((r = planned(resp, c->rd_barrier)) && c->sync.barrier && r->n_kvs == 1) {
-		c->barrier_passed = true;
+	if ((r = planned(resp, c->rd_barrier)) && r->n_kvs == 1) {
+		etcdr_barrier_seen(c, r->kvs[0].key);
 	}
 	etcdr_overlay(c, &st, now);
 	if (lost) {
@@ -328,9 +346,9 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 
 /* What a read asks for, after whatever the txn writes first: the state; the a/ range when the dead
  * set must be rebuilt; the coord key (who coordinates); for the coordinator, the join requests
- * since its last look; while exchanging, the i/ range (group rank 0, until it publishes) or
- * w/r/<round> (the others); in the exit barrier, w/b/<round> (and group rank 0 the arrivals,
- * b/<round>/). Records where each answer will be (c->rd_*). */
+ * since its last look; what the exchange's get waits for (rdzv_etcd_kv.c): the i/ range (group
+ * rank 0's roles), w/r/<round>, the arrivals b/<round>/ (group rank 0) or w/b/<round>. Records
+ * where each answer will be (c->rd_*). */
 struct read_plan {
 	struct etcd_op ops[ETCDR_LOOK_OPS]; /* the txn's writes (if any), then the reads */
 	size_t n;
@@ -362,23 +380,23 @@ read_plan(struct etcdr *c, struct read_plan *p)
 						  .range_end = c->join_end,
 						  .min_mod_revision = c->j_seen + 1};
 	}
-	if (c->exchanging && c->sync.rank == 0 && !c->published) {
+	switch (c->kv_wait) {
+	case ETCDR_KV_NONE:
+		break;
+	case ETCDR_KV_INFOS:
 		c->rd_exch = (int)p->n;
+		c->rd_exch_infos = true;
 		p->ops[p->n++] = (struct etcd_op){
 			.kind = ETCD_OP_RANGE, .key = c->info_prefix, .range_end = c->info_end};
-	} else if (c->exchanging && c->sync.rank != 0) {
+		break;
+	case ETCDR_KV_ANSWER:
 		c->rd_exch = (int)p->n;
+		c->rd_exch_infos = false;
 		p->bufs[0] = etcdr_assignment_key(c, c->sync.round);
 		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[0]};
-	}
-	if (c->sync.barrier) {
-		/* Whether it is over; group rank 0 also counts the arrivals
-		 * (O(N) keys, only there). */
-		c->rd_barrier = (int)p->n;
-		p->bufs[3] = etcdr_barrier_key(c, c->sync.round);
-		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[3]};
-	}
-	if (c->sync.barrier && c->sync.rank == 0) {
+		break;
+	case ETCDR_KV_ARRIVALS:
+		/* O(N) keys, only group rank 0's. */
 		c->rd_arrivals = (int)p->n;
 		p->bufs[1] = etcdr_arrival_prefix(c, c->sync.round);
 		p->bufs[2] = etcd_prefix_end(p->bufs[1], strlen(p->bufs[1]), &len);
@@ -386,6 +404,12 @@ read_plan(struct etcdr *c, struct read_plan *p)
 						  .key = p->bufs[1],
 						  .range_end = p->bufs[2],
 						  .keys_only = true};
+		break;
+	case ETCDR_KV_LAST:
+		c->rd_barrier = (int)p->n;
+		p->bufs[3] = etcdr_barrier_key(c, c->sync.round);
+		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[3]};
+		break;
 	}
 }
 
@@ -673,12 +697,8 @@ etcdr_after_io(struct etcdr *c)
 	if (!c->sync.io_pending && !admit_now(c)) {
 		drop_dead_now(c);
 	}
-	if (c->exchanging) {
-		etcdr_exchange_check(c);
-	}
-	if (c->sync.barrier) {
-		etcdr_barrier_check(c);
-	}
+	etcdr_exchange_check(c);
+	etcdr_kv_check(c);
 	if (!c->sync.io_pending && c->kick_pending) {
 		etcdr_read_all(c);
 	}
@@ -789,7 +809,10 @@ store_after_timer(void *arg)
 static void
 store_barrier_closed(void *arg)
 {
-	evtimer_del(((struct etcdr *)arg)->aux_timer);
+	struct etcdr *c = arg;
+
+	rdzv_exchange_abandon(&c->x);
+	etcdr_kv_check(c); /* drops its get */
 }
 
 const struct rdzv_store_ops etcdr_store_ops = {
