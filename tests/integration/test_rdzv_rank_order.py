@@ -114,6 +114,23 @@ class RankOrderBase:
         self.check_order(self.run_all(agents), ["2", "9", "10"])
         self.assertIn("rank key '10'", agents[0].result.err)
 
+    def test_rank_key_with_sizes_that_differ(self):
+        # Group rank 0 gathers the nodes' sizes in group rank order, which
+        # with rank keys is not the order the state keeps its nodes in
+        # (by name: here the reverse of the keys').
+        sizes = {"10": 1, "9": 2, "2": 3}
+        agents = [self.agent("3", nproc=sizes[k], conf="rank_key=env:MYKEY",
+                             env_add={"MYKEY": k}) for k in ["10", "9", "2"]]
+        dumps = self.run_all(agents)
+        self.assertEqual(len(dumps), 6, dumps)
+        base = {"2": 0, "9": 3, "10": 5}
+        for d in dumps:
+            k = d["KEY"]
+            self.assertEqual(d["GROUP_RANK"], str(["2", "9", "10"].index(k)), dumps)
+            self.assertEqual(d["LOCAL_WORLD_SIZE"], str(sizes[k]), dumps)
+            self.assertEqual(int(d["RANK"]), base[k] + int(d["LOCAL_RANK"]), dumps)
+            self.assertEqual(d["WORLD_SIZE"], "6", dumps)
+
     def test_rank_key_file(self):
         agents = []
         for key in ["rack-b:3", "rack-a:12", "rack-a:4"]:
