@@ -350,8 +350,7 @@ etcdr_next_fail(struct etcdr *c, int err, const char *msg)
 	c->sync.next_active = false;
 	c->rejoin_round = -1;
 	c->next_pending = false;
-	c->x_deferred = false;
-	rdzv_exchange_abandon(&c->x);
+	etcdr_exchange_abandon(c);
 	evtimer_del(c->aux_timer);
 	if (c->boot == BOOT_READY) {
 		etcdr_intent_drop(c);
@@ -422,6 +421,7 @@ exchange_go(struct etcdr *c)
 	uint64_t now = now_usec();
 
 	c->x_deferred = false;
+	evtimer_del(c->aux_timer);
 	if (c->sync.rank == 0) {
 		etcdr_kv_round(c);
 	}
@@ -453,12 +453,25 @@ exchange_start(struct etcdr *c)
 	c->ran_round = c->sync.round;
 	etcdr_range_release(&c->infos);
 	if (c->sync.rank == 0 && c->sync.stale) {
-		/* Group rank 0 names the round's nodes from the state. */
+		/* Group rank 0 names the round's nodes from the state, by the
+		 * join's deadline (etcdr_aux_timer_cb). */
+		uint64_t now = now_usec();
+
 		c->x_deferred = true;
+		timer_usec(c->aux_timer,
+			   c->sync.next_deadline > now ? c->sync.next_deadline - now : 1);
 		etcdr_read_all(c);
 		return;
 	}
 	exchange_go(c);
+}
+
+void
+etcdr_exchange_abandon(struct etcdr *c)
+{
+	c->x_deferred = false;
+	rdzv_exchange_abandon(&c->x);
+	etcdr_kv_check(c); /* drops its get */
 }
 
 void
@@ -470,8 +483,7 @@ etcdr_exchange_check(struct etcdr *c)
 	if (!c->sync.stale && (c->sync.st.closed || c->sync.st.round != c->sync.round ||
 			       rdzv_state_find_participant(&c->sync.st, &c->me) < 0)) {
 		/* The round went on without us: join the next one. */
-		c->x_deferred = false;
-		rdzv_exchange_abandon(&c->x);
+		etcdr_exchange_abandon(c);
 		if (!c->sync.op_active) {
 			etcdr_op_start(c, RDZV_OP_JOIN, c->sync.next_deadline, join_done);
 		}
@@ -579,8 +591,7 @@ etcdr_next(struct rdzv *r)
 	char *msg;
 
 	rdzv_sync_next_begin(&c->sync);
-	c->x_deferred = false;
-	rdzv_exchange_abandon(&c->x);
+	etcdr_exchange_abandon(c);
 	evtimer_del(c->aux_timer);
 	msg = xasprintf("%s attempts to join the next round of the rendezvous '%s'.", c->me.name,
 			r->cfg->rdzv_id);
@@ -633,13 +644,40 @@ etcd_client_from_conf(struct event_base *base, const struct config *cfg, char **
 			       reterr);
 }
 
+/* The keys under c->prefix (the file comment). */
+static void
+keys_init(struct etcdr *c)
+{
+	size_t len;
+
+	c->prefix_end = etcd_prefix_end(c->prefix, strlen(c->prefix), &len);
+	c->state_key = xasprintf("%sstate", c->prefix);
+	c->alive_prefix = xasprintf("%sa/", c->prefix);
+	c->join_prefix = xasprintf("%sj/", c->prefix);
+	c->join_end = etcd_prefix_end(c->join_prefix, strlen(c->join_prefix), &len);
+	c->join_key = xasprintf("%s%s", c->join_prefix, c->me.name);
+	c->info_prefix = xasprintf("%si/", c->prefix);
+	c->info_end = etcd_prefix_end(c->info_prefix, strlen(c->info_prefix), &len);
+	c->info_key = xasprintf("%s%s", c->info_prefix, c->me.name);
+	c->gen_key = xasprintf("%sw/gen", c->prefix);
+	c->adm_key = xasprintf("%sw/adm", c->prefix);
+	c->watch_prefix = xasprintf("%sw/", c->prefix);
+	c->watch_end = etcd_prefix_end(c->watch_prefix, strlen(c->watch_prefix), &len);
+	c->assign_prefix = xasprintf("%sn/", c->prefix);
+	c->assign_key = xasprintf("%s%s", c->assign_prefix, c->me.name);
+	c->closed_key = xasprintf("%sclosed", c->prefix);
+	c->coord_key = xasprintf("%sw/coord", c->prefix);
+	c->coord_end = etcd_prefix_end(c->coord_key, strlen(c->coord_key), &len);
+	c->alive_end = etcd_prefix_end(c->alive_prefix, strlen(c->alive_prefix), &len);
+	c->alive_key = xasprintf("%s%s", c->alive_prefix, c->me.name);
+}
+
 static int
 etcdr_init(struct rdzv *r, char **reterr)
 {
 	const struct config *cfg = r->cfg;
 	struct etcdr *c = xcalloc(1, sizeof(*c));
 	const char *v;
-	size_t len;
 
 	r->backend = c;
 	c->r = r;
@@ -676,24 +714,7 @@ etcdr_init(struct rdzv *r, char **reterr)
 	}
 	c->prefix = v ? xasprintf("%s%s%s/", v, v[strlen(v) - 1] == '/' ? "" : "/", cfg->rdzv_id)
 		      : xasprintf("/elasticd/%s/", cfg->rdzv_id);
-	c->prefix_end = etcd_prefix_end(c->prefix, strlen(c->prefix), &len);
-	c->state_key = xasprintf("%sstate", c->prefix);
-	c->alive_prefix = xasprintf("%sa/", c->prefix);
-	c->join_prefix = xasprintf("%sj/", c->prefix);
-	c->join_end = etcd_prefix_end(c->join_prefix, strlen(c->join_prefix), &len);
-	c->join_key = xasprintf("%s%s", c->join_prefix, c->me.name);
-	c->info_prefix = xasprintf("%si/", c->prefix);
-	c->info_end = etcd_prefix_end(c->info_prefix, strlen(c->info_prefix), &len);
-	c->info_key = xasprintf("%s%s", c->info_prefix, c->me.name);
-	c->gen_key = xasprintf("%sw/gen", c->prefix);
-	c->adm_key = xasprintf("%sw/adm", c->prefix);
-	c->watch_prefix = xasprintf("%sw/", c->prefix);
-	c->watch_end = etcd_prefix_end(c->watch_prefix, strlen(c->watch_prefix), &len);
-	c->assign_prefix = xasprintf("%sn/", c->prefix);
-	c->assign_key = xasprintf("%s%s", c->assign_prefix, c->me.name);
-	c->closed_key = xasprintf("%sclosed", c->prefix);
-	c->coord_key = xasprintf("%sw/coord", c->prefix);
-	c->coord_end = etcd_prefix_end(c->coord_key, strlen(c->coord_key), &len);
+	keys_init(c);
 	c->ran_round = c->rejoin_round = -1;
 	c->barrier_round = -1;
 	rdzv_assign_memo_init(&c->told);
@@ -701,8 +722,6 @@ etcdr_init(struct rdzv *r, char **reterr)
 	c->kv_ev = event_new(r->base, -1, 0, etcdr_kv_ev_cb, c);
 	c->kv_timer = evtimer_new(r->base, etcdr_kv_timer_cb, c);
 	c->watch_ev = event_new(r->base, -1, 0, etcdr_watch_ev_cb, c);
-	c->alive_end = etcd_prefix_end(c->alive_prefix, strlen(c->alive_prefix), &len);
-	c->alive_key = xasprintf("%s%s", c->alive_prefix, c->me.name);
 	c->retry_timer = evtimer_new(r->base, etcdr_retry_cb, c);
 	c->ka_timer = evtimer_new(r->base, etcdr_ka_timer_cb, c);
 	c->aux_timer = evtimer_new(r->base, etcdr_aux_timer_cb, c);
@@ -731,6 +750,7 @@ etcdr_free(struct rdzv *r)
 	etcd_watch_free(c->watch);
 	etcd_watch_free(c->deaths);
 	etcd_watch_free(c->jwatch);
+	etcd_watch_free(c->bwatch);
 	etcd_client_free(c->cl);
 	if (c->watch_ev) {
 		event_free(c->watch_ev);
@@ -765,7 +785,6 @@ etcdr_free(struct rdzv *r)
 	rdzv_exits_release(&c->exits);
 	free(c->assignment);
 	free(c->arrived);
-	etcd_watch_free(c->bwatch);
 	strv_free(c->dead);
 	free(c->join_prefix);
 	free(c->join_end);

@@ -171,7 +171,7 @@ struct etcdr {
 	 * (indices into the answer's ranges, -1: not asked). */
 	int rd_state, rd_alive, rd_coord, rd_join, rd_exch, rd_barrier, rd_arrivals;
 	bool rd_exch_infos; /* rd_exch is the i/ range, else w/r/<round> */
-	bool rd_take; /* and it may take the coord key (etcdr_look) */
+	bool rd_take;       /* and it may take the coord key (etcdr_look) */
 
 	/* The I/O lane (sync.io_pending): one read or compare-and-set at a
 	 * time; a read asked for meanwhile goes next. */
@@ -188,12 +188,14 @@ struct etcdr {
 	 * are; kv_ev looks at what is known, kv_timer ends it. */
 	uint64_t kv_id;
 	char **kv_keys;
+	size_t kv_n;     /* of kv_keys */
 	size_t kv_found; /* kv_keys[0..kv_found) are known */
 	enum etcdr_kv_wait kv_wait;
 	struct event *kv_ev;
 	struct event *kv_timer;
 	struct etcdr_kv_put *kv_puts; /* puts in flight */
 	char **kv_names;              /* group rank 0: the round's nodes by rank */
+	size_t kv_n_names;
 	/* What the gets wait for, as it comes: the i/ keys (group rank 0's
 	 * read), the newest w/r/<round> seen, the arrivals of the node's
 	 * round (b/<round>/, group rank 0's watch bwatch), the newest round
@@ -206,7 +208,9 @@ struct etcdr {
 	int n_arrived;
 	struct etcd_watch *bwatch;
 	int64_t barrier_round;
-	struct event *aux_timer; /* a join's deadline while the boot lasts */
+	/* A join's deadline while the boot lasts, or while group rank 0
+	 * defers its exchange. */
+	struct event *aux_timer;
 	struct event *admit_timer; /* the coordinator lets requests gather */
 
 	enum fin fin;
@@ -282,6 +286,8 @@ etcdr_exchanging(const struct etcdr *c)
 {
 	return c->x_deferred || c->x.step == RDZV_XSTEP_INFOS || c->x.step == RDZV_XSTEP_ANSWER;
 }
+/* Stop the rank exchange or exit barrier under way (its get goes). */
+void etcdr_exchange_abandon(struct etcdr *c);
 /* After a read of the state during the rank exchange: a round that went on
  * without this node sends it to the next join; group rank 0 with a fresh
  * state starts a deferred exchange; the exchange's get looks at what came. */
@@ -367,6 +373,8 @@ void etcdr_intent_drop(struct etcdr *c);
 void etcdr_op_start(struct etcdr *c, enum rdzv_op op, uint64_t deadline, op_done_fn done);
 /* Keep the newest rank assignment seen (w/r/<round>, value copied). */
 void etcdr_set_assignment(struct etcdr *c, int64_t round, const char *value, size_t len);
+/* The same from a w/r/<round> key-value (its round from the key). */
+void etcdr_assignment_seen(struct etcdr *c, const struct etcd_kv *kv);
 /* libevent timer callbacks (arg: the etcdr). */
 void etcdr_retry_cb(evutil_socket_t fd, short what, void *arg);
 void etcdr_admit_timer_cb(evutil_socket_t fd, short what, void *arg);

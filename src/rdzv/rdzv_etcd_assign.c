@@ -285,9 +285,6 @@ w_kind(const struct etcdr *c, const struct etcd_event *ev)
 static void
 w_event(struct etcdr *c, const struct etcd_event *ev)
 {
-	size_t rlen = strlen(c->watch_prefix) + 2;
-	long long round;
-
 	switch (w_kind(c, ev)) {
 	case W_REREAD:
 		return;
@@ -299,9 +296,7 @@ w_event(struct etcdr *c, const struct etcd_event *ev)
 		c->behind_looked = false;
 		return;
 	case W_ASSIGNMENT:
-		if (parse_int(ev->kv.key + rlen, 0, INT64_MAX, &round) == 0) {
-			etcdr_set_assignment(c, round, ev->kv.value, ev->kv.value_len);
-		}
+		etcdr_assignment_seen(c, &ev->kv);
 		return;
 	case W_OTHER:
 		etcdr_barrier_seen(c, ev->kv.key);

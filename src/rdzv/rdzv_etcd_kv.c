@@ -34,28 +34,31 @@ struct etcdr_kv_put {
 	struct etcdr *c;
 	char *key;
 	char *val;
+	int64_t round;       /* the exchange's when it was set */
+	struct event *retry; /* after a failure: the next try */
 	struct etcdr_kv_put *next;
 };
 
 static void put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg);
 
 static void
-put_send(struct etcdr *c, char *key, char *val)
+put_send(struct etcdr_kv_put *p)
 {
-	struct etcdr_kv_put *p = xcalloc(1, sizeof(*p));
 	struct etcd_op op = {
-		.kind = ETCD_OP_PUT, .key = key, .value = val, .value_len = strlen(val)};
+		.kind = ETCD_OP_PUT, .key = p->key, .value = p->val, .value_len = strlen(p->val)};
 
-	*p = (struct etcdr_kv_put){.c = c, .key = key, .val = val, .next = c->kv_puts};
-	c->kv_puts = p;
-	(void)etcd_client_call(c->cl, &(struct etcd_request){.call = ETCD_CALL_PUT, .op = &op},
+	(void)etcd_client_call(p->c->cl, &(struct etcd_request){.call = ETCD_CALL_PUT, .op = &op},
 			       put_cb, p);
 }
 
-/* Unlink p; its key and value go to the caller when keep, else are
- * freed. */
 static void
-put_free(struct etcdr_kv_put *p, bool keep)
+put_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	put_send(arg);
+}
+
+static void
+put_free(struct etcdr_kv_put *p)
 {
 	struct etcdr_kv_put **q = &p->c->kv_puts;
 
@@ -63,10 +66,11 @@ put_free(struct etcdr_kv_put *p, bool keep)
 		q = &(*q)->next;
 	}
 	*q = p->next;
-	if (!keep) {
-		free(p->key);
-		free(p->val);
+	if (p->retry) {
+		event_free(p->retry);
 	}
+	free(p->key);
+	free(p->val);
 	free(p);
 }
 
@@ -78,34 +82,46 @@ get_live(const struct etcdr *c)
 	return c->kv_keys && c->kv_id == c->x.id && c->x.step != RDZV_XSTEP_IDLE;
 }
 
-/* A put that failed (every member tried) goes again while the node still
- * waits on the exchange or the barrier (both are safe to repeat); the
- * answer after the last one the others wait for at their deadline. */
+/* A put that failed (every member tried) goes again, after a pause, while
+ * the node still waits on the exchange or the barrier of its round (both
+ * puts are safe to repeat); after the last, the others wait for it until
+ * their deadline. */
 static void
 put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr_kv_put *p = arg;
 	struct etcdr *c = p->c;
-	char *key = p->key, *val = p->val;
+	bool again = err < 0 && c->fin == FIN_NONE && get_live(c) && p->round == c->x.round;
 
-	put_free(p, true);
-	if (err >= 0 || c->fin != FIN_NONE || !get_live(c)) {
-		if (err < 0) {
-			rdzv_progress(c->r, "putting %s: %s", key, errmsg);
-		}
-		free(key);
-		free(val);
+	if (err < 0) {
+		rdzv_progress(c->r, "the rank exchange or exit barrier: putting %s: %s%s", p->key,
+			      errmsg, again ? "; trying again" : "");
+	}
+	if (!again) {
+		put_free(p);
 		return;
 	}
-	rdzv_progress(c->r, "putting %s: %s; trying again", key, errmsg);
-	put_send(c, key, val);
+	if (!p->retry) {
+		p->retry = evtimer_new(c->r->base, put_retry_cb, p);
+	}
+	timer_usec(p->retry, etcdr_retry_usec(c, 0));
 }
 
 static void
 kv_set(void *kv, const char *const *keys, const char *const *vals, size_t n)
 {
+	struct etcdr *c = kv;
+
 	for (size_t i = 0; i < n; i++) {
-		put_send(kv, xstrdup(keys[i]), xstrdup(vals[i]));
+		struct etcdr_kv_put *p = xcalloc(1, sizeof(*p));
+
+		*p = (struct etcdr_kv_put){.c = c,
+					   .key = xstrdup(keys[i]),
+					   .val = xstrdup(vals[i]),
+					   .round = c->x.round,
+					   .next = c->kv_puts};
+		c->kv_puts = p;
+		put_send(p);
 	}
 }
 
@@ -114,12 +130,12 @@ kv_set(void *kv, const char *const *keys, const char *const *vals, size_t n)
 static enum etcdr_kv_wait
 key_kind(const struct etcdr *c, const char *key)
 {
-	char *a = etcdr_assignment_key(c, c->sync.round), *b = etcdr_barrier_key(c, c->sync.round);
-	char *arr = etcdr_arrival_prefix(c, c->sync.round);
+	char *a = etcdr_assignment_key(c, c->x.round), *b = etcdr_barrier_key(c, c->x.round);
+	char *arr = etcdr_arrival_prefix(c, c->x.round);
 	enum etcdr_kv_wait w = strncmp(key, c->info_prefix, strlen(c->info_prefix)) == 0
 				       ? ETCDR_KV_INFOS
-			       : strcmp(key, a) == 0 ? ETCDR_KV_ANSWER
-			       : strcmp(key, b) == 0 ? ETCDR_KV_LAST
+			       : strcmp(key, a) == 0                 ? ETCDR_KV_ANSWER
+			       : strcmp(key, b) == 0                 ? ETCDR_KV_LAST
 			       : strncmp(key, arr, strlen(arr)) == 0 ? ETCDR_KV_ARRIVALS
 								     : ETCDR_KV_NONE;
 
@@ -146,18 +162,18 @@ lookup(const struct etcdr *c, const char *key, struct rdzv_kv_value *ret)
 	case ETCDR_KV_NONE:
 		return 0;
 	case ETCDR_KV_INFOS:
-		kv = c->infos.n_kvs > 0 ? bsearch(key, c->infos.kvs, c->infos.n_kvs,
-						  sizeof(*kv), cmp_kv_key)
-					: NULL;
+		kv = c->infos.n_kvs > 0
+			     ? bsearch(key, c->infos.kvs, c->infos.n_kvs, sizeof(*kv), cmp_kv_key)
+			     : NULL;
 		*ret = kv ? (struct rdzv_kv_value){kv->value, kv->value_len}
 			  : (struct rdzv_kv_value){0};
 		return kv != NULL;
 	case ETCDR_KV_ANSWER:
 		*ret = (struct rdzv_kv_value){c->assignment, c->assignment_len};
-		return c->assignment && c->assignment_round == c->sync.round;
+		return c->assignment && c->assignment_round == c->x.round;
 	case ETCDR_KV_LAST:
 		*ret = (struct rdzv_kv_value){"1", 1};
-		return c->barrier_round == c->sync.round;
+		return c->barrier_round == c->x.round;
 	case ETCDR_KV_ARRIVALS:
 		*ret = (struct rdzv_kv_value){"1", 1};
 		return etcdr_barrier_arrived(c, key);
@@ -189,8 +205,8 @@ get_end(struct etcdr *c, int err, const struct rdzv_kv_value *vals, size_t n)
 void
 etcdr_kv_check(struct etcdr *c)
 {
-	size_t n = strv_length(c->kv_keys);
-	struct rdzv_kv_value *vals;
+	size_t n = c->kv_n;
+	struct rdzv_kv_value one, *vals;
 
 	if (!c->kv_keys) {
 		return;
@@ -199,19 +215,25 @@ etcdr_kv_check(struct etcdr *c)
 		get_drop(c); /* abandoned: nobody waits */
 		return;
 	}
-	/* A key in stays in (within a round, what the node learns only
-	 * grows): the look goes on from the first key missing, so that N
-	 * arrivals cost group rank 0 O(N) lookups, not O(N^2). */
-	vals = xcalloc(n + 1, sizeof(*vals));
-	while (c->kv_found < n && lookup(c, c->kv_keys[c->kv_found], &vals[0])) {
+	/* A key in mostly stays in: the look goes on from the first key
+	 * missing, so that N arrivals cost group rank 0 O(N) lookups, not
+	 * O(N^2); the last pass takes the values (a role_info gone meanwhile,
+	 * its node's lease expired, is waited for again). */
+	while (c->kv_found < n && lookup(c, c->kv_keys[c->kv_found], &one)) {
 		c->kv_found++;
 	}
-	for (size_t i = 0; i < n && c->kv_found == n; i++) {
-		(void)lookup(c, c->kv_keys[i], &vals[i]);
+	if (c->kv_found < n) {
+		return;
 	}
-	if (c->kv_found == n) {
-		get_end(c, 0, vals, n);
+	vals = xcalloc(n + 1, sizeof(*vals));
+	for (size_t i = 0; i < n; i++) {
+		if (!lookup(c, c->kv_keys[i], &vals[i])) {
+			c->kv_found = i;
+			free(vals);
+			return;
+		}
 	}
+	get_end(c, 0, vals, n);
 	free(vals);
 }
 
@@ -239,10 +261,11 @@ kv_get(void *kv, uint64_t id, const char *const *keys, size_t n, uint64_t timeou
 	struct etcdr *c = kv;
 
 	strv_free(c->kv_keys);
-	c->kv_keys = NULL;
+	c->kv_keys = xcalloc(n + 1, sizeof(*c->kv_keys));
 	for (size_t i = 0; i < n; i++) {
-		strv_push(&c->kv_keys, keys[i]);
+		c->kv_keys[i] = xstrdup(keys[i]);
 	}
+	c->kv_n = n;
 	c->kv_id = id;
 	c->kv_found = 0;
 	c->kv_wait = n > 0 ? key_kind(c, keys[0]) : ETCDR_KV_NONE;
@@ -252,7 +275,7 @@ kv_get(void *kv, uint64_t id, const char *const *keys, size_t n, uint64_t timeou
 		 * still be ours). */
 		etcdr_read_all(c);
 	}
-	etcdr_watches_update(c); /* group rank 0's arrivals watch */
+	etcdr_watches_update(c);               /* group rank 0's arrivals watch */
 	event_active(c->kv_ev, EV_TIMEOUT, 0); /* what we know already */
 }
 
@@ -281,7 +304,7 @@ kv_key(void *kv, enum rdzv_xkey k, int64_t round, int index)
 	case RDZV_XKEY_ROLE_INFO:
 		/* The group rank's node (group rank 0 asks, after
 		 * etcdr_kv_round). */
-		if (index < 0 || (size_t)index >= strv_length(c->kv_names)) {
+		if (index < 0 || (size_t)index >= c->kv_n_names) {
 			return xasprintf("%s?%d", c->info_prefix, index); /* never comes */
 		}
 		return xasprintf("%s%s", c->info_prefix, c->kv_names[index]);
@@ -309,6 +332,7 @@ etcdr_kv_round(struct etcdr *c)
 	const struct rdzv_state *st = &c->sync.st;
 
 	strv_free(c->kv_names);
+	c->kv_n_names = st->n_participants;
 	c->kv_names = xcalloc(st->n_participants + 1, sizeof(*c->kv_names));
 	for (size_t i = 0; i < st->n_participants; i++) {
 		int rank = st->participants[i].rank;
@@ -329,8 +353,9 @@ etcdr_kv_release(struct etcdr *c)
 {
 	strv_free(c->kv_names);
 	c->kv_names = NULL;
+	c->kv_n_names = 0;
 	while (c->kv_puts) {
-		put_free(c->kv_puts, false);
+		put_free(c->kv_puts);
 	}
 	strv_free(c->kv_keys);
 	c->kv_keys = NULL;

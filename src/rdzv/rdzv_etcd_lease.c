@@ -449,7 +449,8 @@ etcdr_boot_step(struct etcdr *c)
 
 /* Group rank 0's watch on the arrivals of its round. */
 void
-etcdr_arrivals_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg, void *arg)
+etcdr_arrivals_cb(int err, const struct etcd_response *resp, bool reset, const char *errmsg,
+		  void *arg)
 {
 	struct etcdr *c = arg;
 
@@ -478,7 +479,11 @@ etcdr_aux_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct etcdr *c = arg;
 	char *msg;
 
-	if (c->sync.next_active && c->next_pending && c->boot != BOOT_READY) {
+	if (c->x_deferred) {
+		etcdr_next_fail(c, -ETIMEDOUT,
+				"the rank exchange through etcd did not start before the join "
+				"timeout: no read of the rendezvous state came back");
+	} else if (c->sync.next_active && c->next_pending && c->boot != BOOT_READY) {
 		msg = xasprintf("the rendezvous '%s' cannot reach etcd at --rdzv-endpoint %s "
 				"before the join timeout of %g s: %s",
 				c->r->cfg->rdzv_id, c->r->cfg->rdzv_endpoint,
@@ -502,6 +507,8 @@ etcdr_exit_barrier(struct rdzv *r)
 	free(c->arrived);
 	c->arrived = xcalloc((size_t)c->sync.world, sizeof(*c->arrived));
 	c->n_arrived = 0;
+	etcd_watch_free(c->bwatch); /* a new one replays every arrival */
+	c->bwatch = NULL;
 	c->sync.barrier = rdzv_exchange_barrier(&c->x, c->barrier_timeout) == 0;
 	if (!c->sync.barrier) {
 		rdzv_tell(c->r, RDZV_TELL_FINISHED, 0, 0, NULL); /* never exchanged */
@@ -654,8 +661,7 @@ etcdr_finish(struct rdzv *r, bool close)
 	}
 	c->sync.running = false;
 	c->sync.barrier = false;
-	c->x_deferred = false;
-	rdzv_exchange_abandon(&c->x);
+	etcdr_exchange_abandon(c);
 	c->sync.next_active = false;
 	c->next_pending = false; /* a boot that ends now starts no join */
 	evtimer_del(c->aux_timer);

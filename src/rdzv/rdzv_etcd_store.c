@@ -74,6 +74,17 @@ etcdr_barrier_seen(struct etcdr *c, const char *key)
 	}
 }
 
+void
+etcdr_assignment_seen(struct etcdr *c, const struct etcd_kv *kv)
+{
+	size_t rlen = strlen(c->watch_prefix) + 2;
+	long long round;
+
+	if (strlen(kv->key) > rlen && parse_int(kv->key + rlen, 0, INT64_MAX, &round) == 0) {
+		etcdr_set_assignment(c, round, kv->value, kv->value_len);
+	}
+}
+
 /* Keep the newest rank assignment seen (w/r/<round>), whenever it comes:
  * group rank 0 may publish before we look. */
 void
@@ -314,7 +325,7 @@ absorb(struct etcdr *c, const struct etcd_response *resp, bool lost)
 	if ((r = planned(resp, c->rd_exch)) && c->rd_exch_infos) {
 		etcdr_range_copy(&c->infos, r);
 	} else if (r && r->n_kvs == 1) {
-		etcdr_set_assignment(c, c->sync.round, r->kvs[0].value, r->kvs[0].value_len);
+		etcdr_assignment_seen(c, &r->kvs[0]);
 	}
 	if ((r = planned(resp, c->rd_arrivals))) {
 		for (size_t i = 0; i < r->n_kvs; i++) {
@@ -809,10 +820,7 @@ store_after_timer(void *arg)
 static void
 store_barrier_closed(void *arg)
 {
-	struct etcdr *c = arg;
-
-	rdzv_exchange_abandon(&c->x);
-	etcdr_kv_check(c); /* drops its get */
+	etcdr_exchange_abandon(arg);
 }
 
 const struct rdzv_store_ops etcdr_store_ops = {

@@ -51,6 +51,19 @@ xkey(const struct rdzv_exchange *x, enum rdzv_xkey k, int index)
 	return NULL;
 }
 
+/* Keys k for the group ranks 0..n-1 (index 0 alone when k names no rank):
+ * a strv of n. */
+static char **
+keys_of(const struct rdzv_exchange *x, enum rdzv_xkey k, int n)
+{
+	char **keys = xcalloc((size_t)n + 1, sizeof(*keys));
+
+	for (int i = 0; i < n; i++) {
+		keys[i] = xkey(x, k, i);
+	}
+	return keys;
+}
+
 /* Set key k (index as xkey's) to val, where the store keeps it. */
 static void
 set_one(struct rdzv_exchange *x, enum rdzv_xkey k, int index, const char *val)
@@ -161,8 +174,8 @@ take_infos(struct rdzv_exchange *x, const struct rdzv_kv_value *vals, size_t n)
 /* Append key k (index as xkey's) = val (owned) to keys and vals at *n,
  * where the store keeps it. */
 static void
-push_kv(struct rdzv_exchange *x, char **keys, char **vals, size_t *n, enum rdzv_xkey k,
-	int index, char *val)
+push_kv(struct rdzv_exchange *x, char **keys, char **vals, size_t *n, enum rdzv_xkey k, int index,
+	char *val)
 {
 	char *key = xkey(x, k, index);
 
@@ -249,7 +262,7 @@ take_answer(struct rdzv_exchange *x, const struct rdzv_kv_value *v)
 void
 rdzv_exchange_start(struct rdzv_exchange *x, const struct rdzv_exchange_round *rd)
 {
-	char **keys = NULL, *info;
+	char *info;
 	json_t *o;
 
 	rdzv_exchange_abandon(x);
@@ -281,14 +294,11 @@ rdzv_exchange_start(struct rdzv_exchange *x, const struct rdzv_exchange_round *r
 		free(info);
 	}
 	if (x->rank != 0) {
-		strv_consume(&keys, xkey(x, RDZV_XKEY_ROUND, 0));
-		wait_for(x, RDZV_XSTEP_ANSWER, keys, 1, rd->timeout_usec);
+		wait_for(x, RDZV_XSTEP_ANSWER, keys_of(x, RDZV_XKEY_ROUND, 1), 1, rd->timeout_usec);
 		return;
 	}
-	for (int i = 0; i < x->world; i++) {
-		strv_consume(&keys, xkey(x, RDZV_XKEY_ROLE_INFO, i));
-	}
-	wait_for(x, RDZV_XSTEP_INFOS, keys, (size_t)x->world, rd->timeout_usec);
+	wait_for(x, RDZV_XSTEP_INFOS, keys_of(x, RDZV_XKEY_ROLE_INFO, x->world), (size_t)x->world,
+		 rd->timeout_usec);
 }
 
 /* ---- exit barrier -------------------------------------------------------- */
@@ -301,7 +311,7 @@ barrier_end(struct rdzv_exchange *x, int err)
 
 	x->step = RDZV_XSTEP_IDLE;
 	if (err == -ETIMEDOUT) {
-		msg = xasprintf("the exit barrier timed out after %.0f s: not every node of round "
+		msg = xasprintf("the exit barrier timed out after %g s: not every node of round "
 				"%" PRId64 " finished",
 				(double)x->barrier_timeout / 1e6, x->round);
 	} else if (err < 0) {
@@ -315,10 +325,7 @@ barrier_end(struct rdzv_exchange *x, int err)
 static void
 barrier_wait_last(struct rdzv_exchange *x)
 {
-	char **keys = NULL;
-
-	strv_consume(&keys, xkey(x, RDZV_XKEY_LAST, 0));
-	wait_for(x, RDZV_XSTEP_LAST, keys, 1, x->barrier_timeout);
+	wait_for(x, RDZV_XSTEP_LAST, keys_of(x, RDZV_XKEY_LAST, 1), 1, x->barrier_timeout);
 }
 
 /* Every node arrived: say so to the nodes still waiting, and pass once the
@@ -333,7 +340,7 @@ barrier_last(struct rdzv_exchange *x)
 int
 rdzv_exchange_barrier(struct rdzv_exchange *x, uint64_t timeout_usec)
 {
-	char *k, **keys = NULL;
+	char *k;
 
 	if (!x->prefix) {
 		return -EINVAL;
@@ -353,10 +360,8 @@ rdzv_exchange_barrier(struct rdzv_exchange *x, uint64_t timeout_usec)
 		barrier_wait_last(x);
 		return 0;
 	}
-	for (int i = 0; i < x->world; i++) {
-		strv_consume(&keys, xkey(x, RDZV_XKEY_ARRIVED, i));
-	}
-	wait_for(x, RDZV_XSTEP_ARRIVALS, keys, (size_t)x->world, timeout_usec);
+	wait_for(x, RDZV_XSTEP_ARRIVALS, keys_of(x, RDZV_XKEY_ARRIVED, x->world), (size_t)x->world,
+		 timeout_usec);
 	return 0;
 }
 

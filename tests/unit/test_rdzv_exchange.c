@@ -595,8 +595,8 @@ test_store_with_its_own_keys(void **state)
 		rdzv_exchange_init(&kv->nodes[i].x, &ops_named, &kv->nodes[i], on_exchanged,
 				   on_passed, &kv->nodes[i]);
 		snprintf(key, sizeof(key), "i/node%d", i);
-		snprintf(val, sizeof(val), "{\"role\":\"%s\",\"local_world_size\":%d}",
-			 roles[i], lws[i]);
+		snprintf(val, sizeof(val), "{\"role\":\"%s\",\"local_world_size\":%d}", roles[i],
+			 lws[i]);
 		kv_put(kv, key, val);
 	}
 	for (int i = 2; i >= 0; i--) {
