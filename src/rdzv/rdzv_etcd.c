@@ -351,7 +351,6 @@ etcdr_next_fail(struct etcdr *c, int err, const char *msg)
 	c->rejoin_round = -1;
 	c->next_pending = false;
 	etcdr_exchange_abandon(c);
-	evtimer_del(c->aux_timer);
 	if (c->boot == BOOT_READY) {
 		etcdr_intent_drop(c);
 	}
@@ -470,6 +469,7 @@ void
 etcdr_exchange_abandon(struct etcdr *c)
 {
 	c->x_deferred = false;
+	evtimer_del(c->aux_timer);
 	rdzv_exchange_abandon(&c->x);
 	etcdr_kv_check(c); /* drops its get */
 }
@@ -592,7 +592,6 @@ etcdr_next(struct rdzv *r)
 
 	rdzv_sync_next_begin(&c->sync);
 	etcdr_exchange_abandon(c);
-	evtimer_del(c->aux_timer);
 	msg = xasprintf("%s attempts to join the next round of the rendezvous '%s'.", c->me.name,
 			r->cfg->rdzv_id);
 	set_state(c, NODE_STATE_RUNNING, "next_rendezvous", msg);

@@ -453,7 +453,7 @@ etcdr_watch_ev_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->kv_wait == ETCDR_KV_ARRIVALS && !c->bwatch) {
 		/* Group rank 0 in the exit barrier: every arrival of the
 		 * round, ours and those before it. */
-		char *prefix = etcdr_arrival_prefix(c, c->sync.round), *end;
+		char *prefix = etcdr_arrival_prefix(c, c->x.round), *end;
 		size_t len;
 
 		end = etcd_prefix_end(prefix, strlen(prefix), &len);

@@ -51,9 +51,16 @@ put_send(struct etcdr_kv_put *p)
 			       put_cb, p);
 }
 
+static void put_free(struct etcdr_kv_put *p);
+static bool put_wanted(const struct etcdr_kv_put *p);
+
 static void
 put_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
+	if (!put_wanted(arg)) {
+		put_free(arg); /* the round is over meanwhile */
+		return;
+	}
 	put_send(arg);
 }
 
@@ -82,16 +89,27 @@ get_live(const struct etcdr *c)
 	return c->kv_keys && c->kv_id == c->x.id && c->x.step != RDZV_XSTEP_IDLE;
 }
 
-/* A put that failed (every member tried) goes again, after a pause, while
- * the node still waits on the exchange or the barrier of its round (both
- * puts are safe to repeat); after the last, the others wait for it until
- * their deadline. */
+/* Whether p, failed, is worth another try: the node is still in p's round,
+ * waiting on its exchange or barrier, or running it (group rank 0's answer,
+ * which every other node waits for). Every put of the exchange is safe to
+ * repeat. */
+static bool
+put_wanted(const struct etcdr_kv_put *p)
+{
+	const struct etcdr *c = p->c;
+
+	return c->fin == FIN_NONE && p->round == c->x.round &&
+	       (get_live(c) || (c->sync.running && c->sync.round == p->round));
+}
+
+/* A put that failed (every member tried) goes again after a pause while it
+ * is wanted; after the last, the others wait for it until their deadline. */
 static void
 put_cb(int err, const struct etcd_response *resp, const char *errmsg, void *arg)
 {
 	struct etcdr_kv_put *p = arg;
 	struct etcdr *c = p->c;
-	bool again = err < 0 && c->fin == FIN_NONE && get_live(c) && p->round == c->x.round;
+	bool again = err < 0 && put_wanted(p);
 
 	if (err < 0) {
 		rdzv_progress(c->r, "the rank exchange or exit barrier: putting %s: %s%s", p->key,

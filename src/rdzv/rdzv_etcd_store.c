@@ -31,7 +31,7 @@
 static int
 barrier_rank(const struct etcdr *c, const char *key)
 {
-	char *prefix = etcdr_arrival_prefix(c, c->sync.round);
+	char *prefix = etcdr_arrival_prefix(c, c->x.round);
 	size_t plen = strlen(prefix);
 	long long rank = -1;
 
@@ -403,13 +403,13 @@ read_plan(struct etcdr *c, struct read_plan *p)
 	case ETCDR_KV_ANSWER:
 		c->rd_exch = (int)p->n;
 		c->rd_exch_infos = false;
-		p->bufs[0] = etcdr_assignment_key(c, c->sync.round);
+		p->bufs[0] = etcdr_assignment_key(c, c->x.round);
 		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[0]};
 		break;
 	case ETCDR_KV_ARRIVALS:
 		/* O(N) keys, only group rank 0's. */
 		c->rd_arrivals = (int)p->n;
-		p->bufs[1] = etcdr_arrival_prefix(c, c->sync.round);
+		p->bufs[1] = etcdr_arrival_prefix(c, c->x.round);
 		p->bufs[2] = etcd_prefix_end(p->bufs[1], strlen(p->bufs[1]), &len);
 		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE,
 						  .key = p->bufs[1],
@@ -418,7 +418,7 @@ read_plan(struct etcdr *c, struct read_plan *p)
 		break;
 	case ETCDR_KV_LAST:
 		c->rd_barrier = (int)p->n;
-		p->bufs[3] = etcdr_barrier_key(c, c->sync.round);
+		p->bufs[3] = etcdr_barrier_key(c, c->x.round);
 		p->ops[p->n++] = (struct etcd_op){.kind = ETCD_OP_RANGE, .key = p->bufs[3]};
 		break;
 	}
