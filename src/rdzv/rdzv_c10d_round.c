@@ -111,7 +111,6 @@ static void
 exchange_start(struct c10d *c)
 {
 	long me = c->sync.assigned ? -1 : rdzv_state_find_participant(&c->sync.st, &c->me);
-	uint64_t now = now_usec();
 	char *prefix;
 
 	c->ever_in = true;
@@ -121,18 +120,7 @@ exchange_start(struct c10d *c)
 		c->sync.world = (int)c->sync.st.n_participants;
 	}
 	prefix = xasprintf("/torch.rendezvous.%s.%" PRId64 "/", c->r->cfg->rdzv_id, c->sync.round);
-	rdzv_exchange_start(&c->x, &(struct rdzv_exchange_round){
-					   .prefix = prefix,
-					   .round = c->sync.round,
-					   .rank = c->sync.rank,
-					   .world = c->sync.world,
-					   .role = c->r->cfg->role,
-					   .local_world_size = c->r->local_world_size,
-					   .identical = rdzv_worker_identical(),
-					   .timeout_usec = c->sync.next_deadline > now
-								   ? c->sync.next_deadline - now
-								   : 1,
-				   });
+	rdzv_sync_exchange_start(&c->sync, &c->x, prefix);
 	free(prefix);
 }
 

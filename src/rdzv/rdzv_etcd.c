@@ -417,25 +417,12 @@ passed(void *arg, int err, const char *msg)
 static void
 exchange_go(struct etcdr *c)
 {
-	uint64_t now = now_usec();
-
 	c->x_deferred = false;
 	evtimer_del(c->aux_timer);
 	if (c->sync.rank == 0) {
 		etcdr_kv_round(c);
 	}
-	rdzv_exchange_start(&c->x, &(struct rdzv_exchange_round){
-					   .prefix = "",
-					   .round = c->sync.round,
-					   .rank = c->sync.rank,
-					   .world = c->sync.world,
-					   .role = c->r->cfg->role,
-					   .local_world_size = c->r->local_world_size,
-					   .identical = rdzv_worker_identical(),
-					   .timeout_usec = c->sync.next_deadline > now
-								   ? c->sync.next_deadline - now
-								   : 1,
-				   });
+	rdzv_sync_exchange_start(&c->sync, &c->x, "");
 }
 
 static void

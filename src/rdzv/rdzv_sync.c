@@ -500,3 +500,21 @@ rdzv_lease_format(const char *me, int64_t now_wall, int64_t cursor)
 {
 	return xasprintf("%s %" PRId64 " %" PRId64, me, now_wall, cursor);
 }
+
+void
+rdzv_sync_exchange_start(const struct rdzv_sync *s, struct rdzv_exchange *x, const char *prefix)
+{
+	uint64_t now = now_usec();
+
+	rdzv_exchange_start(
+		x, &(struct rdzv_exchange_round){
+			   .prefix = prefix,
+			   .round = s->round,
+			   .rank = s->rank,
+			   .world = s->world,
+			   .role = s->r->cfg->role,
+			   .local_world_size = s->r->local_world_size,
+			   .identical = rdzv_worker_identical(),
+			   .timeout_usec = s->next_deadline > now ? s->next_deadline - now : 1,
+		   });
+}

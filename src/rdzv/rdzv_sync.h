@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "rdzv_dynamic.h"
+#include "rdzv_exchange.h"
 #include "rdzv_state.h"
 
 struct event;
@@ -228,6 +229,13 @@ enum rdzv_lease_verdict {
 	RDZV_LEASE_HELD, /* another node holds it and renewed it within the window */
 	RDZV_LEASE_FREE, /* absent (len 0), malformed, or stale: take it */
 };
+
+/* Start x's rank exchange (rdzv_exchange_start) for the round s holds
+ * (round, group rank, world) and this node (--role, local world size,
+ * TORCH_ELASTIC_WORKER_IDENTICAL), until s's join deadline; prefix: the
+ * round's key prefix (borrowed). */
+void rdzv_sync_exchange_start(const struct rdzv_sync *s, struct rdzv_exchange *x,
+			      const char *prefix);
 
 /* Judge the lease value[0..len) for node name me at now_wall (usec) with the
  * staleness window window_usec; *ret_cursor gets its cursor (0 when absent
