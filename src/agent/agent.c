@@ -645,15 +645,15 @@ agent_keep_round(struct agent *a, const struct rdzv_result *res)
 	strv_free(a->round_roles);
 	a->round_roles = NULL;
 	a->round = *res;
-	a->round.nodes = xcalloc((size_t)res->group_world_size, sizeof(*res->nodes));
-	memcpy(a->round.nodes, res->nodes, (size_t)res->group_world_size * sizeof(*res->nodes));
-	/* The roles belong to the backend, which frees them at its next round:
-	 * keep our own copies for as long as we keep the round. */
-	for (int i = 0; i < res->group_world_size; i++) {
-		strv_push(&a->round_roles, res->nodes[i].role);
-	}
-	for (int i = 0; i < res->group_world_size; i++) {
-		a->round.nodes[i].role = a->round_roles[i];
+	/* O(runs): a job of alike nodes is one run, whatever its size. */
+	a->round.runs = xcalloc(res->n_runs + 1, sizeof(*res->runs));
+	a->round_roles = xcalloc(res->n_runs + 1, sizeof(*a->round_roles));
+	for (size_t i = 0; i < res->n_runs; i++) {
+		/* The roles belong to the backend, which frees them at its next
+		 * round: keep our own copies for as long as we keep the round. */
+		a->round_roles[i] = xstrdup(res->runs[i].role);
+		a->round.runs[i] = res->runs[i];
+		a->round.runs[i].role = a->round_roles[i];
 	}
 	a->round.master_addr = xstrdup(res->master_addr);
 }

@@ -74,7 +74,7 @@ void
 agent_record_status(struct agent *a, const char *state, const struct worker *w,
 		    const char *raw_error, double duration_ms)
 {
-	bool have_round = a->round.nodes != NULL;
+	bool have_round = a->round.runs != NULL;
 	struct events_status st;
 	struct elastic_event ev;
 
@@ -102,8 +102,8 @@ agent_record_status(struct agent *a, const char *state, const struct worker *w,
 		struct ranks_info ri = {0};
 
 		if (have_round) {
-			ranks_assign(a->round.nodes, (size_t)a->round.group_world_size,
-				     (size_t)a->round.group_rank, &ri);
+			ranks_assign(a->round.runs, a->round.n_runs, (size_t)a->round.group_rank,
+				     &ri);
 		}
 		st.worker = true;
 		st.global_rank = w->global_rank;

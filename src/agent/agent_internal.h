@@ -94,7 +94,7 @@ struct agent {
 
 	struct rdzv *rdzv;
 	struct rdzv_result round;
-	char **round_roles; /* owned copies of round.nodes[].role */
+	char **round_roles; /* owned copies of round.runs[].role */
 	struct group *group;
 	struct filetimer_server *ftimer; /* torch's FileTimer for the group, NULL: off */
 	struct agent_hang *hang;         /* the hang rules' watch of the group, NULL: off */

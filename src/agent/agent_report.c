@@ -133,7 +133,7 @@ agent_report_close_record(struct agent *a)
 		}
 	}
 	if (first) {
-		rdzv_set_close_record(a->rdzv, a->round.nodes ? a->round.group_rank : -1,
+		rdzv_set_close_record(a->rdzv, a->round.runs ? a->round.group_rank : -1,
 				      first->global_rank, first->local_rank, (int)first->pid,
 				      first->exitcode);
 	}

@@ -196,13 +196,13 @@ json_t *
 agent_status_json(struct agent *a)
 {
 	json_t *o = json_object(), *workers = json_array();
-	bool have_round = a->round.nodes != NULL;
+	bool have_round = a->round.runs != NULL;
 	long long world_size = 0;
 
-	/* Not ranks_assign(): the nodes' role strings belong to the rendezvous
-	 * backend and are gone once the next round starts; their sizes are ours. */
-	for (int i = 0; have_round && i < a->round.group_world_size; i++) {
-		world_size += a->round.nodes[i].local_world_size;
+	/* The workers of every node: O(runs), no role to compare. */
+	for (size_t i = 0; have_round && i < a->round.n_runs; i++) {
+		world_size += (long long)a->round.runs[i].local_world_size *
+			      (long long)a->round.runs[i].count;
 	}
 	json_object_set_new(o, "run_id", json_str_or_null(a->cfg->rdzv_id));
 	json_object_set_new(o, "node", json_str_or_null(agent_node_desc(a)));
@@ -288,7 +288,7 @@ void
 agent_get_stats(struct agent *a, struct ctl_agent_stats *ret)
 {
 	enum node_state ns =
-		agent_node_state(a->phase, a->reason, a->exit_code, a->round.nodes != NULL);
+		agent_node_state(a->phase, a->reason, a->exit_code, a->round.runs != NULL);
 	enum worker_state gs = agent_group_state(a);
 
 	memset(ret, 0, sizeof(*ret));

@@ -1,70 +1,90 @@
 #include "ranks.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
 
-void
-ranks_assign(const struct ranks_node *nodes, size_t n, size_t me, struct ranks_info *ret)
+static bool
+same_role(const char *a, const char *b)
 {
-	const char *role = nodes[me].role;
-	struct ranks_info r = {0};
+	return a == b || strcmp(a, b) == 0;
+}
 
-	for (size_t i = 0; i < n; i++) {
-		bool same_role = strcmp(nodes[i].role, role) == 0;
+/* The workers of run r: its size times its count. */
+static int64_t
+run_size(const struct ranks_run *r)
+{
+	return (int64_t)r->local_world_size * (int64_t)r->count;
+}
 
-		r.global_world_size += nodes[i].local_world_size;
-		if (i < me) {
-			r.base_global_rank += nodes[i].local_world_size;
-		}
-		if (same_role) {
-			r.role_world_size += nodes[i].local_world_size;
-			/* Agents of one role are ordered by group rank. */
-			if (i < me) {
-				r.base_role_rank += nodes[i].local_world_size;
-			}
-		}
+void
+ranks_assign(const struct ranks_run *runs, size_t n_runs, size_t me, struct ranks_info *ret)
+{
+	int64_t global = 0, base = 0, role_total = 0, role_base = 0;
+	size_t mine = 0, at = 0;
+	const char *role;
+
+	while (mine + 1 < n_runs && me >= at + runs[mine].count) {
+		at += runs[mine++].count;
 	}
-	*ret = r;
+	role = runs[mine].role;
+	for (size_t i = 0; i < n_runs; i++) {
+		int64_t size = run_size(&runs[i]);
+		bool mine_too = same_role(runs[i].role, role);
+
+		global += size;
+		base += i < mine ? size : 0;
+		/* Agents of one role are ordered by group rank. */
+		role_total += mine_too ? size : 0;
+		role_base += mine_too && i < mine ? size : 0;
+	}
+	/* The agents of my run before me. */
+	base += (int64_t)runs[mine].local_world_size * (int64_t)(me - at);
+	role_base += (int64_t)runs[mine].local_world_size * (int64_t)(me - at);
+	*ret = (struct ranks_info){(int)base, (int)global, (int)role_base, (int)role_total};
 }
 
 /* One role's running sum (ranks_assign_all). */
 struct role_sum {
 	const char *role;
-	int before; /* local world sizes of its nodes so far */
-	int total;
+	int64_t before; /* local world sizes of its agents so far */
+	int64_t total;
 };
 
 void
-ranks_assign_all(const struct ranks_node *nodes, size_t n, struct ranks_info *ret)
+ranks_assign_all(const struct ranks_run *runs, size_t n_runs, struct ranks_info *ret)
 {
 	struct role_sum *sums = NULL;
-	size_t n_sums = 0, *of = xcalloc(n + 1, sizeof(*of));
-	int global = 0;
+	size_t n_sums = 0, *of = xcalloc(n_runs + 1, sizeof(*of)), k = 0;
+	int64_t global = 0, base = 0;
 
-	/* Jobs have few roles: a linear search per node stays O(n). */
-	for (size_t i = 0; i < n; i++) {
+	/* Jobs have few roles: a linear search per run stays O(runs). */
+	for (size_t i = 0; i < n_runs; i++) {
 		size_t r = 0;
 
-		while (r < n_sums && strcmp(sums[r].role, nodes[i].role) != 0) {
+		while (r < n_sums && !same_role(sums[r].role, runs[i].role)) {
 			r++;
 		}
 		if (r == n_sums) {
 			sums = xrealloc(sums, (n_sums + 1) * sizeof(*sums));
-			sums[n_sums++] = (struct role_sum){nodes[i].role, 0, 0};
+			sums[n_sums++] = (struct role_sum){runs[i].role, 0, 0};
 		}
 		of[i] = r;
-		sums[r].total += nodes[i].local_world_size;
-		global += nodes[i].local_world_size;
+		sums[r].total += run_size(&runs[i]);
+		global += run_size(&runs[i]);
 	}
-	for (size_t i = 0, base = 0; i < n; i++) {
+	for (size_t i = 0; i < n_runs; i++) {
 		struct role_sum *rs = &sums[of[i]];
 
-		ret[i] = (struct ranks_info){(int)base, global, rs->before, rs->total};
-		base += (size_t)nodes[i].local_world_size;
-		rs->before += nodes[i].local_world_size;
+		for (size_t c = 0; c < runs[i].count; c++, k++) {
+			ret[k] = (struct ranks_info){(int)base, (int)global, (int)rs->before,
+						     (int)rs->total};
+			base += runs[i].local_world_size;
+			rs->before += runs[i].local_world_size;
+		}
 	}
 	free(sums);
 	free(of);

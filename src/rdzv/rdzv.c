@@ -425,7 +425,7 @@ rdzv_join_closed(struct rdzv *r, const struct rdzv_state *st, char **msg)
 void
 rdzv_result_release(struct rdzv_result *res)
 {
-	free(res->nodes);
+	free(res->runs);
 	free(res->master_addr);
 	memset(res, 0, sizeof(*res));
 }

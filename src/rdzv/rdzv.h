@@ -23,13 +23,16 @@ struct rdzv_snapshot;
 
 /* What one completed round gives the agent. */
 struct rdzv_result {
-	int round;                /* rendezvous round, from 0 */
-	int group_rank;           /* this agent's rank among the nodes of the round */
-	int group_world_size;     /* number of nodes in the round */
-	struct ranks_node *nodes; /* group_world_size entries, by group rank */
-	char *master_addr;        /* MASTER_ADDR for the workers */
-	int master_port;          /* MASTER_PORT for the workers */
-	bool use_agent_store;     /* TORCHELASTIC_USE_AGENT_STORE */
+	int round;            /* rendezvous round, from 0 */
+	int group_rank;       /* this agent's rank among the nodes of the round */
+	int group_world_size; /* number of nodes in the round */
+	/* The nodes by group rank, run-length (ranks.h): the counts sum to
+	 * group_world_size. Non-NULL in a result, O(1) for a job of alike nodes. */
+	struct ranks_run *runs;
+	size_t n_runs;        /* entries of runs, >= 1 */
+	char *master_addr;    /* MASTER_ADDR for the workers */
+	int master_port;      /* MASTER_PORT for the workers */
+	bool use_agent_store; /* TORCHELASTIC_USE_AGENT_STORE */
 };
 
 /* Completion of rdzv_next: err 0 and res valid for the duration of the call,
@@ -279,7 +282,8 @@ void rdzv_op_done(struct rdzv *r, int err, enum rdzv_action a);
  * rdzv_free. */
 const struct rdzv_close_record *rdzv_closed_by(const struct rdzv *r);
 
-/* Release the members of a result filled by a backend. */
+/* Release the members of a result filled by a backend: runs and master_addr
+ * (the runs' role strings belong to whoever filled it). Zeroes *res. */
 void rdzv_result_release(struct rdzv_result *res);
 
 /* Backends (rdzv_<name>.c). */

@@ -144,15 +144,35 @@ exchange_end(struct rdzv_exchange *x, int err, const char *what)
 	free(msg);
 }
 
+/* Append the next node by group rank (role, lws) to the round's runs: the
+ * last run grows when alike, else a new run points at a copy of role in
+ * roles. runs and roles have room for a run per node (take_infos). */
+static void
+push_node(struct rdzv_exchange *x, const char *role, int lws)
+{
+	struct rdzv_result *res = &x->result;
+	struct ranks_run *last = res->n_runs ? &res->runs[res->n_runs - 1] : NULL;
+
+	if (last && last->local_world_size == lws && strcmp(last->role, role) == 0) {
+		last->count++;
+		return;
+	}
+	x->roles[res->n_runs] = xstrdup(role);
+	res->runs[res->n_runs] = (struct ranks_run){x->roles[res->n_runs], lws, 1};
+	res->n_runs++;
+}
+
 /* Every node's role and size from their role_info values, in group rank
- * order. Returns 0 or -EBADMSG. */
+ * order, as runs of alike nodes (what group rank 0 publishes). Returns 0 or
+ * -EBADMSG. */
 static int
 take_infos(struct rdzv_exchange *x, const struct rdzv_kv_value *vals, size_t n)
 {
 	if (n != (size_t)x->world) {
 		return -EBADMSG;
 	}
-	x->result.nodes = xcalloc(n, sizeof(*x->result.nodes));
+	/* A run per node at most: group rank 0's O(N), once per round. */
+	x->result.runs = xcalloc(n + 1, sizeof(*x->result.runs));
 	x->roles = xcalloc(n + 1, sizeof(*x->roles));
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = json_loadb(vals[i].data, vals[i].len, 0, NULL);
@@ -164,8 +184,7 @@ take_infos(struct rdzv_exchange *x, const struct rdzv_kv_value *vals, size_t n)
 			json_decref(o);
 			return -EBADMSG;
 		}
-		x->roles[i] = xstrdup(json_string_value(role));
-		x->result.nodes[i] = (struct ranks_node){x->roles[i], (int)json_integer_value(lws)};
+		push_node(x, json_string_value(role), (int)json_integer_value(lws));
 		json_decref(o);
 	}
 	return 0;
@@ -198,9 +217,11 @@ publish(struct rdzv_exchange *x)
 	struct ranks_info *ri = xcalloc(nr + 1, sizeof(*ri));
 	json_t *round = json_pack("{sssisbso}", "master_addr", res->master_addr, "master_port",
 				  res->master_port, "use_agent_store", res->use_agent_store, "runs",
-				  rdzv_runs_encode(res->nodes, (size_t)x->world));
+				  rdzv_runs_encode(res->runs, res->n_runs));
 
-	ranks_assign_all(res->nodes, nr, ri);
+	if (nr > 0) {
+		ranks_assign_all(res->runs, res->n_runs, ri);
+	}
 	for (size_t i = 0; i < nr; i++) {
 		push_kv(x, keys, vals, &n, RDZV_XKEY_ASSIGNED_RANKS, (int)i,
 			xasprintf("[%d, %d, %d, %d]", ri[i].base_global_rank,
@@ -244,11 +265,12 @@ take_answer(struct rdzv_exchange *x, const struct rdzv_kv_value *v)
 
 	if (json_is_string(addr) && json_string_length(addr) > 0 && json_is_integer(port) &&
 	    json_integer_value(port) > 0 && json_integer_value(port) < 65536 &&
-	    (x->identical || rdzv_runs_decode(json_object_get(o, "runs"), (size_t)x->world,
-					      &x->result.nodes, &x->roles) == 0)) {
+	    (x->identical ||
+	     rdzv_runs_decode(json_object_get(o, "runs"), (size_t)x->world, &x->result.runs,
+			      &x->result.n_runs, &x->roles) == 0)) {
 		if (x->identical) {
 			rdzv_runs_alike(x->role, x->local_world_size, (size_t)x->world,
-					&x->result.nodes, &x->roles);
+					&x->result.runs, &x->result.n_runs, &x->roles);
 		}
 		x->result.master_addr = xstrdup(json_string_value(addr));
 		x->result.master_port = (int)json_integer_value(port);
@@ -280,8 +302,8 @@ rdzv_exchange_start(struct rdzv_exchange *x, const struct rdzv_exchange_round *r
 	x->result.group_rank = rd->rank;
 	x->result.group_world_size = rd->world;
 	if (x->identical && x->rank == 0) {
-		rdzv_runs_alike(x->role, x->local_world_size, (size_t)x->world, &x->result.nodes,
-				&x->roles);
+		rdzv_runs_alike(x->role, x->local_world_size, (size_t)x->world, &x->result.runs,
+				&x->result.n_runs, &x->roles);
 		leader_finish(x);
 		return;
 	}

@@ -143,7 +143,7 @@ struct rdzv_exchange {
 	uint64_t barrier_timeout; /* usec, of the barrier under way */
 
 	/* The round the exchange ended with (the backend hands it to the
-	 * agent); result.nodes point into roles. */
+	 * agent); result.runs' roles point into roles (one string per run). */
 	struct rdzv_result result;
 	char **roles;
 };

@@ -6,38 +6,31 @@
 #include "util.h"
 
 json_t *
-rdzv_runs_encode(const struct ranks_node *nodes, size_t n)
+rdzv_runs_encode(const struct ranks_run *runs, size_t n_runs)
 {
-	json_t *runs = json_array();
-	size_t i = 0;
+	json_t *json = json_array();
 
-	while (i < n) {
-		size_t k = i + 1;
-
-		while (k < n && nodes[k].local_world_size == nodes[i].local_world_size &&
-		       strcmp(nodes[k].role, nodes[i].role) == 0) {
-			k++;
-		}
-		json_array_append_new(runs,
-				      json_pack("[siI]", nodes[i].role, nodes[i].local_world_size,
-						(json_int_t)(k - i)));
-		i = k;
+	for (size_t i = 0; i < n_runs; i++) {
+		json_array_append_new(json,
+				      json_pack("[siI]", runs[i].role, runs[i].local_world_size,
+						(json_int_t)runs[i].count));
 	}
-	return runs;
+	return json;
 }
 
 int
-rdzv_runs_decode(const json_t *runs, size_t n, struct ranks_node **ret_nodes, char ***ret_roles)
+rdzv_runs_decode(const json_t *json, size_t n, struct ranks_run **ret_runs, size_t *ret_n_runs,
+		 char ***ret_roles)
 {
-	struct ranks_node *nodes;
+	struct ranks_run *runs;
 	char **roles;
-	size_t i, at = 0, total = 0;
+	size_t i, total = 0;
 	json_t *run;
 
-	if (!json_is_array(runs)) {
+	if (!json_is_array(json)) {
 		return -EBADMSG;
 	}
-	json_array_foreach(runs, i, run)
+	json_array_foreach(json, i, run)
 	{
 		json_t *role = json_array_get(run, 0), *lws = json_array_get(run, 1),
 		       *count = json_array_get(run, 2);
@@ -53,37 +46,33 @@ rdzv_runs_decode(const json_t *runs, size_t n, struct ranks_node **ret_nodes, ch
 	if (total != n) {
 		return -EBADMSG;
 	}
-	nodes = xcalloc(n + 1, sizeof(*nodes));
-	roles = xcalloc(json_array_size(runs) + 1, sizeof(*roles));
-	json_array_foreach(runs, i, run)
+	runs = xcalloc(json_array_size(json) + 1, sizeof(*runs));
+	roles = xcalloc(json_array_size(json) + 1, sizeof(*roles));
+	json_array_foreach(json, i, run)
 	{
-		size_t count = (size_t)json_integer_value(json_array_get(run, 2));
-		int lws = (int)json_integer_value(json_array_get(run, 1));
-
 		/* One string per run: a member decodes a job of alike nodes
 		 * with one allocation for the role, not one per node. */
 		roles[i] = xstrdup(json_string_value(json_array_get(run, 0)));
-		for (size_t k = 0; k < count; k++, at++) {
-			nodes[at].role = roles[i];
-			nodes[at].local_world_size = lws;
-		}
+		runs[i] = (struct ranks_run){roles[i],
+					     (int)json_integer_value(json_array_get(run, 1)),
+					     (size_t)json_integer_value(json_array_get(run, 2))};
 	}
-	*ret_nodes = nodes;
+	*ret_runs = runs;
+	*ret_n_runs = json_array_size(json);
 	*ret_roles = roles;
 	return 0;
 }
 
 void
-rdzv_runs_alike(const char *role, int local_world_size, size_t n, struct ranks_node **ret_nodes,
-		char ***ret_roles)
+rdzv_runs_alike(const char *role, int local_world_size, size_t n, struct ranks_run **ret_runs,
+		size_t *ret_n_runs, char ***ret_roles)
 {
-	struct ranks_node *nodes = xcalloc(n + 1, sizeof(*nodes));
+	struct ranks_run *runs = xcalloc(1, sizeof(*runs));
 	char **roles = xcalloc(2, sizeof(*roles));
 
 	roles[0] = xstrdup(role);
-	for (size_t i = 0; i < n; i++) {
-		nodes[i] = (struct ranks_node){roles[0], local_world_size};
-	}
-	*ret_nodes = nodes;
+	runs[0] = (struct ranks_run){roles[0], local_world_size, n};
+	*ret_runs = runs;
+	*ret_n_runs = 1;
 	*ret_roles = roles;
 }

@@ -1,8 +1,8 @@
 /* rdzv_runs.h — a round's nodes (role, local world size) in run-length
- * form, as the rank exchange publishes them: [[role, local_world_size,
- * count], ...] over consecutive group ranks. A job whose nodes are alike
- * (the usual case at scale) is one run: every member reads O(1) bytes
- * instead of one entry per node. */
+ * form (struct ranks_run), as the rank exchange publishes them: [[role,
+ * local_world_size, count], ...] over consecutive group ranks. A job whose
+ * nodes are alike (the usual case at scale) is one run: every member reads
+ * O(1) bytes and keeps O(1) of them, never one entry per node. */
 #pragma once
 
 #include <jansson.h>
@@ -10,22 +10,25 @@
 
 #include "ranks.h"
 
-/* nodes[0..n) as runs of equal consecutive nodes. Returns a new reference. */
-json_t *rdzv_runs_encode(const struct ranks_node *nodes, size_t n);
+/* runs[0..n_runs) (borrowed) as their JSON array, one [role, size, count]
+ * each, in order. Returns a new reference. */
+json_t *rdzv_runs_encode(const struct ranks_run *runs, size_t n_runs);
 
-/* The n nodes that runs describes: *ret_nodes (n entries, malloc'd) and
- * *ret_roles (a NULL-terminated strv of one string per run, malloc'd: the
- * nodes' role pointers point into it; free it after the nodes). Returns 0,
- * or -EBADMSG when runs is not an array of [string, 1..2^20, count >= 1]
- * whose counts sum to n (nothing allocated). */
-int rdzv_runs_decode(const json_t *runs, size_t n, struct ranks_node **ret_nodes,
+/* The runs of n nodes that json describes: *ret_runs (*ret_n_runs entries,
+ * malloc'd) and *ret_roles (a NULL-terminated strv of one string per run,
+ * malloc'd: the runs' roles point into it; free it after the runs), all
+ * the caller's. O(runs): no entry per node. Returns 0, or -EBADMSG when
+ * json is not an array of [string, 1..2^20, count >= 1] whose counts sum
+ * to n (nothing allocated, the outputs untouched). */
+int rdzv_runs_decode(const json_t *json, size_t n, struct ranks_run **ret_runs, size_t *ret_n_runs,
 		     char ***ret_roles);
 
-/* The n nodes of a round whose nodes all run role with local_world_size
- * workers (torch main's worker-identical path: each node takes itself as
- * the model of all): *ret_nodes (n entries, malloc'd) pointing into
- * *ret_roles (a strv owning the one role string); both the caller's.
- * ranks_assign over them gives base rank group_rank * local_world_size and
- * world size n * local_world_size. Cannot fail (aborts on out-of-memory). */
-void rdzv_runs_alike(const char *role, int local_world_size, size_t n,
-		     struct ranks_node **ret_nodes, char ***ret_roles);
+/* The n nodes (n >= 1) of a round whose nodes all run role with
+ * local_world_size workers (torch main's worker-identical path: each node
+ * takes itself as the model of all), as one run: *ret_runs (1 entry,
+ * malloc'd), *ret_n_runs = 1, the run's role pointing into *ret_roles (a
+ * strv owning the one role string); all the caller's. ranks_assign over it
+ * gives base rank group_rank * local_world_size and world size
+ * n * local_world_size. Cannot fail (aborts on out-of-memory). */
+void rdzv_runs_alike(const char *role, int local_world_size, size_t n, struct ranks_run **ret_runs,
+		     size_t *ret_n_runs, char ***ret_roles);

@@ -102,11 +102,11 @@ static_done_cb(evutil_socket_t fd, short what, void *arg)
 	res.round = s->round++;
 	res.group_rank = s->group_rank;
 	res.group_world_size = s->group_world_size;
-	res.nodes = xcalloc((size_t)s->group_world_size, sizeof(*res.nodes));
-	for (int i = 0; i < s->group_world_size; i++) {
-		res.nodes[i].role = r->cfg->role;
-		res.nodes[i].local_world_size = r->local_world_size;
-	}
+	/* Every node alike, as torchrun's static rendezvous assumes: one run. */
+	res.runs = xcalloc(1, sizeof(*res.runs));
+	res.runs[0] =
+		(struct ranks_run){r->cfg->role, r->local_world_size, (size_t)s->group_world_size};
+	res.n_runs = 1;
 	res.master_addr = xstrdup(s->master_addr);
 	res.master_port = s->master_port;
 	res.use_agent_store = true;

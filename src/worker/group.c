@@ -380,7 +380,7 @@ group_new(struct event_base *base, const struct group_spec *spec, const struct g
 		group_free(g);
 		return NULL;
 	}
-	ranks_assign(rr->nodes, (size_t)rr->group_world_size, (size_t)rr->group_rank, &ri);
+	ranks_assign(rr->runs, rr->n_runs, (size_t)rr->group_rank, &ri);
 	for (size_t i = 0; i < g->n; i++) {
 		if (group_prepare(g, spec, &ri, (int)i, reterr) < 0) {
 			group_free(g);

@@ -304,22 +304,52 @@ static const struct {
 	bool identical;
 	/* what torch 2.x's agent reads back, per group rank */
 	const char *assigned[NODES];
+	size_t n_runs; /* of alike consecutive nodes, in every node's result */
 } exchange_rows[] = {
-	{"one node", 1, {"trainer"}, {4}, false, {"[0, 4, 0, 4]"}},
+	{"one node", 1, {"trainer"}, {4}, false, {"[0, 4, 0, 4]"}, 1},
 	{"alike nodes",
 	 3,
 	 {"trainer", "trainer", "trainer"},
 	 {2, 2, 2},
 	 false,
-	 {"[0, 6, 0, 6]", "[2, 6, 2, 6]", "[4, 6, 4, 6]"}},
+	 {"[0, 6, 0, 6]", "[2, 6, 2, 6]", "[4, 6, 4, 6]"},
+	 1},
 	{"sizes and roles differ",
 	 4,
 	 {"trainer", "ps", "trainer", "ps"},
 	 {4, 1, 2, 1},
 	 false,
-	 {"[0, 8, 0, 6]", "[4, 8, 0, 2]", "[5, 8, 4, 6]", "[7, 8, 1, 2]"}},
-	{"worker-identical", 3, {"trainer", "trainer", "trainer"}, {2, 2, 2}, true, {NULL}},
+	 {"[0, 8, 0, 6]", "[4, 8, 0, 2]", "[5, 8, 4, 6]", "[7, 8, 1, 2]"},
+	 4},
+	{"roles in runs",
+	 5,
+	 {"trainer", "trainer", "ps", "ps", "trainer"},
+	 {2, 2, 1, 1, 2},
+	 false,
+	 {"[0, 8, 0, 6]", "[2, 8, 2, 6]", "[4, 8, 0, 2]", "[5, 8, 1, 2]", "[6, 8, 4, 6]"},
+	 3},
+	{"worker-identical", 3, {"trainer", "trainer", "trainer"}, {2, 2, 2}, true, {NULL}, 1},
 };
+
+/* The run of res holding group rank j; its runs cover the round. */
+static const struct ranks_run *
+run_of(const struct rdzv_result *res, int j)
+{
+	const struct ranks_run *found = NULL;
+	size_t at = 0;
+
+	assert_non_null(res->runs);
+	for (size_t i = 0; i < res->n_runs; i++) {
+		assert_true(res->runs[i].count >= 1);
+		if (!found && (size_t)j < at + res->runs[i].count) {
+			found = &res->runs[i];
+		}
+		at += res->runs[i].count;
+	}
+	assert_int_equal(at, res->group_world_size);
+	assert_non_null(found);
+	return found;
+}
 
 static void
 check_exchange_row(size_t r)
@@ -347,12 +377,14 @@ check_exchange_row(size_t r)
 		assert_string_equal(res->master_addr, "node0.example");
 		assert_int_equal(res->master_port, 29511);
 		assert_true(res->use_agent_store);
+		/* Group rank 0 compresses what it read; the others decode it. */
+		assert_int_equal(res->n_runs, exchange_rows[r].n_runs);
 		for (int j = 0; j < world; j++) {
 			/* Worker-identical: each node takes itself as the model. */
 			int from = exchange_rows[r].identical ? i : j;
 
-			assert_string_equal(res->nodes[j].role, exchange_rows[r].roles[from]);
-			assert_int_equal(res->nodes[j].local_world_size,
+			assert_string_equal(run_of(res, j)->role, exchange_rows[r].roles[from]);
+			assert_int_equal(run_of(res, j)->local_world_size,
 					 exchange_rows[r].lws[from]);
 		}
 		/* O(1) for a member, N for group rank 0. */
@@ -454,7 +486,8 @@ check_fail_row(size_t r)
 	assert_int_equal(nd->exchanged, 1);
 	assert_int_equal(nd->err, fail_rows[r].err);
 	assert_string_equal(nd->msg, fail_rows[r].msg);
-	assert_null(nd->x.result.nodes);
+	assert_null(nd->x.result.runs);
+	assert_int_equal(nd->x.result.n_runs, 0);
 	assert_int_equal(nd->x.step, RDZV_XSTEP_IDLE);
 	kv_free(kv);
 }
@@ -609,8 +642,8 @@ test_store_with_its_own_keys(void **state)
 		assert_int_equal(kv->nodes[i].exchanged, 1);
 		assert_int_equal(kv->nodes[i].err, 0);
 		for (int j = 0; j < 3; j++) {
-			assert_string_equal(res->nodes[j].role, roles[j]);
-			assert_int_equal(res->nodes[j].local_world_size, lws[j]);
+			assert_string_equal(run_of(res, j)->role, roles[j]);
+			assert_int_equal(run_of(res, j)->local_world_size, lws[j]);
 		}
 	}
 	/* One set (group rank 0's answer), the store's keys only. */

@@ -14,46 +14,58 @@
 #include "util.h"
 
 static void
-test_alike_nodes_are_one_run(void **state)
+test_encode(void **state)
 {
-	struct ranks_node nodes[1000];
-	char *s;
-	json_t *runs;
+	const struct ranks_run runs[] = {{"trainer", 8, 1000}, {"ps", 1, 2}};
+	json_t *json = rdzv_runs_encode(runs, ARRAY_SIZE(runs));
+	char *s = json_dumps(json, JSON_COMPACT);
 
-	for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
-		nodes[i] = (struct ranks_node){"trainer", 8};
-	}
-	runs = rdzv_runs_encode(nodes, ARRAY_SIZE(nodes));
-	s = json_dumps(runs, JSON_COMPACT);
-	assert_string_equal(s, "[[\"trainer\",8,1000]]");
+	assert_string_equal(s, "[[\"trainer\",8,1000],[\"ps\",1,2]]");
 	free(s);
-	json_decref(runs);
+	json_decref(json);
 }
 
 static void
 test_round_trip(void **state)
 {
-	const struct ranks_node nodes[] = {{"a", 2}, {"a", 2}, {"b", 2},
-					   {"a", 4}, {"a", 4}, {"a", 2}};
-	json_t *runs = rdzv_runs_encode(nodes, ARRAY_SIZE(nodes));
-	struct ranks_node *got;
+	const struct ranks_run runs[] = {{"a", 2, 2}, {"b", 2, 1}, {"a", 4, 2}, {"a", 2, 1}};
+	json_t *json = rdzv_runs_encode(runs, ARRAY_SIZE(runs));
+	struct ranks_run *got;
+	size_t n_got;
 	char **roles;
 
-	assert_int_equal(json_array_size(runs), 4);
-	assert_int_equal(rdzv_runs_decode(runs, ARRAY_SIZE(nodes), &got, &roles), 0);
-	for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
-		assert_string_equal(got[i].role, nodes[i].role);
-		assert_int_equal(got[i].local_world_size, nodes[i].local_world_size);
+	assert_int_equal(rdzv_runs_decode(json, 6, &got, &n_got, &roles), 0);
+	assert_int_equal(n_got, ARRAY_SIZE(runs));
+	for (size_t i = 0; i < ARRAY_SIZE(runs); i++) {
+		assert_string_equal(got[i].role, runs[i].role);
+		assert_int_equal(got[i].local_world_size, runs[i].local_world_size);
+		assert_int_equal(got[i].count, runs[i].count);
+		/* One role string per run, in the strv. */
+		assert_ptr_equal(got[i].role, roles[i]);
 	}
-	/* One role string per run, shared by its nodes. */
-	assert_ptr_equal(got[0].role, roles[0]);
-	assert_ptr_equal(got[1].role, roles[0]);
-	assert_ptr_equal(got[2].role, roles[1]);
-	assert_ptr_equal(got[5].role, roles[3]);
-	assert_null(roles[4]);
+	assert_null(roles[ARRAY_SIZE(runs)]);
 	strv_free(roles);
 	free(got);
-	json_decref(runs);
+	json_decref(json);
+}
+
+/* A job of 10 000 alike nodes: one run, whatever N. */
+static void
+test_decode_one_run(void **state)
+{
+	json_t *json = json_loads("[[\"trainer\",8,10000]]", 0, NULL);
+	struct ranks_run *got;
+	size_t n_got;
+	char **roles;
+
+	assert_int_equal(rdzv_runs_decode(json, 10000, &got, &n_got, &roles), 0);
+	assert_int_equal(n_got, 1);
+	assert_string_equal(got[0].role, "trainer");
+	assert_int_equal(got[0].local_world_size, 8);
+	assert_int_equal(got[0].count, 10000);
+	strv_free(roles);
+	free(got);
+	json_decref(json);
 }
 
 static void
@@ -61,51 +73,67 @@ test_bad_runs(void **state)
 {
 	static const char *const bad[] = {
 		"{}",
-		"[[\"a\",2,3]]",             /* counts sum to 3, not 4 */
-		"[[\"a\",2,5]]",             /* more than 4 */
-		"[[\"a\",0,4]]",             /* local world size below 1 */
-		"[[\"a\",2,0],[\"a\",2,4]]", /* an empty run */
-		"[[1,2,4]]",                 /* role not a string */
-		"[[\"a\",2]]",               /* the old two-element form */
+		"[]",                         /* no run for 4 nodes */
+		"[[\"a\",2,3]]",              /* counts sum to 3, not 4 */
+		"[[\"a\",2,5]]",              /* more than 4 */
+		"[[\"a\",2,3],[\"b\",1,2]]",  /* more than 4 over two runs */
+		"[[\"a\",0,4]]",              /* local world size below 1 */
+		"[[\"a\",1048577,4]]",        /* local world size above 2^20 */
+		"[[\"a\",2,0],[\"a\",2,4]]",  /* an empty run */
+		"[[\"a\",2,-1],[\"a\",2,5]]", /* a negative count */
+		"[[1,2,4]]",                  /* role not a string */
+		"[[\"a\",\"2\",4]]",          /* size not an integer */
+		"[[\"a\",2,4.0]]",            /* count not an integer */
+		"[[\"a\",2]]",                /* the old two-element form */
+		"[[\"a\",2,4,1]]",            /* a fourth element */
+		"[\"a\"]",                    /* a run not an array */
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		json_t *runs = json_loads(bad[i], 0, NULL);
-		struct ranks_node *got = NULL;
+		json_t *json = json_loads(bad[i], 0, NULL);
+		struct ranks_run *got = NULL;
+		size_t n_got = 7;
 		char **roles = NULL;
 
-		assert_int_equal(rdzv_runs_decode(runs, 4, &got, &roles), -EBADMSG);
+		print_message("runs: %s\n", bad[i]);
+		assert_non_null(json);
+		assert_int_equal(rdzv_runs_decode(json, 4, &got, &n_got, &roles), -EBADMSG);
 		assert_null(got);
+		assert_int_equal(n_got, 7);
 		assert_null(roles);
-		json_decref(runs);
+		json_decref(json);
 	}
 }
 
-/* Worker-identical: every node is this one; one role string for all. */
+/* Worker-identical: every node is this one; one run, one role string. */
 static void
 test_alike_nodes(void **state)
 {
-	struct ranks_node *nodes;
+	struct ranks_run *runs;
+	size_t n_runs;
 	char **roles;
+	struct ranks_info ri;
 
-	rdzv_runs_alike("trainer", 4, 3, &nodes, &roles);
-	for (size_t i = 0; i < 3; i++) {
-		assert_ptr_equal(nodes[i].role, roles[0]);
-		assert_int_equal(nodes[i].local_world_size, 4);
-	}
+	rdzv_runs_alike("trainer", 4, 3, &runs, &n_runs, &roles);
+	assert_int_equal(n_runs, 1);
+	assert_ptr_equal(runs[0].role, roles[0]);
+	assert_int_equal(runs[0].local_world_size, 4);
+	assert_int_equal(runs[0].count, 3);
 	assert_string_equal(roles[0], "trainer");
 	assert_null(roles[1]);
+	ranks_assign(runs, n_runs, 2, &ri);
+	assert_int_equal(ri.base_global_rank, 8);
+	assert_int_equal(ri.global_world_size, 12);
 	strv_free(roles);
-	free(nodes);
+	free(runs);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_alike_nodes_are_one_run),
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_alike_nodes),
+		cmocka_unit_test(test_encode),         cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_decode_one_run), cmocka_unit_test(test_alike_nodes),
 		cmocka_unit_test(test_bad_runs),
 	};
 
