@@ -9,7 +9,7 @@ The tests run the real elasticd binary on real processes. Every run gets:
     a pipe must not hang the test, and 50 MB of output must not fill one).
 
 Environment (set by tests/meson.build): ELASTICD (the binary), PYTHON_EXEC,
-TESTS_DIR, SOURCE_ROOT.
+TESTS_DIR, SOURCE_ROOT, SIGTERM_WITNESS.
 """
 
 import json
@@ -44,6 +44,20 @@ _SCRUB = {
 }
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _install_sigterm_witness():
+    """A runner killed by SIGTERM names the sender on stderr before it dies
+    (tests/sigterm_witness.c); meson alone only says "killed by signal 15"."""
+    path = os.environ.get("SIGTERM_WITNESS")
+    if not path:
+        return
+    import ctypes
+    if ctypes.CDLL(path).sigterm_witness_install() != 0:
+        raise OSError("sigterm_witness_install failed")
+
+
+_install_sigterm_witness()
 
 
 def free_port(host=""):
