@@ -14,6 +14,7 @@
 #include "config.h"
 #include "group.h"
 #include "numa.h"
+#include "ranks.h"
 #include "rdzv_snapshot.h"
 #include "sentinel.h"
 #include "util.h"
@@ -197,13 +198,9 @@ agent_status_json(struct agent *a)
 {
 	json_t *o = json_object(), *workers = json_array();
 	bool have_round = a->round.runs != NULL;
-	long long world_size = 0;
-
 	/* The workers of every node: O(runs), no role to compare. */
-	for (size_t i = 0; have_round && i < a->round.n_runs; i++) {
-		world_size += (long long)a->round.runs[i].local_world_size *
-			      (long long)a->round.runs[i].count;
-	}
+	long long world_size = have_round ? ranks_world_size(a->round.runs, a->round.n_runs) : 0;
+
 	json_object_set_new(o, "run_id", json_str_or_null(a->cfg->rdzv_id));
 	json_object_set_new(o, "node", json_str_or_null(agent_node_desc(a)));
 	json_object_set_new(o, "hostname", json_str_or_null(host_fqdn()));

@@ -20,10 +20,21 @@ run_size(const struct ranks_run *r)
 	return (int64_t)r->local_world_size * (int64_t)r->count;
 }
 
+int64_t
+ranks_world_size(const struct ranks_run *runs, size_t n_runs)
+{
+	int64_t world = 0;
+
+	for (size_t i = 0; i < n_runs; i++) {
+		world += run_size(&runs[i]);
+	}
+	return world;
+}
+
 void
 ranks_assign(const struct ranks_run *runs, size_t n_runs, size_t me, struct ranks_info *ret)
 {
-	int64_t global = 0, base = 0, role_total = 0, role_base = 0;
+	int64_t global = 0, base = 0, role_total = 0, role_base = 0, before_me;
 	size_t mine = 0, at = 0;
 	const char *role;
 
@@ -42,8 +53,9 @@ ranks_assign(const struct ranks_run *runs, size_t n_runs, size_t me, struct rank
 		role_base += mine_too && i < mine ? size : 0;
 	}
 	/* The agents of my run before me. */
-	base += (int64_t)runs[mine].local_world_size * (int64_t)(me - at);
-	role_base += (int64_t)runs[mine].local_world_size * (int64_t)(me - at);
+	before_me = (int64_t)runs[mine].local_world_size * (int64_t)(me - at);
+	base += before_me;
+	role_base += before_me;
 	*ret = (struct ranks_info){(int)base, (int)global, (int)role_base, (int)role_total};
 }
 

@@ -5,6 +5,10 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* Bound of a node's local world size: a larger one is a value nobody sent. */
+#define RANKS_MAX_LOCAL_WORLD (1 << 20)
 
 /* Consecutive agents (nodes) of the round, by group rank, alike in role and
  * size. A round is runs[0..n_runs) whose counts sum to its node count; two
@@ -23,13 +27,20 @@ struct ranks_info {
 	int role_world_size;   /* sum over agents of my role (ROLE_WORLD_SIZE) */
 };
 
+/* The workers of every agent runs[0..n_runs) describe (WORLD_SIZE): the sum
+ * of local_world_size x count, in 64 bits so that a caller can check it
+ * fits in an int before it assigns ranks. O(n_runs). */
+int64_t ranks_world_size(const struct ranks_run *runs, size_t n_runs);
+
 /* Compute the bases of agent `me` (its group rank) among the agents that
- * runs[0..n_runs) describe, me < the sum of their counts, in O(n_runs).
+ * runs[0..n_runs) describe (n_runs >= 1), me < the sum of their counts, in
+ * O(n_runs). The world size (ranks_world_size) must be at most INT_MAX.
  * Writes *ret; cannot fail. */
 void ranks_assign(const struct ranks_run *runs, size_t n_runs, size_t me, struct ranks_info *ret);
 
 /* ranks_assign for every agent at once: ret[0..n) where n is the sum of the
  * runs' counts (caller's array), in O(n + n_runs x roles) rather than n
  * calls' O(n x n_runs): what group rank 0 publishes for a job of 10 000
- * nodes. Cannot fail (aborts on out-of-memory, as xmalloc). */
+ * nodes. The world size must be at most INT_MAX, as for ranks_assign.
+ * Cannot fail (aborts on out-of-memory, as xmalloc). */
 void ranks_assign_all(const struct ranks_run *runs, size_t n_runs, struct ranks_info *ret);

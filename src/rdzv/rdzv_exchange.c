@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +15,6 @@
 #include "rdzv_exchange.h"
 #include "rdzv_runs.h"
 #include "util.h"
-
-/* A worker's local world size beyond this is a value nobody sent. */
-#define MAX_LOCAL_WORLD (1 << 20)
 
 #define TERMINAL "torchelastic/agent/terminal_state/"
 
@@ -144,6 +143,14 @@ exchange_end(struct rdzv_exchange *x, int err, const char *what)
 	free(msg);
 }
 
+/* Whether the round's world size fits the int of WORLD_SIZE and the ranks
+ * (ranks_assign's bound). */
+static bool
+world_fits(const struct rdzv_exchange *x)
+{
+	return ranks_world_size(x->result.runs, x->result.n_runs) <= INT_MAX;
+}
+
 /* Append the next node by group rank (role, lws) to the round's runs: the
  * last run grows when alike, else a new run points at a copy of role in
  * roles. runs and roles have room for a run per node (take_infos). */
@@ -180,14 +187,14 @@ take_infos(struct rdzv_exchange *x, const struct rdzv_kv_value *vals, size_t n)
 		       *lws = json_object_get(o, "local_world_size");
 
 		if (!json_is_string(role) || !json_is_integer(lws) || json_integer_value(lws) < 1 ||
-		    json_integer_value(lws) > MAX_LOCAL_WORLD) {
+		    json_integer_value(lws) > RANKS_MAX_LOCAL_WORLD) {
 			json_decref(o);
 			return -EBADMSG;
 		}
 		push_node(x, json_string_value(role), (int)json_integer_value(lws));
 		json_decref(o);
 	}
-	return 0;
+	return world_fits(x) ? 0 : -EBADMSG;
 }
 
 /* Append key k (index as xkey's) = val (owned) to keys and vals at *n,
@@ -243,9 +250,14 @@ static void
 leader_finish(struct rdzv_exchange *x)
 {
 	struct rdzv_result *res = &x->result;
-	int err =
-		x->ops->master(x->kv, &res->master_addr, &res->master_port, &res->use_agent_store);
+	int err;
 
+	if (!world_fits(x)) {
+		/* Worker-identical: this node's size times the node count. */
+		exchange_end(x, -EOVERFLOW, "a world size of at most 2^31-1 workers");
+		return;
+	}
+	err = x->ops->master(x->kv, &res->master_addr, &res->master_port, &res->use_agent_store);
 	if (err < 0) {
 		exchange_end(x, err, "a port for the workers' store");
 		return;
@@ -271,6 +283,10 @@ take_answer(struct rdzv_exchange *x, const struct rdzv_kv_value *v)
 		if (x->identical) {
 			rdzv_runs_alike(x->role, x->local_world_size, (size_t)x->world,
 					&x->result.runs, &x->result.n_runs, &x->roles);
+		}
+		if (!world_fits(x)) {
+			json_decref(o);
+			return -EBADMSG;
 		}
 		x->result.master_addr = xstrdup(json_string_value(addr));
 		x->result.master_port = (int)json_integer_value(port);

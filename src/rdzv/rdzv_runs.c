@@ -1,5 +1,7 @@
 /* rdzv_runs.c — run-length node lists of the rank exchange (rdzv_runs.h). */
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "rdzv_runs.h"
@@ -25,9 +27,10 @@ rdzv_runs_decode(const json_t *json, size_t n, struct ranks_run **ret_runs, size
 	struct ranks_run *runs;
 	char **roles;
 	size_t i, total = 0;
+	int64_t world = 0;
 	json_t *run;
 
-	if (!json_is_array(json)) {
+	if (!json_is_array(json) || json_array_size(json) == 0) {
 		return -EBADMSG;
 	}
 	json_array_foreach(json, i, run)
@@ -36,12 +39,18 @@ rdzv_runs_decode(const json_t *json, size_t n, struct ranks_run **ret_runs, size
 		       *count = json_array_get(run, 2);
 
 		if (json_array_size(run) != 3 || !json_is_string(role) || !json_is_integer(lws) ||
-		    json_integer_value(lws) < 1 || json_integer_value(lws) > 1 << 20 ||
-		    !json_is_integer(count) || json_integer_value(count) < 1 ||
+		    json_integer_value(lws) < 1 ||
+		    json_integer_value(lws) > RANKS_MAX_LOCAL_WORLD || !json_is_integer(count) ||
+		    json_integer_value(count) < 1 ||
 		    (size_t)json_integer_value(count) > n - total) {
 			return -EBADMSG;
 		}
 		total += (size_t)json_integer_value(count);
+		/* Both factors are bounded (2^20, n): no overflow before the check. */
+		world += json_integer_value(lws) * json_integer_value(count);
+		if (world > INT_MAX) {
+			return -EBADMSG;
+		}
 	}
 	if (total != n) {
 		return -EBADMSG;

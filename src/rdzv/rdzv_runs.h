@@ -14,12 +14,14 @@
  * each, in order. Returns a new reference. */
 json_t *rdzv_runs_encode(const struct ranks_run *runs, size_t n_runs);
 
-/* The runs of n nodes that json describes: *ret_runs (*ret_n_runs entries,
- * malloc'd) and *ret_roles (a NULL-terminated strv of one string per run,
- * malloc'd: the runs' roles point into it; free it after the runs), all
- * the caller's. O(runs): no entry per node. Returns 0, or -EBADMSG when
- * json is not an array of [string, 1..2^20, count >= 1] whose counts sum
- * to n (nothing allocated, the outputs untouched). */
+/* The runs of n nodes (n >= 1) that json describes: *ret_runs (*ret_n_runs
+ * >= 1 entries, malloc'd) and *ret_roles (a NULL-terminated strv of one
+ * string per run, malloc'd: the runs' roles point into it, so the runs are
+ * not used once it is freed), all the caller's. O(runs): no entry per node.
+ * Returns 0, or -EBADMSG when json is not a non-empty array of [string,
+ * 1..RANKS_MAX_LOCAL_WORLD, count >= 1] whose counts sum to n and whose
+ * world size (ranks_world_size) is at most INT_MAX (nothing allocated, the
+ * outputs untouched). */
 int rdzv_runs_decode(const json_t *json, size_t n, struct ranks_run **ret_runs, size_t *ret_n_runs,
 		     char ***ret_roles);
 

@@ -92,6 +92,8 @@ class DrainTest(lib.ElasticdTestCase):
             st = curl(x.sock, "/handler/status").json()
             self.assertEqual(st["restart_count"], 0, st)
             self.assertEqual(st["group_world_size"], 2, st)
+            # Two alike nodes: the world is twice this node's workers.
+            self.assertEqual(st["world_size"], 2 * st["local_world_size"], st)
             self.assertEqual(st["worker_state"], "HEALTHY", st)
         self.stop_all(a[:2])
 

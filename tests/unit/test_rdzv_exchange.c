@@ -328,6 +328,22 @@ static const struct {
 	 false,
 	 {"[0, 8, 0, 6]", "[2, 8, 2, 6]", "[4, 8, 0, 2]", "[5, 8, 1, 2]", "[6, 8, 4, 6]"},
 	 3},
+	/* A run ends where the role changes though the size does not, and where
+	 * the size changes though the role does not. */
+	{"same size, roles differ",
+	 3,
+	 {"trainer", "ps", "ps"},
+	 {2, 2, 2},
+	 false,
+	 {"[0, 6, 0, 2]", "[2, 6, 0, 4]", "[4, 6, 2, 4]"},
+	 2},
+	{"same role, sizes differ",
+	 3,
+	 {"trainer", "trainer", "trainer"},
+	 {2, 4, 4},
+	 false,
+	 {"[0, 10, 0, 10]", "[2, 10, 2, 10]", "[6, 10, 6, 10]"},
+	 2},
 	{"worker-identical", 3, {"trainer", "trainer", "trainer"}, {2, 2, 2}, true, {NULL}, 1},
 };
 

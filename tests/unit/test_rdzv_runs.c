@@ -71,33 +71,40 @@ test_decode_one_run(void **state)
 static void
 test_bad_runs(void **state)
 {
-	static const char *const bad[] = {
-		"{}",
-		"[]",                         /* no run for 4 nodes */
-		"[[\"a\",2,3]]",              /* counts sum to 3, not 4 */
-		"[[\"a\",2,5]]",              /* more than 4 */
-		"[[\"a\",2,3],[\"b\",1,2]]",  /* more than 4 over two runs */
-		"[[\"a\",0,4]]",              /* local world size below 1 */
-		"[[\"a\",1048577,4]]",        /* local world size above 2^20 */
-		"[[\"a\",2,0],[\"a\",2,4]]",  /* an empty run */
-		"[[\"a\",2,-1],[\"a\",2,5]]", /* a negative count */
-		"[[1,2,4]]",                  /* role not a string */
-		"[[\"a\",\"2\",4]]",          /* size not an integer */
-		"[[\"a\",2,4.0]]",            /* count not an integer */
-		"[[\"a\",2]]",                /* the old two-element form */
-		"[[\"a\",2,4,1]]",            /* a fourth element */
-		"[\"a\"]",                    /* a run not an array */
+	static const struct {
+		size_t n;
+		const char *json;
+	} bad[] = {
+		{4, "{}"},
+		{4, "[]"},                         /* no run for 4 nodes */
+		{4, "[[\"a\",2,3]]"},              /* counts sum to 3, not 4 */
+		{4, "[[\"a\",2,5]]"},              /* more than 4 */
+		{4, "[[\"a\",2,3],[\"b\",1,2]]"},  /* more than 4 over two runs */
+		{4, "[[\"a\",0,4]]"},              /* local world size below 1 */
+		{4, "[[\"a\",1048577,4]]"},        /* local world size above 2^20 */
+		{4, "[[\"a\",2,0],[\"a\",2,4]]"},  /* an empty run */
+		{4, "[[\"a\",2,-1],[\"a\",2,5]]"}, /* a negative count */
+		{4, "[[1,2,4]]"},                  /* role not a string */
+		{4, "[[\"a\",\"2\",4]]"},          /* size not an integer */
+		{4, "[[\"a\",2,4.0]]"},            /* count not an integer */
+		{4, "[[\"a\",2]]"},                /* the old two-element form */
+		{4, "[[\"a\",2,4,1]]"},            /* a fourth element */
+		{4, "[\"a\"]"},                    /* a run not an array */
+		{0, "[]"},                         /* no node at all */
+		/* 2048 nodes of 2^20 workers: 2^31, one more than an int holds. */
+		{2048, "[[\"a\",1048576,2048]]"},
+		{2048, "[[\"a\",1048576,2047],[\"b\",1048576,1]]"},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		json_t *json = json_loads(bad[i], 0, NULL);
+		json_t *json = json_loads(bad[i].json, 0, NULL);
 		struct ranks_run *got = NULL;
 		size_t n_got = 7;
 		char **roles = NULL;
 
-		print_message("runs: %s\n", bad[i]);
+		print_message("runs of %zu nodes: %s\n", bad[i].n, bad[i].json);
 		assert_non_null(json);
-		assert_int_equal(rdzv_runs_decode(json, 4, &got, &n_got, &roles), -EBADMSG);
+		assert_int_equal(rdzv_runs_decode(json, bad[i].n, &got, &n_got, &roles), -EBADMSG);
 		assert_null(got);
 		assert_int_equal(n_got, 7);
 		assert_null(roles);
