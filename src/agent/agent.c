@@ -28,6 +28,7 @@
 #include "numa.h"
 #include "numa_crowd.h"
 #include "rdzv.h"
+#include "rdzv_runs.h"
 #include "sd.h"
 #include "sentinel.h"
 #include "util.h"
@@ -645,16 +646,9 @@ agent_keep_round(struct agent *a, const struct rdzv_result *res)
 	strv_free(a->round_roles);
 	a->round_roles = NULL;
 	a->round = *res;
-	/* O(runs): a job of alike nodes is one run, whatever its size. */
-	a->round.runs = xcalloc(res->n_runs + 1, sizeof(*res->runs));
-	a->round_roles = xcalloc(res->n_runs + 1, sizeof(*a->round_roles));
-	for (size_t i = 0; i < res->n_runs; i++) {
-		/* The roles belong to the backend, which frees them at its next
-		 * round: keep our own copies for as long as we keep the round. */
-		a->round_roles[i] = xstrdup(res->runs[i].role);
-		a->round.runs[i] = res->runs[i];
-		a->round.runs[i].role = a->round_roles[i];
-	}
+	/* The runs and roles belong to the backend, which frees them at its
+	 * next round. O(runs): a job of alike nodes is one run. */
+	rdzv_runs_copy(res->runs, res->n_runs, &a->round.runs, &a->round_roles);
 	a->round.master_addr = xstrdup(res->master_addr);
 }
 

@@ -73,6 +73,22 @@ rdzv_runs_decode(const json_t *json, size_t n, struct ranks_run **ret_runs, size
 }
 
 void
+rdzv_runs_copy(const struct ranks_run *runs, size_t n_runs, struct ranks_run **ret_runs,
+	       char ***ret_roles)
+{
+	struct ranks_run *copy = xcalloc(n_runs + 1, sizeof(*copy));
+	char **roles = xcalloc(n_runs + 1, sizeof(*roles));
+
+	for (size_t i = 0; i < n_runs; i++) {
+		roles[i] = xstrdup(runs[i].role);
+		copy[i] = runs[i];
+		copy[i].role = roles[i];
+	}
+	*ret_runs = copy;
+	*ret_roles = roles;
+}
+
+void
 rdzv_runs_alike(const char *role, int local_world_size, size_t n, struct ranks_run **ret_runs,
 		size_t *ret_n_runs, char ***ret_roles)
 {

@@ -25,6 +25,14 @@ json_t *rdzv_runs_encode(const struct ranks_run *runs, size_t n_runs);
 int rdzv_runs_decode(const json_t *json, size_t n, struct ranks_run **ret_runs, size_t *ret_n_runs,
 		     char ***ret_roles);
 
+/* A copy of runs[0..n_runs) that owns its roles: *ret_runs (n_runs entries,
+ * malloc'd) whose roles point into *ret_roles (a NULL-terminated strv of
+ * one string per run, malloc'd), both the caller's; O(runs). What a holder
+ * of a round keeps when the runs' owner frees them. Cannot fail (aborts on
+ * out-of-memory). */
+void rdzv_runs_copy(const struct ranks_run *runs, size_t n_runs, struct ranks_run **ret_runs,
+		    char ***ret_roles);
+
 /* The n nodes (n >= 1) of a round whose nodes all run role with
  * local_world_size workers (torch main's worker-identical path: each node
  * takes itself as the model of all), as one run: *ret_runs (1 entry,

@@ -112,6 +112,29 @@ test_bad_runs(void **state)
 	}
 }
 
+/* A copy owns its roles: it outlives the runs and roles it was made from. */
+static void
+test_copy(void **state)
+{
+	char *trainer = strdup("trainer"), *ps = strdup("ps");
+	struct ranks_run runs[] = {{trainer, 4, 2}, {ps, 1, 3}}, *copy;
+	char **roles;
+
+	rdzv_runs_copy(runs, 2, &copy, &roles);
+	free(trainer);
+	free(ps);
+	assert_int_equal(strv_length(roles), 2);
+	for (size_t i = 0; i < 2; i++) {
+		assert_ptr_equal(copy[i].role, roles[i]);
+		assert_int_equal(copy[i].local_world_size, runs[i].local_world_size);
+		assert_int_equal(copy[i].count, runs[i].count);
+	}
+	assert_string_equal(copy[0].role, "trainer");
+	assert_string_equal(copy[1].role, "ps");
+	strv_free(roles);
+	free(copy);
+}
+
 /* Worker-identical: every node is this one; one run, one role string. */
 static void
 test_alike_nodes(void **state)
@@ -141,7 +164,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_encode),         cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_decode_one_run), cmocka_unit_test(test_alike_nodes),
-		cmocka_unit_test(test_bad_runs),
+		cmocka_unit_test(test_bad_runs),       cmocka_unit_test(test_copy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
