@@ -646,6 +646,8 @@ int
 rdzv_round_check(const struct rdzv_state *st, const struct rdzv_node *me, int64_t round, int world,
 		 int rank, int *ret_waiting, char **ret_msg)
 {
+	struct rdzv_summary summary;
+
 	*ret_waiting = 0;
 	if (st->closed && st->closed_by) {
 		_cleanup_free_ char *who = rdzv_close_record_describe(st->closed_by);
@@ -660,20 +662,37 @@ rdzv_round_check(const struct rdzv_state *st, const struct rdzv_node *me, int64_
 				   "or the job ended)");
 		return -ECONNABORTED;
 	}
-	if (st->round != round || !st->complete || rdzv_state_find_participant(st, me) < 0) {
+	if (rdzv_state_find_participant(st, me) < 0) {
 		*ret_msg = xasprintf(
 			"this node is no longer in round %" PRId64 " of the rendezvous", round);
 		return 1;
 	}
-	if (st->n_participants < (size_t)world) {
-		*ret_msg = xasprintf("%zu of the %d nodes of round %" PRId64 " left",
-				     (size_t)world - st->n_participants, world, round);
+	summary = rdzv_summary_of(st);
+	return rdzv_round_check_summary(&summary, round, world, rank, ret_waiting, ret_msg);
+}
+
+int
+rdzv_round_check_summary(const struct rdzv_summary *sum, int64_t round, int world, int rank,
+			 int *ret_waiting, char **ret_msg)
+{
+	*ret_waiting = 0;
+	if (sum->closed) {
+		return -EAGAIN;
+	}
+	if (sum->round != round || !sum->complete) {
+		*ret_msg = xasprintf(
+			"this node is no longer in round %" PRId64 " of the rendezvous", round);
 		return 1;
 	}
-	if (st->n_wait_list > 0) {
-		*ret_msg = xasprintf("Detected %zu new nodes from group_rank=%d", st->n_wait_list,
+	if (sum->n_participants < (size_t)world) {
+		*ret_msg = xasprintf("%zu of the %d nodes of round %" PRId64 " left",
+				     (size_t)world - sum->n_participants, world, round);
+		return 1;
+	}
+	if (sum->n_wait_list > 0) {
+		*ret_msg = xasprintf("Detected %zu new nodes from group_rank=%d", sum->n_wait_list,
 				     rank);
-		*ret_waiting = (int)st->n_wait_list;
+		*ret_waiting = (int)sum->n_wait_list;
 		return 1;
 	}
 	return 0;

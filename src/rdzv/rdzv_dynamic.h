@@ -155,6 +155,15 @@ int rdzv_join_failure(enum rdzv_action a, const char *run_id, uint64_t join_time
 int rdzv_round_check(const struct rdzv_state *st, const struct rdzv_node *me, int64_t round,
 		     int world, int rank, int *ret_waiting, char **ret_msg);
 
+/* rdzv_round_check from a summary of the state (rdzv_state.h), for a node
+ * that hears of a change without reading the state: the same verdicts and
+ * messages, save that a closed rendezvous returns -EAGAIN with no message
+ * (the state names who closed it: read it), and that a node dropped from its
+ * round hears that a member left (a complete round only loses participants,
+ * so one that still has world of them still holds this node). */
+int rdzv_round_check_summary(const struct rdzv_summary *sum, int64_t round, int world, int rank,
+			     int *ret_waiting, char **ret_msg);
+
 /* torch's _sanitize: drop every node whose heartbeat is older than
  * keep_alive_interval * keep_alive_max_attempt from the heartbeats and every
  * list, then the epilogue if a participant went. Returns the number of nodes

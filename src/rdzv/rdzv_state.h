@@ -221,6 +221,32 @@ int rdzv_failure_decode(struct rdzv_state *st, const char **f, size_t *fl, size_
  * embedded NULs refused, so that decode and encode agree). 0, or -EINVAL. */
 int rdzv_parse_i64(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *ret);
 
+/* ---- summaries (rdzv_summary.c) ----
+ * What a node running a round needs of a state (rdzv_round_check_summary)
+ * in a few bytes, however many nodes it holds: c10d's gen key
+ * "<state key>/gen/<gen>" holds the summary of the state that set it, so
+ * that a running node hears of a change without reading the state. */
+struct rdzv_summary {
+	int64_t round;
+	bool complete;
+	bool closed;
+	size_t n_participants;
+	size_t n_wait_list;
+};
+
+/* Bytes of the longest encoded summary, NUL included. */
+#define RDZV_SUMMARY_MAX 64
+
+/* st's summary. */
+struct rdzv_summary rdzv_summary_of(const struct rdzv_state *st);
+/* "<round> <complete> <closed> <participants> <waiting>" (flags 0 or 1)
+ * into buf (RDZV_SUMMARY_MAX bytes, NUL-terminated). Returns its length. */
+size_t rdzv_summary_encode(const struct rdzv_summary *sum, char *buf);
+/* Decode buf[0..len) as rdzv_summary_encode writes it (canonical numbers,
+ * round >= 0, counts at most RDZV_MAX_NODES). Returns 0, or -EBADMSG for
+ * anything else (an empty value included). */
+int rdzv_summary_decode(const char *buf, size_t len, struct rdzv_summary *ret);
+
 /* Replace the heartbeats with one per node of the participants, wait list
  * and redundancy list, each stamped usec (for a store where liveness lives
  * elsewhere, as etcd leases: the state is kept without "h" lines). */

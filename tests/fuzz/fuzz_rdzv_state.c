@@ -1,7 +1,7 @@
 /* fuzz_rdzv_state.c — libFuzzer target: the input is a rendezvous state value
- * read from the store. Whatever decodes must encode back to the same bytes,
- * and every decision and action must run on it without breaking the sorted
- * sets. */
+ * read from the store, or a gen key's summary of one. Whatever decodes must
+ * encode back to the same bytes, and every decision and action must run on a
+ * state without breaking the sorted sets. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,9 +34,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const struct rdzv_settings s = {2, 4, 30000000, 5000000, 3, 0};
 	struct rdzv_state st;
 	struct rdzv_node me;
+	struct rdzv_summary sum;
+	char sbuf[RDZV_SUMMARY_MAX];
 	char *enc;
 	size_t len;
 
+	if (rdzv_summary_decode((const char *)data, size, &sum) == 0 &&
+	    (rdzv_summary_encode(&sum, sbuf) != size || memcmp(sbuf, data, size) != 0)) {
+		abort();
+	}
 	if (rdzv_state_decode((const char *)data, size, &st) < 0) {
 		return 0;
 	}

@@ -404,7 +404,10 @@ test_join_failure(void **state)
 	}
 }
 
-/* What a running node (round 0, rank 1 of 2) makes of the state it reads. */
+/* What a running node (round 0, rank 1 of 2) makes of the state it reads,
+ * and of the state's summary (a gen key): the same, save that a closed
+ * rendezvous is for the state to say (who closed it), and that a node
+ * dropped from the round hears that a member left. */
 static void
 test_round_check(void **state)
 {
@@ -414,32 +417,50 @@ test_round_check(void **state)
 		int ret;
 		int waiting;
 		const char *msg;
+		const char *sum_msg; /* NULL: msg */
 	} rows[] = {
-		{"all there", H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\n", 0, 0, NULL},
+		{"all there", H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\n", 0, 0, NULL, NULL},
 		{"closed", H(0, 1, 1, -1) "p a_1_0 0\np me_1_0 1\n", -ECONNABORTED, 0,
-		 "the rendezvous was closed by another node (its workers failed or the job ended)"},
+		 "the rendezvous was closed by another node (its workers failed or the job ended)",
+		 NULL},
 		{"next round", H(1, 0, 0, -1), 1, 0,
-		 "this node is no longer in round 0 of the rendezvous"},
+		 "this node is no longer in round 0 of the rendezvous", NULL},
 		{"dropped", H(0, 1, 0, -1) "p a_1_0 0\n", 1, 0,
-		 "this node is no longer in round 0 of the rendezvous"},
-		{"a member left", H(0, 1, 0, -1) "p me_1_0 1\n", 1, 0,
+		 "this node is no longer in round 0 of the rendezvous",
 		 "1 of the 2 nodes of round 0 left"},
+		{"a member left", H(0, 1, 0, -1) "p me_1_0 1\n", 1, 0,
+		 "1 of the 2 nodes of round 0 left", NULL},
 		{"late joiners", H(0, 1, 0, -1) "p a_1_0 0\np me_1_0 1\nw x_1_0\nw y_1_0\n", 1, 2,
-		 "Detected 2 new nodes from group_rank=1"},
+		 "Detected 2 new nodes from group_rank=1", NULL},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
 		struct rdzv_state st;
+		struct rdzv_summary sum;
 		char *msg = NULL;
-		int waiting = -1;
+		int waiting = -1, ret = rows[i].ret;
 
 		load(rows[i].state, &st);
-		if (rdzv_round_check(&st, &me, 0, 2, 1, &waiting, &msg) != rows[i].ret) {
-			fail_msg("%s: want %d", rows[i].name, rows[i].ret);
+		if (rdzv_round_check(&st, &me, 0, 2, 1, &waiting, &msg) != ret) {
+			fail_msg("%s: want %d", rows[i].name, ret);
 		}
 		assert_int_equal(waiting, rows[i].waiting);
 		if (rows[i].msg) {
 			assert_string_equal(msg, rows[i].msg);
+		}
+		free(msg);
+		msg = NULL;
+		waiting = -1;
+		sum = rdzv_summary_of(&st);
+		if (rdzv_round_check_summary(&sum, 0, 2, 1, &waiting, &msg) !=
+		    (ret < 0 ? -EAGAIN : ret)) {
+			fail_msg("%s: summary: want %d", rows[i].name, ret < 0 ? -EAGAIN : ret);
+		}
+		assert_int_equal(waiting, rows[i].waiting);
+		if (ret > 0) {
+			assert_string_equal(msg, rows[i].sum_msg ? rows[i].sum_msg : rows[i].msg);
+		} else {
+			assert_null(msg);
 		}
 		free(msg);
 		rdzv_state_release(&st);

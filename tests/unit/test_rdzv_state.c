@@ -463,6 +463,62 @@ test_failures(void **state)
 	(void)state;
 }
 
+static void
+assert_summary_equal(const struct rdzv_summary *x, const struct rdzv_summary *y)
+{
+	assert_int_equal(x->round, y->round);
+	assert_int_equal(x->complete, y->complete);
+	assert_int_equal(x->closed, y->closed);
+	assert_int_equal(x->n_participants, y->n_participants);
+	assert_int_equal(x->n_wait_list, y->n_wait_list);
+}
+
+/* A state's summary (c10d's gen keys): what a running node needs, in a few
+ * canonical bytes; anything else is refused (an empty value: a gen key set by
+ * an older elasticd). */
+static void
+test_summary(void **state)
+{
+	static const char *const bad[] = {
+		"",           "7 1 0 1000", "7 1 0 1000 0 1", "7 2 0 1000 0", "-1 1 0 1 0",
+		"07 1 0 1 0", "7 1 0 1 0 ", " 7 1 0 1 0",     "7  1 0 1 0",   "7 1 0 1048577 0",
+		"7 1 0 x 0",  "-",          "7\n1 0 1 0",
+	};
+	static const char want[] = "7 1 0 2 1";
+	struct rdzv_state st;
+	struct rdzv_summary sum, back;
+	struct rdzv_node a, b, w;
+	char buf[RDZV_SUMMARY_MAX];
+
+	rdzv_state_init(&st);
+	assert_int_equal(rdzv_node_init(&a, "a", 1, 0), 0);
+	assert_int_equal(rdzv_node_init(&b, "b", 1, 0), 0);
+	assert_int_equal(rdzv_node_init(&w, "w", 1, 0), 0);
+	st.round = 7;
+	st.complete = true;
+	rdzv_state_add_participant(&st, &a, 0);
+	rdzv_state_add_participant(&st, &b, 1);
+	rdzv_state_add_wait(&st, &w);
+	sum = rdzv_summary_of(&st);
+	assert_int_equal(rdzv_summary_encode(&sum, buf), strlen(want));
+	assert_string_equal(buf, want);
+	assert_int_equal(rdzv_summary_decode(buf, strlen(buf), &back), 0);
+	assert_summary_equal(&back, &sum);
+	sum = (struct rdzv_summary){INT64_MAX, true, true, RDZV_MAX_NODES, RDZV_MAX_NODES};
+	assert_true(rdzv_summary_encode(&sum, buf) < RDZV_SUMMARY_MAX);
+	assert_int_equal(rdzv_summary_decode(buf, strlen(buf), &back), 0);
+	assert_summary_equal(&back, &sum);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		if (rdzv_summary_decode(bad[i], strlen(bad[i]), &back) != -EBADMSG) {
+			fail_msg("decoded '%s'", bad[i]);
+		}
+	}
+	rdzv_node_release(&a);
+	rdzv_node_release(&b);
+	rdzv_node_release(&w);
+	rdzv_state_release(&st);
+}
+
 int
 main(void)
 {
@@ -471,7 +527,7 @@ main(void)
 		cmocka_unit_test(test_sets_and_roundtrip), cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_stamp_members),      cmocka_unit_test(test_close_record),
 		cmocka_unit_test(test_quarantine),         cmocka_unit_test(test_rank_key),
-		cmocka_unit_test(test_failures),
+		cmocka_unit_test(test_failures),           cmocka_unit_test(test_summary),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
