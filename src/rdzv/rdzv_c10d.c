@@ -165,8 +165,10 @@ cas_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	if (has_set && gen > 0) {
 		char *k = gen_key(c, gen);
 
-		/* Wake the nodes waiting for this change. */
-		tcpstore_client_set(c->cl, k, "", 0, set_done_cb, c);
+		/* Wake the nodes waiting for this change, and tell the
+		 * running ones what it was (c10d_observe_summary). */
+		tcpstore_client_set(c->cl, k, c->pending_sum, strlen(c->pending_sum), set_done_cb,
+				    c);
 		free(k);
 		if (gen > GEN_KEEP) {
 			k = gen_key(c, gen - GEN_KEEP);
@@ -218,13 +220,16 @@ store_read(void *arg)
 }
 
 /* rdzv_store_ops.cas: compare_set against the value last read; a notable
- * change then sets "<key>/gen/<gen>" (cas_cb). */
+ * change then sets "<key>/gen/<gen>" to the summary of what it wrote
+ * (cas_cb). */
 static void
 store_cas(void *arg, enum rdzv_action a)
 {
 	struct c10d *c = arg;
+	struct rdzv_summary sum = rdzv_summary_of(&c->sync.st);
 
 	c->pending_gen = c->sync.notable ? c->sync.st.gen : 0;
+	(void)rdzv_summary_encode(&sum, c->pending_sum);
 	free(c->pending);
 	c->pending = rdzv_state_encode(&c->sync.st, &c->pending_len);
 	c->sync.io_pending = true;
@@ -569,8 +574,11 @@ watch_cb(int err, const struct tcpstore_reply *rep, void *arg)
 	}
 	if (c->sync.op_active) {
 		rdzv_sync_wake(&c->sync);
+	} else if ((c->sync.running || c->sync.barrier) && !c->coordinator) {
+		c10d_observe_summary(c, c->watch_gen);
 	} else if (c->sync.running || c->sync.barrier || (c->sync.next_active && !c->coordinated)) {
-		/* (A coordinated joiner hears from its assignment key.) */
+		/* The coordinator reads what it may admit; a coordinated
+		 * joiner hears from its assignment key. */
 		c10d_observe_read(c);
 	}
 }

@@ -68,8 +68,10 @@ struct c10d {
 	char *pending; /* the value a compare-and-set in flight tries to write */
 	size_t pending_len;
 	uint64_t pending_gen;
+	char pending_sum[RDZV_SUMMARY_MAX]; /* its summary, for its gen key */
 
-	bool observe_pending; /* a GET outside operations */
+	bool observe_pending; /* a GET (of the state or a gen key) outside operations */
+	uint64_t observe_gen; /* ... of that gen key */
 
 	/* Admission by the store host (the coordinator): a joiner SETs
 	 * "<key>/j/<node>"; the host hears it from its own server, no round
@@ -153,7 +155,8 @@ backend(struct rdzv *r)
 	return r->backend;
 }
 
-/* "<key>/gen/<gen>": set by a write waiting nodes must hear about. */
+/* "<key>/gen/<gen>": set by a write waiting nodes must hear about, to the
+ * summary of the state it wrote (rdzv_summary_encode). */
 static inline char *
 gen_key(const struct c10d *c, uint64_t gen)
 {
@@ -226,6 +229,13 @@ void c10d_assign_mark_closed(struct c10d *c);
  * read when it exists), else wait for the assignment key (the watch) at most
  * a keep-alive window. */
 void c10d_assign_blind_read(struct c10d *c);
+/* A node running a round (or in the exit barrier) heard gen: read the
+ * summary its gen key holds (a few bytes) instead of the state, O(N) bytes
+ * for each of N nodes when one of them fails (rdzv_sync_observe_summary);
+ * the state itself only when the summary cannot tell (the rendezvous
+ * closed; the key gone or set by an older elasticd). No-op while an
+ * operation or another look outside operations is under way. */
+void c10d_observe_summary(struct c10d *c, uint64_t gen);
 /* Whether the background WAIT should WAIT on our assignment key. */
 bool c10d_assign_watching(const struct c10d *c);
 /* The assignment key was set: GET it, and end the join with it

@@ -7,7 +7,9 @@
  * few bytes (rdzv_sync_assigned). The state, whose size grows with the
  * number of nodes, is read by the coordinator alone; a joiner reads it only
  * when something else happens (the rendezvous closed: "closed" in its key or
- * "<key>/closed"; no word for a keep-alive window; its join deadline). */
+ * "<key>/closed"; no word for a keep-alive window; its join deadline). Once
+ * in a round, a node that hears of a change (the gen watch) reads the
+ * summary of the state that its gen key holds, not the state. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -186,6 +188,53 @@ c10d_assign_fetch(struct c10d *c)
 	k = c10d_assign_key(c, c->me.name);
 	if (tcpstore_client_get(c->cl, k, assign_got_cb, c) < 0) {
 		c10d_store_gone(c, -ECONNRESET);
+	}
+	free(k);
+}
+
+/* ---- a running node hears of a change ------------------------------------- */
+
+static void
+summary_cb(int err, const struct tcpstore_reply *rep, void *arg)
+{
+	struct c10d *c = arg;
+	struct rdzv_summary sum;
+
+	c->observe_pending = false;
+	if (err < 0) {
+		c10d_store_gone(c, err);
+		return;
+	}
+	if (c->sync.op_active) {
+		return; /* an operation started meanwhile: it reads for itself */
+	}
+	if (rdzv_summary_decode((const char *)rep->value.data, rep->value.len, &sum) < 0 ||
+	    !rdzv_sync_observe_summary(&c->sync, c->observe_gen, &sum)) {
+		/* Gone (GEN_KEEP), set by an older elasticd, or closed: the
+		 * state itself. */
+		c10d_observe_read(c);
+		return;
+	}
+	c10d_watch_update(c);
+}
+
+/* A COMPARE_SET that expects a value no gen key holds answers the key's
+ * value and changes nothing, or answers that value when the key is gone
+ * (deleted GEN_KEEP writes later), where a GET would end the connection on
+ * torch's stores (reference tcpstore-protocol.md §1.6). */
+void
+c10d_observe_summary(struct c10d *c, uint64_t gen)
+{
+	char *k;
+
+	if (c->sync.op_active || c->observe_pending || c->dead || !c->up) {
+		return;
+	}
+	k = gen_key(c, gen);
+	c->observe_pending = true;
+	c->observe_gen = gen;
+	if (tcpstore_client_compare_set(c->cl, k, "-", 1, "-", 1, summary_cb, c) < 0) {
+		c->observe_pending = false;
 	}
 	free(k);
 }

@@ -282,6 +282,29 @@ rdzv_sync_observe(struct rdzv_sync *s)
 	free(msg);
 }
 
+bool
+rdzv_sync_observe_summary(struct rdzv_sync *s, uint64_t gen, const struct rdzv_summary *sum)
+{
+	char *msg = NULL;
+	int waiting;
+
+	if (sum->closed) {
+		return false;
+	}
+	if (gen <= s->st.gen) {
+		return true; /* the copy knows better */
+	}
+	s->st.gen = gen;
+	s->stale = true;
+	if (s->running && !s->told &&
+	    rdzv_round_check_summary(sum, s->round, s->world, s->rank, &waiting, &msg) > 0) {
+		s->told = true;
+		rdzv_tell(s->r, RDZV_TELL_NODES_WAITING, 0, waiting, msg);
+	}
+	free(msg);
+	return true;
+}
+
 /* After any new copy: the round's watchers and the waiting node's log. */
 static void
 looked(struct rdzv_sync *s)

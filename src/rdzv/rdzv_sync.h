@@ -203,6 +203,15 @@ void rdzv_sync_timer_fire(struct rdzv_sync *s);
  * closed state ends the exit barrier). */
 void rdzv_sync_observe(struct rdzv_sync *s);
 
+/* While a round runs, or in the exit barrier: the store summarises its state
+ * of gen gen as sum (rdzv_state.h), without the state. A summary newer than
+ * the local copy leaves the copy stale with that gen (no verdicts from it
+ * until the next read) and tells the agent once when the round must re-form,
+ * as rdzv_sync_observe does. Returns false when the summary cannot tell (the
+ * rendezvous closed: the caller reads the state, which names who closed it
+ * and ends the barrier). */
+bool rdzv_sync_observe_summary(struct rdzv_sync *s, uint64_t gen, const struct rdzv_summary *sum);
+
 /* The decision context now (the store's clocks) with the op deadline. */
 struct rdzv_ctx rdzv_sync_ctx(const struct rdzv_sync *s);
 

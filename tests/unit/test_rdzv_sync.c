@@ -484,6 +484,57 @@ test_assigned(void **state)
 	event_base_free(w.base);
 }
 
+static void
+waiting_cb(int n, const char *why, void *arg)
+{
+	int *told = arg;
+
+	*told = n + 1;
+}
+
+/* A running node hears of a change from a summary (a gen key), not the
+ * state: a newer one leaves the copy stale with its gen and tells the agent
+ * once that the round must re-form; an older one changes nothing; a closed
+ * rendezvous is the state's to say (who closed it). */
+static void
+test_observe_summary(void **state)
+{
+	struct world w = {.base = event_base_new(), .wall = WALL0, .mono = MONO0};
+	struct sync_case c = {"summary", 2, 3, NULL, "J", S, "W"};
+	struct node nodes[1] = {0};
+	struct rdzv_sync *s = &nodes[0].s;
+	struct rdzv_settings set;
+	struct rdzv_summary sum = {.round = 7, .complete = true, .n_participants = 1000};
+	int told = 0;
+
+	nodes_start(&w, nodes, 1, &c, &set);
+	run(nodes, 1, c.limit);
+	rdzv_sync_assigned(s, 7, 41, 1000, 12);
+	nodes[0].r.cb = (struct rdzv_callbacks){.nodes_waiting = waiting_cb, .arg = &told};
+	s->running = true;
+	assert_true(rdzv_sync_observe_summary(s, 13, &sum)); /* all there */
+	assert_int_equal(s->st.gen, 13);
+	assert_true(s->stale);
+	assert_false(s->told);
+	sum.n_wait_list = 2;
+	assert_true(rdzv_sync_observe_summary(s, 13, &sum)); /* not newer */
+	assert_false(s->told);
+	sum.n_wait_list = 0;
+	sum.n_participants = 999;
+	assert_true(rdzv_sync_observe_summary(s, 14, &sum)); /* a member left */
+	assert_true(s->told);
+	assert_int_equal(s->st.gen, 14);
+	event_base_loop(w.base, EVLOOP_NONBLOCK);
+	assert_int_equal(told, 1); /* n 0: a member left */
+	sum.closed = true;
+	assert_false(rdzv_sync_observe_summary(s, 15, &sum));
+	assert_int_equal(s->st.gen, 14);
+	rdzv_sync_release(s);
+	rdzv_node_release(&nodes[0].me);
+	free(w.value);
+	event_base_free(w.base);
+}
+
 /* The lost-race pause: below 2 ms, and two nodes draw different pauses. */
 static void
 test_jitter(void **state)
@@ -620,9 +671,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cases),       cmocka_unit_test(test_store_error_each_step),
-		cmocka_unit_test(test_jitter),      cmocka_unit_test(test_assigned),
-		cmocka_unit_test(test_lease_judge), cmocka_unit_test(test_lease_election),
+		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_store_error_each_step),
+		cmocka_unit_test(test_jitter),
+		cmocka_unit_test(test_assigned),
+		cmocka_unit_test(test_lease_judge),
+		cmocka_unit_test(test_lease_election),
+		cmocka_unit_test(test_observe_summary),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
