@@ -27,7 +27,10 @@
  * workers succeeded), and a line "barrier N=<n> failed=<f> start_abs=<s>
  * last_abs=<s> rchar=<bytes> wchar=<bytes>" follows once all passed it.
  * RDZV_SWARM_AGAIN_AFTER=<ms>: with RDZV_SWARM_ROUNDS=2, run the event loop
- * that long between the two rounds (a test acts meanwhile).
+ * that long between the two rounds (a test acts meanwhile, or another
+ * process's participants start the next round first); the reform line then
+ * ends with "told=<count> wait_rchar=<bytes>": how many participants were
+ * told meanwhile that their round must re-form, and the bytes read meanwhile.
  * RDZV_SWARM_NNODES=<MIN:MAX>: --nnodes (default N).
  * RDZV_SWARM_PROGRESS=1: the participants' progress lines on stderr.
  * RDZV_SWARM_HOLD=1: then keep the event loop (and a store hosted here)
@@ -67,7 +70,7 @@ proc_io(const char *field)
 	fclose(f);
 	return v;
 }
-static int n_total, n_done, n_failed, world;
+static int n_total, n_done, n_failed, n_told, world;
 static uint64_t start, first, last;
 
 static void
@@ -102,6 +105,12 @@ finished_cb(int err, const char *errmsg, void *arg)
 	if (++n_done == n_total) {
 		event_base_loopbreak(base);
 	}
+}
+
+static void
+nodes_waiting_cb(int n, const char *why, void *arg)
+{
+	n_told++;
 }
 
 static void
@@ -171,7 +180,8 @@ env_is(const char *name, const char *value)
 static void
 reform(struct rdzv **rs, const char *nn)
 {
-	long long rchar = proc_io("rchar"), wchar = proc_io("wchar");
+	long long rchar = proc_io("rchar"), wchar = proc_io("wchar"), wait_rchar = -1;
+	int told = 0;
 
 	if (getenv("RDZV_SWARM_AGAIN_AFTER")) {
 		long ms = atol(getenv("RDZV_SWARM_AGAIN_AFTER"));
@@ -179,6 +189,8 @@ reform(struct rdzv **rs, const char *nn)
 
 		event_base_loopexit(base, &tv);
 		event_base_dispatch(base);
+		wait_rchar = proc_io("rchar") - rchar;
+		told = n_told;
 		rchar = proc_io("rchar");
 		wchar = proc_io("wchar");
 	}
@@ -189,8 +201,12 @@ reform(struct rdzv **rs, const char *nn)
 		}
 	}
 	event_base_dispatch(base);
-	printf("reform N=%s world=%d failed=%d last_abs=%.6f rchar=%lld wchar=%lld\n", nn, world,
+	printf("reform N=%s world=%d failed=%d last_abs=%.6f rchar=%lld wchar=%lld", nn, world,
 	       n_failed, abs_now(), proc_io("rchar") - rchar, proc_io("wchar") - wchar);
+	if (wait_rchar >= 0) {
+		printf(" told=%d wait_rchar=%lld", told, wait_rchar);
+	}
+	printf("\n");
 	fflush(stdout);
 }
 
@@ -271,6 +287,7 @@ main(int argc, char **argv)
 		struct rdzv_callbacks cb = {
 			.done = done_cb,
 			.finished = finished_cb,
+			.nodes_waiting = nodes_waiting_cb,
 			.progress = env_is("RDZV_SWARM_PROGRESS", "1") ? progress_cb : NULL,
 			.arg = (void *)(intptr_t)(first_i + i)};
 

@@ -81,12 +81,13 @@ class C10dTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
 
     # -- cost per participant ------------------------------------------------------
 
-    def swarm_bytes(self, n):
+    def swarm_run(self, n, after=None):
         """n participants (tests/rdzv_swarm, the real c10d backend) against a
         store hosted by participant 0 in a process of its own, for two rounds
         (every participant asks for the next one at once, as after a worker
-        failure); returns the bytes the others read, per participant, to hold
-        the first round and then the second."""
+        failure); after: the others hold their first round that many ms
+        before they ask (participant 0 asks at once). Returns the others'
+        lines, {"swarm": {...}, "reform": {...}}."""
         swarm = os.environ.get("RDZV_SWARM") or os.path.join(
             os.path.dirname(os.path.dirname(os.environ["ELASTICD"])), "tests", "rdzv_swarm")
         endpoint = "127.0.0.1:%d" % self.port
@@ -98,11 +99,12 @@ class C10dTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
                                 stderr=subprocess.PIPE)
         try:
             time.sleep(0.3)
+            env = dict(os.environ, RDZV_SWARM_SLICE="1:%d" % (n - 1), RDZV_SWARM_ROUNDS="2")
+            if after:
+                env["RDZV_SWARM_AGAIN_AFTER"] = str(after)
             rest = subprocess.run([swarm, str(n), endpoint, conf + ",is_host=false",
                                    "bytes%d" % n],
-                                  env=dict(os.environ, RDZV_SWARM_SLICE="1:%d" % (n - 1),
-                                           RDZV_SWARM_ROUNDS="2"),
-                                  capture_output=True, text=True, timeout=90)
+                                  env=env, capture_output=True, text=True, timeout=90)
             self.assertEqual(rest.returncode, 0, rest.stderr[-2000:])
         finally:
             host.communicate(b"", timeout=30)
@@ -110,6 +112,12 @@ class C10dTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
                  for line in rest.stdout.splitlines() if line.strip()}
         for what in ("swarm", "reform"):
             self.assertEqual(lines[what]["world"], str(n), rest.stdout)
+        return lines
+
+    def swarm_bytes(self, n):
+        """swarm_run's bytes read per participant to hold the first round,
+        then the second."""
+        lines = self.swarm_run(n)
         return [int(lines[what]["rchar"]) / (n - 1) for what in ("swarm", "reform")]
 
     def test_bytes_read_per_participant_do_not_grow_with_n(self):
@@ -130,6 +138,22 @@ class C10dTest(rdzv_cases.RdzvCases, lib.ElasticdTestCase):
               "next round %d B, %d B (not checked)" % (s1, l1, s2, l2), file=sys.stderr)
         self.assertLess(l1, 2 * s1 + 512, "first round, per participant: %d B at N=16, %d B "
                         "at N=160" % (s1, l1))
+
+    def test_running_nodes_hear_of_a_change_in_few_bytes(self):
+        # Participant 0 leaves the round for the next one while the others
+        # still run theirs (as when one node's workers fail): each of them
+        # hears that its round must re-form from the summary its gen key
+        # holds, a few bytes, not from the whole state (~N*60 B each).
+        small = self.swarm_run(16, after=1000)["reform"]
+        self.port = free_port()
+        large = self.swarm_run(160, after=1000)["reform"]
+        self.assertEqual(small["told"], "15", small)
+        self.assertEqual(large["told"], "159", large)
+        s, l = int(small["wait_rchar"]) / 15, int(large["wait_rchar"]) / 159
+        print("bytes read per running participant as the round re-forms: %d B at N=16, "
+              "%d B at N=160" % (s, l), file=sys.stderr)
+        self.assertLess(l, 2 * s + 256, "per running participant: %d B at N=16, %d B at "
+                        "N=160" % (s, l))
 
     # -- failures ------------------------------------------------------------------
 
