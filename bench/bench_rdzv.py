@@ -24,7 +24,12 @@ Figures:
      puts the old value back after. Then "all again": every participant
      asks for the next round at once (as every agent does after a worker
      failed), time from the first round held to the second, and its bytes
-     read per participant. Each line ends with the 1-minute load average.
+     read per participant. --again-after MS: the others hold their first
+     round MS ms before they ask (participant 0 asks at once, as a node
+     whose workers failed would), and the note adds the bytes each read
+     meanwhile, still running its round, to learn that it must re-form
+     (the time then includes the MS). Each line ends with the 1-minute load
+     average.
      Targets (issue #14): N = 1000 <= 0.5 s; N = 10 000 <= 10 s and at
      most 15 times N = 1000. Two ways:
        hosted    participant 0 hosts the store in the same process, as the
@@ -153,7 +158,7 @@ def parse_swarm(out):
     return res
 
 
-def swarm_multi(build, mode, n, timeout, slice_size, again=True, stagger=0.0):
+def swarm_multi(build, mode, n, timeout, slice_size, again=True, stagger=0.0, again_after=0):
     """Run n participants as processes of at most slice_size each against one
     store, twice: the first round, then every participant asks for the next
     one at once (as after a worker failure). Returns (seconds to the last
@@ -190,7 +195,8 @@ def swarm_multi(build, mode, n, timeout, slice_size, again=True, stagger=0.0):
             count = min(slice_size, n - first)
             procs.append(subprocess.Popen(
                 [driver, str(n), endpoint, conf, run_id],
-                env=dict(env, RDZV_SWARM_SLICE="%d:%d" % (first, count)),
+                env=dict(env, RDZV_SWARM_SLICE="%d:%d" % (first, count),
+                         **({"RDZV_SWARM_AGAIN_AFTER": str(again_after)} if again_after else {})),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE))
             first += count
             if stagger and first < n:
@@ -230,9 +236,13 @@ def swarm_multi(build, mode, n, timeout, slice_size, again=True, stagger=0.0):
     # One process holds the coordinator (O(N) per admission batch): the
     # least per process is what a participant without it reads.
     least = min(int(o["swarm"]["rchar"]) / int(o["swarm"]["local"]) for o in parts)
-    return (first_end - t0, rd, wr, again, rd2,
-            "%d processes; least read per participant in one process: %.0f B"
-            % (len(procs) + (1 if host else 0), least))
+    note = "%d processes; least read per participant in one process: %.0f B" % (
+        len(procs) + (1 if host else 0), least)
+    if again_after and all("wait_rchar" in o.get("reform", {}) for o in parts):
+        note += "; %d told to re-form while running, reading %.0f B per participant" % (
+            sum(int(o["reform"]["told"]) for o in parts),
+            sum(int(o["reform"]["wait_rchar"]) for o in parts) / k)
+    return (first_end - t0, rd, wr, again, rd2, note)
 
 
 SOMAXCONN = "/proc/sys/net/core/somaxconn"
@@ -281,6 +291,9 @@ def main():
                     help="figure 2's stores, comma-separated: hosted, external")
     ap.add_argument("--external-again", action="store_true",
                     help="the all-again round for the external store too")
+    ap.add_argument("--again-after", type=int, default=0, metavar="MS",
+                    help="all again: the participants but 0 hold their round MS ms "
+                    "before they ask (0 asks at once)")
     ap.add_argument("--somaxconn", type=int, default=0,
                     help="raise net.core.somaxconn to this first, where writable")
     ap.add_argument("--torchrun", default="2,4,8")
@@ -319,7 +332,8 @@ def main():
                 continue
             last, rd, wr, again, rd2, note = swarm_multi(
                 args.build, mode, n, 600, args.slice,
-                again=mode == "hosted" or args.external_again, stagger=args.stagger)
+                again=mode == "hosted" or args.external_again, stagger=args.stagger,
+                again_after=args.again_after)
             extra = "  (target <= 0.5 s)" if n == 1000 else ""
             if last is None:
                 print("   %-8s N=%-6d failed  [%s, load %.2f]" % (mode, n, note,
