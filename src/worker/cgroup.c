@@ -242,6 +242,12 @@ cgroup_pids(const char *path, pid_t **ret_pids)
 		if (end == s) {
 			break;
 		}
+		if (pid <= 0) {
+			/* A task the kernel cannot name in our pid namespace: one
+			 * exiting (its pid already released) shows as 0. Signalling
+			 * "0" would reach the agent's whole process group. */
+			continue;
+		}
 		pids = xrealloc(pids, (size_t)(n + 1) * sizeof(*pids));
 		pids[n++] = (pid_t)pid;
 	}

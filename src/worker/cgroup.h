@@ -41,7 +41,9 @@ int cgroup_enter(int procs_fd);
  * Returns 0 or -errno. */
 int cgroup_kill(const char *path);
 
-/* The processes listed in <path>/cgroup.procs (not descendant cgroups).
+/* The processes listed in <path>/cgroup.procs (not descendant cgroups),
+ * without the 0 entries the kernel writes for tasks it cannot name in our
+ * pid namespace (a task in the middle of exiting is one): every pid > 0.
  * Returns the count (>= 0) and a malloc'd array in *ret_pids, or -errno. */
 int cgroup_pids(const char *path, pid_t **ret_pids);
 

@@ -413,7 +413,9 @@ group_strays(const struct group *g, pid_t **ret_pids)
 	int kept = 0;
 
 	for (int i = 0; i < n; i++) {
-		if (pids[i] != sentinel_pid(g->sentinel) && !is_worker_pid(g, pids[i])) {
+		/* Never 0 or 1 (kill(0) is the agent's own process group). */
+		if (pids[i] > 1 && pids[i] != sentinel_pid(g->sentinel) &&
+		    !is_worker_pid(g, pids[i])) {
 			pids[kept++] = pids[i];
 		}
 	}
