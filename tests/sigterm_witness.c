@@ -29,11 +29,13 @@ put_str(const char *s)
 	put(s, strlen(s));
 }
 
-static void
-put_int(long v)
+/* v in decimal, written backwards ending at end (no NUL); returns its
+ * first character. Async-signal-safe (no snprintf). */
+static char *
+decimal(char *end, long v)
 {
-	char buf[24], *p = buf + sizeof(buf);
 	unsigned long u = v < 0 ? -(unsigned long)v : (unsigned long)v;
+	char *p = end;
 
 	do {
 		*--p = (char)('0' + u % 10);
@@ -42,6 +44,14 @@ put_int(long v)
 	if (v < 0) {
 		*--p = '-';
 	}
+	return p;
+}
+
+static void
+put_int(long v)
+{
+	char buf[24], *p = decimal(buf + sizeof(buf), v);
+
 	put(p, (size_t)(buf + sizeof(buf) - p));
 }
 
@@ -49,19 +59,13 @@ put_int(long v)
 static void
 put_proc(long pid, const char *what)
 {
-	char path[64] = "/proc/", data[400];
+	char path[64] = "/proc/", data[400], num[24];
 	size_t n = strlen(path);
-	char num[24], *p = num + sizeof(num);
-	unsigned long u = (unsigned long)pid;
 	ssize_t got;
 	int fd;
 
-	*--p = '\0';
-	do {
-		*--p = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	strcpy(path + n, p);
+	num[sizeof(num) - 1] = '\0';
+	strcpy(path + n, decimal(num + sizeof(num) - 1, pid));
 	n = strlen(path);
 	path[n++] = '/';
 	strcpy(path + n, what);
